@@ -1,0 +1,152 @@
+# twin — one Makefile; everything builds under $(BUILD).
+#   make            build build/twin (+ libtwinprof.so when CUDA/CUPTI is found)
+#   make demo       set up, build, run the main job on a built-in example
+#   make test       set up, build, run every test (ends with "N passed, N failed")
+#   make SAN=1 ...  AddressSanitizer + UndefinedBehaviorSanitizer build under build/san
+#   make bench      benchmarks (figures in docs/BENCHMARKS.md)
+#   make deps       install missing Debian packages (as root), else print the apt-get line
+# Optional parts are detected: CUDA_HOME (default /usr/local/cuda) with NCCL, cuBLAS, CUPTI
+# (NCCL_HOME, CUBLAS_HOME, CUPTI_HOME override where they live); MPI via mpicc; OpenBLAS.
+
+SAN ?= 0
+ifeq ($(SAN),1)
+BUILD ?= build/san
+SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+else
+BUILD ?= build
+SANFLAGS :=
+endif
+
+CC ?= cc
+OPT ?= -O2 -g
+WARN := -Wall -Wextra -Wshadow -Wno-unused-parameter -Wno-missing-field-initializers
+ifeq ($(CI),true)
+WARN += -Werror
+endif
+ifneq ($(WERROR),)
+WARN += -Werror
+endif
+CFLAGS_ALL := -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE $(OPT) $(WARN) $(SANFLAGS) \
+	-MMD -MP -I. -DTWIN_SOURCE_DIR='"$(CURDIR)"' $(CFLAGS)
+LDLIBS_ALL := -lcjson -lsqlite3 -lm -lpthread -ldl
+LDFLAGS_ALL := $(SANFLAGS) $(LDFLAGS)
+
+# ---- optional features ---------------------------------------------------------------------
+CUDA_HOME ?= /usr/local/cuda
+NCCL_HOME ?= $(CUDA_HOME)
+CUBLAS_HOME ?= $(CUDA_HOME)
+CUPTI_HOME ?= $(CUDA_HOME)
+NVCC ?= $(CUDA_HOME)/bin/nvcc
+HAVE_CUDA := $(shell test -f $(CUDA_HOME)/include/cuda_runtime.h && \
+	test -f $(NCCL_HOME)/include/nccl.h && test -f $(CUBLAS_HOME)/include/cublas_v2.h && echo 1)
+HAVE_CUPTI := $(shell test -f $(CUPTI_HOME)/include/cupti.h && test "$(HAVE_CUDA)" = 1 && echo 1)
+MPICC_BIN := $(shell command -v mpicc 2>/dev/null)
+HAVE_MPI := $(if $(MPICC_BIN),1,)
+HAVE_BLAS := $(shell pkg-config --exists openblas 2>/dev/null && echo 1)
+
+FEATURES :=
+ifeq ($(HAVE_MPI),1)
+CFLAGS_ALL += -DTWIN_HAVE_MPI $(shell mpicc --showme:compile)
+LDLIBS_ALL += $(shell mpicc --showme:link)
+FEATURES += mpi
+endif
+ifeq ($(HAVE_BLAS),1)
+CFLAGS_ALL += -DTWIN_HAVE_BLAS $(shell pkg-config --cflags openblas)
+LDLIBS_ALL += $(shell pkg-config --libs openblas)
+FEATURES += blas
+endif
+CUDA_LIBDIRS := $(sort $(CUDA_HOME)/lib64 $(NCCL_HOME)/lib $(NCCL_HOME)/lib64 $(CUBLAS_HOME)/lib \
+	$(CUBLAS_HOME)/lib64 $(CUPTI_HOME)/lib $(CUPTI_HOME)/lib64)
+CUDA_LIBDIRS := $(foreach d,$(CUDA_LIBDIRS),$(wildcard $(d)))
+ifeq ($(HAVE_CUDA),1)
+CUDA_INC := -I$(CUDA_HOME)/include -I$(NCCL_HOME)/include -I$(CUBLAS_HOME)/include -I$(CUPTI_HOME)/include
+CUDA_LD := $(foreach d,$(CUDA_LIBDIRS),-L$(d) -Wl,-rpath,$(d))
+CFLAGS_ALL += -DTWIN_HAVE_CUDA $(CUDA_INC)
+LDLIBS_ALL += $(CUDA_LD) -lcudart -lcublas -lcublasLt -lnccl
+FEATURES += cuda
+ifeq ($(HAVE_CUPTI),1)
+CFLAGS_ALL += -DTWIN_HAVE_CUPTI
+LDLIBS_ALL += -lcupti
+FEATURES += cupti
+endif
+endif
+CFLAGS_ALL += -DTWIN_FEATURES='"$(strip $(FEATURES))"'
+
+# ---- sources ---------------------------------------------------------------------------------
+# Each module's .c files are picked up by wildcard; the CUDA-only parts live in exec/cuda/ and
+# profile/inject/ and build only with CUDA.
+LIB_SRCS := $(wildcard core/*.c sim/*.c profile/*.c reports/*.c exec/*.c)
+ifeq ($(HAVE_CUDA),1)
+LIB_SRCS += $(wildcard exec/cuda/*.c)
+CU_SRCS := $(wildcard exec/cuda/*.cu)
+endif
+CLI_SRCS := $(wildcard cli/*.c)
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(CU_SRCS:%.cu=$(BUILD)/obj/%.cu.o)
+CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
+TEST_SRCS := $(wildcard tests/unit/test_*.c)
+TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
+BENCH_SRCS := $(wildcard tests/bench/bench_*.c)
+BENCH_BINS := $(BENCH_SRCS:tests/bench/%.c=$(BUILD)/bench/%)
+INJECT_SRCS := $(wildcard profile/inject/*.c)
+INJECT_LIB := $(if $(and $(HAVE_CUPTI),$(INJECT_SRCS)),$(BUILD)/libtwinprof.so,)
+
+.PHONY: all deps demo test bench clean fuzz test-valgrind
+all: $(BUILD)/twin $(INJECT_LIB)
+
+$(BUILD)/libtwin.a: $(LIB_OBJS)
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/twin: $(CLI_OBJS) $(BUILD)/libtwin.a
+	$(CC) $(LDFLAGS_ALL) -o $@ $(CLI_OBJS) $(BUILD)/libtwin.a $(LDLIBS_ALL)
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) -c -o $@ $<
+
+$(BUILD)/obj/%.cu.o: %.cu
+	@mkdir -p $(@D)
+	$(NVCC) -O2 -std=c++17 -I. $(CUDA_INC) -c -o $@ $<
+
+$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libtwin.a tests/unit/test.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL) -o $@ $< $(BUILD)/libtwin.a $(LDLIBS_ALL)
+
+$(BUILD)/bench/%: tests/bench/%.c $(BUILD)/libtwin.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL) -o $@ $< $(BUILD)/libtwin.a $(LDLIBS_ALL)
+
+# The injection library: CUPTI activity tracing inside any CUDA program.
+$(BUILD)/libtwinprof.so: $(INJECT_SRCS) $(BUILD)/libtwin.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) -fPIC -shared -o $@ $(INJECT_SRCS) $(LDFLAGS_ALL) \
+		$(CUDA_LD) -lcupti -lcudart -lsqlite3 -lcjson -lpthread
+
+# ---- set-up ----------------------------------------------------------------------------------
+DEB_PKGS := build-essential pkg-config libcjson-dev libsqlite3-dev sqlite3 gnuplot-nox \
+	libopenmpi-dev openmpi-bin libopenblas-dev
+deps:
+	@missing=""; for p in $(DEB_PKGS); do \
+		dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -z "$$missing" ]; then echo "deps: all Debian packages present"; \
+	elif [ "$$(id -u)" = 0 ]; then echo "deps: installing$$missing"; \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing) \
+		|| { echo "deps: apt-get failed"; exit 1; }; \
+	else echo "deps: missing packages; run: sudo apt-get install -y$$missing"; exit 1; fi
+
+demo: deps
+	@$(MAKE) --no-print-directory all
+	@sh examples/demo.sh $(BUILD)/twin
+
+test: deps
+	@$(MAKE) --no-print-directory all $(TEST_BINS)
+	@sh tests/run.sh $(BUILD)
+
+bench: deps
+	@$(MAKE) --no-print-directory all $(BENCH_BINS)
+	@sh tests/bench/run.sh $(BUILD)
+
+clean:
+	rm -rf build
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,13 @@
+/* twin runs — placeholder until its issue lands. */
+#include <stdio.h>
+
+#include "cli.h"
+
+int cmd_runs(const struct cli_ctx *ctx, int argc, char **argv)
+{
+	(void)ctx;
+	(void)argc;
+	(void)argv;
+	fprintf(stderr, "twin runs: not available in this build yet\n");
+	return 2;
+}

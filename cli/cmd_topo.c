@@ -1,0 +1,13 @@
+/* twin topo — placeholder until its issue lands. */
+#include <stdio.h>
+
+#include "cli.h"
+
+int cmd_topo(const struct cli_ctx *ctx, int argc, char **argv)
+{
+	(void)ctx;
+	(void)argc;
+	(void)argv;
+	fprintf(stderr, "twin topo: not available in this build yet\n");
+	return 2;
+}

@@ -1,0 +1,95 @@
+/* cluster — the machines: topologies/NAME.json (schema in docs/cluster.md), units in the
+ * field names (_gib = 2^30 bytes, _GBps = 1e9 bytes/s, _gbps = 1e9 bits/s, _us, _ns), and a
+ * "note" beside every number saying where it comes from.
+ *
+ * The loader keeps the file's cJSON tree so that --set PATH=VALUE can override any field by
+ * dotted path before the struct is filled (cluster_load applies the overrides). */
+#ifndef TW_CLUSTER_H
+#define TW_CLUSTER_H
+
+#include "tw.h"
+
+enum cluster_fabric { CLUSTER_FABRIC_INFINIBAND = 0, CLUSTER_FABRIC_ROCE, CLUSTER_FABRIC_ETHERNET,
+		      CLUSTER_FABRIC_NONE };
+enum cluster_netopo { CLUSTER_TOPO_RAIL_FAT_TREE = 0, CLUSTER_TOPO_FAT_TREE, CLUSTER_TOPO_SINGLE_SWITCH };
+enum cluster_intra { CLUSTER_INTRA_NVSWITCH = 0, CLUSTER_INTRA_NVLINK_MESH, CLUSTER_INTRA_PCIE,
+		     CLUSTER_INTRA_HOST /* CPU ranks sharing memory */ };
+
+/* Step-function efficiency table: eff = value of the last entry whose threshold <= x. */
+#define CLUSTER_MAX_EFF 8
+struct cluster_eff_table {
+	int n;
+	double min[CLUSTER_MAX_EFF]; /* threshold (FLOPs or bytes), ascending, first = 0 */
+	double eff[CLUSTER_MAX_EFF]; /* fraction of peak in (0, 1] */
+};
+double cluster_eff_lookup(const struct cluster_eff_table *t, double x);
+
+struct cluster {
+	char name[64];
+	struct {
+		char name[64];
+		double memory_gib;          /* usable HBM */
+		double peak_tflops[TW_NUM_DTYPES]; /* dense, per dtype (0 = unsupported) */
+		double hbm_GBps;            /* HBM bandwidth */
+		int sms;                    /* streaming multiprocessors */
+		double launch_us;           /* per-kernel launch overhead */
+		double context_gib;         /* CUDA context + cuBLAS/NCCL workspaces */
+	} gpu;
+	struct {
+		int gpus;                   /* GPUs per node */
+		enum cluster_intra intra;
+		double nvlink_GBps;         /* per GPU, per direction, as NCCL achieves it */
+		bool nvls;                  /* NVLink SHARP in-switch reduction */
+		int nvlink_domain_gpus;     /* GPUs in one NVLink domain (8, or 72 for NVL72) */
+		int pcie_gen;
+		double pcie_GBps;           /* per GPU, per direction, achievable for DMA */
+		double host_memory_gib;
+		int cpu_cores;
+		double cpu_mem_GBps;        /* host DRAM bandwidth (CPU optimizer is bound by it) */
+		double cpu_tflops;          /* fp32, all cores (CPU ranks, CPU Adam) */
+		double nvme_GBps;           /* read/write, whole node */
+		double nvlink_latency_us;   /* per-hop software+wire latency NCCL adds on NVLink */
+		double pcie_latency_us;
+	} node;
+	struct {
+		int nics_per_node;
+		double nic_gbps;            /* Gb/s per NIC, per direction */
+		double nic_eff;             /* achievable fraction of nic_gbps for NCCL */
+		enum cluster_fabric fabric;
+		enum cluster_netopo topology;
+		int leaf_radix;             /* ports per leaf switch toward nodes */
+		double oversubscription;    /* leaf down:up ratio, 1 = non-blocking */
+		double latency_us;          /* end-to-end per message, software included */
+		int max_nodes;              /* largest job the fabric holds */
+	} net;
+	struct {
+		struct cluster_eff_table gemm;   /* by FLOPs of one GEMM */
+		struct cluster_eff_table attn;   /* by FLOPs of one attention kernel */
+		struct cluster_eff_table mem;    /* by bytes moved, memory-bound kernels */
+		double comm_overlap_slowdown;    /* compute slowdown while a comm kernel runs, >= 1 */
+		double alloc_fragmentation;      /* allocator overhead on top of live bytes, >= 1 */
+	} eff;
+	/* Full-mode what-ifs: the file's "stragglers" array, e.g.
+	 * --set 'stragglers=[{"gpu":3,"compute_scale":0.8,"link_scale":1}]' (a GPU 20% slower).
+	 * compute_scale multiplies that GPU's compute rate, link_scale its links' bandwidth. */
+	int n_stragglers;
+	struct { int gpu; double compute_scale; double link_scale; } stragglers[16];
+};
+
+/* Load CLUSTER (preset name in topologies_dir or a path), apply sets (PATH=VALUE, cluster
+ * paths only; each must exist and keep its type) and validate. */
+enum tw_result cluster_load(const char *name_or_path, const char *topologies_dir,
+			    const char *const *sets, int nsets, struct cluster *out,
+			    struct tw_err *err);
+/* Whether a --set path belongs to the cluster (gpu., node., net., eff., ...). */
+bool cluster_owns_path(const char *path);
+enum tw_result cluster_validate(const struct cluster *c, const char *file, struct tw_err *err);
+
+/* GPU count check: whole nodes, or fewer GPUs on one node. Fills nodes. */
+enum tw_result cluster_check_gpus(const struct cluster *c, int64_t gpus, int *nodes,
+				  struct tw_err *err);
+
+void cluster_list_presets(const char *topologies_dir, char *buf, size_t len);
+struct cJSON *cluster_to_json(const struct cluster *c);
+
+#endif

@@ -1,0 +1,210 @@
+/* job — loading the three inputs together, and the rank layout shared by both engines. */
+#include "job.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum tw_result job_load(const struct job_inputs *in, struct job *out, struct tw_err *err)
+{
+	memset(out, 0, sizeof(*out));
+	char dir[1024];
+	snprintf(dir, sizeof(dir), "%s/examples/models", in->data_dir);
+	TW_CHECK(model_load(in->model, dir, &out->model, err));
+
+	/* --set paths go to the cluster or to the strategy by their first component */
+	const char *csets[64], *ssets[64];
+	int nc = 0, ns = 0;
+	for (int i = 0; i < in->nsets && i < 64; i++) {
+		const char *eq = strchr(in->sets[i], '=');
+		char path[128];
+		size_t n = eq ? (size_t)(eq - in->sets[i]) : strlen(in->sets[i]);
+		if (n >= sizeof(path))
+			n = sizeof(path) - 1;
+		memcpy(path, in->sets[i], n);
+		path[n] = '\0';
+		if (cluster_owns_path(path))
+			csets[nc++] = in->sets[i];
+		else
+			ssets[ns++] = in->sets[i];
+	}
+	snprintf(dir, sizeof(dir), "%s/topologies", in->data_dir);
+	TW_CHECK(cluster_load(in->cluster, dir, csets, nc, &out->cluster, err));
+
+	int64_t gpus = in->gpus ? in->gpus : out->cluster.node.gpus;
+	TW_CHECK(cluster_check_gpus(&out->cluster, gpus, &out->nodes, err));
+	out->gpus = gpus;
+
+	char sdir[1024];
+	snprintf(sdir, sizeof(sdir), "%s/examples/strategies", in->data_dir);
+	struct strat_inputs si = {
+		.ds_config_path = in->ds_config,
+		.strategy_path = in->strategy,
+		.strategies_dir = sdir,
+		.sets = ssets,
+		.nsets = ns,
+		.gpus = gpus,
+	};
+	TW_CHECK(strategy_resolve(&si, &out->model, &out->cluster, &out->strat, err));
+	out->seq = out->strat.seq_len ? out->strat.seq_len : out->model.seq_len;
+	if (!tw_mul64(out->strat.global_batch, out->seq, &out->tokens_per_step))
+		return tw_errf(err, TW_ERR_INVALID, "global_batch x seq_len overflows 64 bits");
+	return TW_OK;
+}
+
+static const char *const group_names[JOB_NUM_GROUPS] = {
+	"world", "tp", "cp", "dp", "dp_cp", "pp", "ep", "edp", "shard", "replica",
+};
+
+const char *job_group_name(enum job_group g)
+{
+	return (int)g >= 0 && g < JOB_NUM_GROUPS ? group_names[g] : "?";
+}
+
+void job_coord_of(const struct job *j, int64_t rank, struct job_coord *out)
+{
+	const struct strategy *s = &j->strat;
+	out->tp = rank % s->tp;
+	rank /= s->tp;
+	out->cp = rank % s->cp;
+	rank /= s->cp;
+	out->dp = rank % s->dp;
+	out->pp = rank / s->dp;
+}
+
+int64_t job_rank_of(const struct job *j, const struct job_coord *c)
+{
+	const struct strategy *s = &j->strat;
+	return c->tp + s->tp * (c->cp + s->cp * (c->dp + s->dp * c->pp));
+}
+
+/* HYBRID_SHARD shard group size: ranks that shard one replica (within dp). */
+static int64_t shard_size(const struct job *j)
+{
+	int64_t g = j->strat.fsdp_shard_group > 0 ? j->strat.fsdp_shard_group : j->strat.dp;
+	return g > j->strat.dp || j->strat.dp % g ? j->strat.dp : g;
+}
+
+int64_t job_group_size(const struct job *j, enum job_group g)
+{
+	const struct strategy *s = &j->strat;
+	switch (g) {
+	case JOB_GROUP_WORLD:
+		return j->gpus;
+	case JOB_GROUP_TP:
+		return s->tp;
+	case JOB_GROUP_CP:
+		return s->cp;
+	case JOB_GROUP_DP:
+		return s->dp;
+	case JOB_GROUP_DP_CP:
+		return s->dp * s->cp;
+	case JOB_GROUP_PP:
+		return s->pp;
+	case JOB_GROUP_EP:
+		return s->ep;
+	case JOB_GROUP_EDP:
+		return s->ep > 0 ? s->dp / s->ep : s->dp;
+	case JOB_GROUP_SHARD:
+		return shard_size(j);
+	case JOB_GROUP_REPLICA:
+		return s->dp / shard_size(j);
+	default:
+		return 1;
+	}
+}
+
+/* Members in ascending rank order: enumerate the coordinate that varies within the group. */
+int64_t job_group_members(const struct job *j, enum job_group g, int64_t rank, int64_t *out,
+			  int64_t *index)
+{
+	const struct strategy *s = &j->strat;
+	struct job_coord c, m;
+	job_coord_of(j, rank, &c);
+	int64_t n = job_group_size(j, g), k = 0, self = 0;
+	int64_t ep = s->ep > 0 ? s->ep : 1, sh = shard_size(j);
+	for (int64_t i = 0; i < n; i++) {
+		m = c;
+		switch (g) {
+		case JOB_GROUP_WORLD:
+			job_coord_of(j, i, &m);
+			break;
+		case JOB_GROUP_TP:
+			m.tp = i;
+			break;
+		case JOB_GROUP_CP:
+			m.cp = i;
+			break;
+		case JOB_GROUP_DP:
+			m.dp = i;
+			break;
+		case JOB_GROUP_DP_CP: /* cp varies faster than dp in rank order */
+			m.cp = i % s->cp;
+			m.dp = i / s->cp;
+			break;
+		case JOB_GROUP_PP:
+			m.pp = i;
+			break;
+		case JOB_GROUP_EP: /* ep consecutive dp ranks */
+			m.dp = (c.dp / ep) * ep + i;
+			break;
+		case JOB_GROUP_EDP: /* same position inside each ep block */
+			m.dp = (c.dp % ep) + i * ep;
+			break;
+		case JOB_GROUP_SHARD:
+			m.dp = (c.dp / sh) * sh + i;
+			break;
+		case JOB_GROUP_REPLICA:
+			m.dp = (c.dp % sh) + i * sh;
+			break;
+		default:
+			break;
+		}
+		int64_t r = job_rank_of(j, &m);
+		if (r == rank)
+			self = k;
+		if (out)
+			out[k] = r;
+		k++;
+	}
+	if (index)
+		*index = self;
+	return n;
+}
+
+int64_t job_group_color(const struct job *j, enum job_group g, int64_t rank)
+{
+	int64_t first;
+	int64_t n = job_group_size(j, g);
+	if (n <= 0)
+		return rank;
+	/* the smallest member identifies the group instance */
+	int64_t stackbuf[64];
+	int64_t *buf = n <= 64 ? stackbuf : tw_malloc((size_t)n * sizeof(int64_t));
+	job_group_members(j, g, rank, buf, NULL);
+	first = buf[0];
+	for (int64_t i = 1; i < n; i++)
+		if (buf[i] < first)
+			first = buf[i];
+	if (buf != stackbuf)
+		free(buf);
+	return first;
+}
+
+int job_node_of(const struct job *j, int64_t rank)
+{
+	int per = j->cluster.node.gpus > 0 ? j->cluster.node.gpus : 1;
+	return (int)(rank / per);
+}
+
+struct cJSON *job_to_json(const struct job *j)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddItemToObject(o, "model", model_to_json(&j->model));
+	cJSON_AddItemToObject(o, "cluster", cluster_to_json(&j->cluster));
+	cJSON_AddItemToObject(o, "strategy", strategy_to_json(&j->strat));
+	cJSON_AddNumberToObject(o, "gpus", (double)j->gpus);
+	cJSON_AddNumberToObject(o, "nodes", j->nodes);
+	return o;
+}

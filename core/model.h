@@ -1,0 +1,106 @@
+/* model — the transformer being trained: our own JSON schema (examples/models/NAME.json,
+ * documented in docs/model.md), presets by name, and import of Hugging Face config.json.
+ *
+ * Every family is normalised to one struct model. Counts are exact for exact configs. */
+#ifndef TW_MODEL_H
+#define TW_MODEL_H
+
+#include "tw.h"
+
+enum model_act { MODEL_ACT_GELU = 0, MODEL_ACT_SWIGLU, MODEL_ACT_SQUARED_RELU, MODEL_ACT_RELU };
+enum model_norm { MODEL_NORM_LAYERNORM = 0, MODEL_NORM_RMSNORM };
+enum model_pos { MODEL_POS_ROPE = 0, MODEL_POS_LEARNED, MODEL_POS_ALIBI };
+
+struct model {
+	char name[64];
+	char family[32];      /* "llama", "gpt2", ... or "custom" */
+	int64_t layers;       /* transformer blocks */
+	int64_t hidden;       /* h */
+	int64_t heads;        /* query heads */
+	int64_t kv_heads;     /* = heads for MHA, < heads for GQA/MQA */
+	int64_t head_dim;     /* default hidden / heads */
+	int64_t ffn_hidden;   /* dense MLP width (also DeepSeek's dense-first layers) */
+	int64_t vocab;
+	int64_t seq_len;      /* default training sequence length, tokens */
+	int64_t max_pos;      /* rows of a learned position table (0 when not learned) */
+	enum model_act act;
+	enum model_norm norm;
+	enum model_pos pos;
+	bool tied_embeddings; /* lm_head shares the embedding matrix */
+	bool qkv_bias;        /* bias on q, k, v projections */
+	bool out_bias;        /* bias on the attention output projection */
+	bool mlp_bias;        /* biases on MLP linears */
+	bool norm_bias;       /* LayerNorm with bias (2h params) vs RMSNorm (h) */
+	bool parallel_attn;   /* attention and MLP read the same input (Falcon, NeoX) */
+	int norms_per_layer;  /* 2 usually, 1 for Falcon-7B */
+	bool embed_norm;      /* BLOOM's word_embeddings_layernorm */
+	int64_t proj_dim;     /* OPT word_embed_proj_dim when != hidden, else 0 */
+
+	/* MoE (experts == 0: dense) */
+	int64_t experts;             /* routed experts */
+	int64_t top_k;
+	int64_t expert_ffn_hidden;   /* width of one routed expert */
+	int64_t shared_experts;      /* count of shared experts (always active) */
+	int64_t shared_ffn_hidden;   /* total width of the shared expert MLP */
+	int64_t dense_layers;        /* first k layers are dense (DeepSeek first_k_dense_replace) */
+	int64_t moe_layer_freq;      /* every n-th layer is MoE (Qwen2-MoE decoder_sparse_step), 1 */
+	bool router_bias;            /* DeepSeek-V3 e_score_correction_bias */
+	bool shared_expert_gate;     /* Qwen2-MoE h x 1 sigmoid gate */
+
+	/* MLA (kv_lora_rank == 0: ordinary attention) */
+	int64_t q_lora_rank;         /* 0: q not compressed */
+	int64_t kv_lora_rank;
+	int64_t qk_nope_head_dim;
+	int64_t qk_rope_head_dim;
+	int64_t v_head_dim;
+};
+
+/* Parameter counts by component (elements). */
+struct model_params {
+	int64_t embedding;  /* token (+ position, + embedding norm) tables */
+	int64_t attention;  /* all layers */
+	int64_t mlp;        /* dense MLPs, all layers */
+	int64_t experts;    /* routed + shared experts and routers, all layers */
+	int64_t norms;      /* per-layer and final norms */
+	int64_t head;       /* lm_head when not tied */
+	int64_t total;
+	int64_t active;     /* per token: routed experts counted top_k of experts */
+	/* per layer, for the plan builder */
+	int64_t attn_per_layer;
+	int64_t mlp_per_dense_layer;
+	int64_t moe_per_layer;        /* routed + shared + router of one MoE layer */
+	int64_t expert_params;        /* one routed expert */
+	int64_t norms_per_layer;
+};
+
+/* Load MODEL: a preset name (examples/models/NAME.json, found via presets_dir), a path to our
+ * JSON, or a path to a Hugging Face config.json (recognised by "model_type"). */
+enum tw_result model_load(const char *name_or_path, const char *presets_dir, struct model *out,
+			  struct tw_err *err);
+/* Parse from an already-loaded cJSON object (file names messages). */
+struct cJSON;
+enum tw_result model_from_json(const struct cJSON *obj, const char *file, struct model *out,
+			       struct tw_err *err);
+/* Checks ranges and consistency (heads % kv_heads, ...). */
+enum tw_result model_validate(const struct model *m, const char *file, struct tw_err *err);
+
+bool model_is_moe(const struct model *m);
+bool model_layer_is_moe(const struct model *m, int64_t layer);
+void model_count(const struct model *m, struct model_params *out);
+
+/* Training FLOPs per token (forward + backward = 3 x forward, FMA = 2), at sequence length
+ * seq (causal attention counted as half of s x s), without recompute; the "model FLOPs" of MFU. */
+double model_flops_per_token(const struct model *m, int64_t seq);
+/* Forward FLOPs per token split by component (attention linears, attention core, mlp, logits). */
+struct model_flops {
+	double attn_linear, attn_core, mlp, moe, logits, total;
+};
+void model_flops_fwd(const struct model *m, int64_t seq, struct model_flops *out);
+
+/* Names of the presets in presets_dir (sorted, comma-separated) into buf. */
+void model_list_presets(const char *presets_dir, char *buf, size_t len);
+
+/* JSON for --json and for storing the job; caller frees with cJSON_Delete. */
+struct cJSON *model_to_json(const struct model *m);
+
+#endif

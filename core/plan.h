@@ -1,0 +1,171 @@
+/* plan — the op graph of one optimizer step (all micro-batches) for one rank, built by the
+ * one builder that the simulator and the executor both follow (DESIGN.md, "The plan").
+ *
+ * Ops are stored in a valid execution order (a topological order of the dependencies); each
+ * op runs on one stream and may depend on earlier ops of the same rank. Cross-rank matching:
+ * a COLL is identified by (group, group color, seq) and a P2P by (src, dst, seq), so every
+ * member of a group issues the same collectives in the same order. */
+#ifndef TW_PLAN_H
+#define TW_PLAN_H
+
+#include "job.h"
+
+enum plan_kind { PLAN_COMPUTE = 0, PLAN_COLL, PLAN_P2P, PLAN_COPY, PLAN_ALLOC, PLAN_FREE,
+		 PLAN_NUM_KINDS };
+
+enum plan_stream {
+	PLAN_STREAM_COMPUTE = 0,
+	PLAN_STREAM_COMM,      /* data-parallel collectives (ZeRO, grads) */
+	PLAN_STREAM_COMM_TP,   /* TP/SP/CP/EP collectives on the critical path */
+	PLAN_STREAM_P2P,       /* pipeline send/recv */
+	PLAN_STREAM_COPY_IN,   /* H2D, NVMe->host */
+	PLAN_STREAM_COPY_OUT,  /* D2H, host->NVMe */
+	PLAN_STREAM_HOST,      /* host CPU work: CPU optimizer */
+	PLAN_NUM_STREAMS
+};
+
+enum plan_kernel {
+	PLAN_K_GEMM = 0,   /* m x n x k, batch */
+	PLAN_K_ATTN,       /* fused attention (flash): b, heads, s_q, s_kv, head_dim, causal */
+	PLAN_K_ELEMWISE,   /* bias, activation, dropout, residual, rope: bytes */
+	PLAN_K_NORM,       /* layernorm / rmsnorm: bytes */
+	PLAN_K_SOFTMAX,    /* unfused attention softmax, router softmax */
+	PLAN_K_EMBED,      /* embedding gather / scatter-add */
+	PLAN_K_LOSS,       /* cross-entropy over the logits */
+	PLAN_K_OPTIM,      /* optimizer update: params, bytes per param */
+	PLAN_K_PERMUTE,    /* MoE token permutation */
+	PLAN_NUM_KERNELS
+};
+
+enum plan_coll { PLAN_ALL_GATHER = 0, PLAN_REDUCE_SCATTER, PLAN_ALL_REDUCE, PLAN_BROADCAST,
+		 PLAN_ALL_TO_ALL, PLAN_NUM_COLLS };
+
+enum plan_copy { PLAN_H2D = 0, PLAN_D2H, PLAN_NVME_READ /* NVMe -> host */,
+		 PLAN_NVME_WRITE /* host -> NVMe */, PLAN_NUM_COPIES };
+
+enum plan_mem_cat {
+	PLAN_MEM_PARAMS = 0,    /* 16-bit (or compute-dtype) parameters, own shard or whole */
+	PLAN_MEM_MASTER,        /* fp32 master weights */
+	PLAN_MEM_GRADS,         /* gradients (16-bit or fp32 accumulation buffers) */
+	PLAN_MEM_OPTIM,         /* optimizer states (Adam m, v) */
+	PLAN_MEM_ACTIV,         /* saved activations */
+	PLAN_MEM_CKPT,          /* recompute checkpoints (layer inputs) */
+	PLAN_MEM_GATHERED,      /* ZeRO-3 / FSDP gathered parameters */
+	PLAN_MEM_BUCKETS,       /* communication buckets (IPG, reduce, all-gather staging) */
+	PLAN_MEM_LOGITS,        /* logits and loss */
+	PLAN_MEM_WORKSPACE,     /* GEMM / attention workspace, transient outputs */
+	PLAN_NUM_MEM_CATS
+};
+
+enum plan_device { PLAN_DEV_GPU = 0, PLAN_DEV_HOST, PLAN_DEV_NVME, PLAN_NUM_DEVICES };
+
+enum plan_phase { PLAN_PHASE_FWD = 0, PLAN_PHASE_BWD, PLAN_PHASE_OPT, PLAN_PHASE_OTHER };
+
+/* op flags */
+enum { PLAN_F_RECOMPUTE = 1 /* forward work redone in backward */, PLAN_F_SEND = 2 /* P2P */ };
+
+struct plan_op {
+	uint32_t id;          /* index in plan->ops */
+	uint8_t kind;         /* enum plan_kind */
+	uint8_t stream;       /* enum plan_stream */
+	uint8_t phase;        /* enum plan_phase */
+	uint8_t flags;
+	int32_t layer;        /* global layer index, -1: none (embedding, head, optimizer) */
+	int32_t micro;        /* micro-batch, -1: none */
+	int32_t stage;        /* pipeline stage (virtual chunk for interleaved), -1: none */
+	uint32_t dep_off;     /* deps are plan->deps[dep_off .. dep_off + ndeps) (op ids) */
+	uint32_t ndeps;
+	const char *name;     /* static or from plan->names; e.g. "qkv", "fc1", "ag_params" */
+	union {
+		struct {
+			uint8_t kernel;   /* enum plan_kernel */
+			uint8_t dtype;    /* enum tw_dtype */
+			uint8_t causal;
+			int64_t m, n, k, batch;       /* GEMM: batch x (m x k)(k x n) */
+			int64_t b, heads, s_q, s_kv, head_dim; /* attention */
+			double flops;     /* derived from the shape */
+			double bytes;     /* HBM (or host DRAM) bytes read + written */
+		} compute;
+		struct {
+			uint8_t coll;     /* enum plan_coll */
+			uint8_t group;    /* enum job_group */
+			uint8_t dtype;
+			int64_t count;    /* elements per rank: the nccl "count" argument */
+			int64_t bytes;    /* count * dtype bytes (size as nccl-tests reports it) */
+			int64_t seq;      /* index among this group's collectives in the step */
+		} coll;
+		struct {
+			int64_t peer;     /* rank */
+			int64_t bytes;
+			int64_t seq;      /* index among sends from src to dst in the step */
+		} p2p;
+		struct {
+			uint8_t dir;      /* enum plan_copy */
+			int64_t bytes;
+		} copy;
+		struct {
+			uint8_t cat;      /* enum plan_mem_cat */
+			uint8_t dev;      /* enum plan_device */
+			int32_t buf;      /* buffer id: FREE names the ALLOC's buffer */
+			int64_t bytes;
+		} mem;
+	} u;
+};
+
+struct plan {
+	int64_t rank;
+	struct plan_op *ops;
+	size_t nops, cap;
+	uint32_t *deps;
+	size_t ndeps, deps_cap;
+	int32_t nbufs;
+	/* summaries filled by the builder */
+	double model_flops;   /* this rank's share of model FLOPs (no recompute) */
+	double hw_flops;      /* FLOPs executed including recompute */
+	/* storage for names built at run time */
+	char *names;
+	size_t names_len, names_cap;
+};
+
+/* Build rank r's plan for one step. The plan is owned by the caller: plan_release(). */
+enum tw_result plan_rank(const struct job *j, int64_t rank, struct plan *out, struct tw_err *err);
+void plan_release(struct plan *p);
+
+/* Distinct roles: ranks whose plans are identical up to peer and group renaming (for the
+ * simulator's symmetric mode). Fills reps (room for n entries) with one rank per role and
+ * weights with how many ranks share it; returns the count. */
+int64_t plan_roles(const struct job *j, int64_t *reps, int64_t *weights, int64_t n);
+
+/* The memory walk: apply ALLOC/FREE in op order. Peaks per device with the breakdown by
+ * category at the moment of the peak. Context and fragmentation are added for the GPU. */
+struct plan_mem {
+	int64_t peak[PLAN_NUM_DEVICES];                       /* bytes, live buffers only */
+	int64_t at_peak[PLAN_NUM_DEVICES][PLAN_NUM_MEM_CATS]; /* breakdown at the peak */
+	int64_t max_cat[PLAN_NUM_DEVICES][PLAN_NUM_MEM_CATS]; /* each category's own max */
+	int64_t context_bytes;      /* CUDA context etc. (cluster gpu.context_gib) */
+	int64_t fragmentation_bytes;/* (eff.alloc_fragmentation - 1) x peak */
+	int64_t gpu_total;          /* peak + context + fragmentation */
+	int64_t gpu_capacity;       /* cluster gpu.memory_gib */
+	int64_t host_capacity;      /* node host memory / GPUs per node */
+};
+enum tw_result plan_memory(const struct job *j, const struct plan *p, struct plan_mem *out,
+			   struct tw_err *err);
+
+/* Whether the GPU total fits the capacity, and a one-line verdict ("fits, 12.3 GiB free" or
+ * "does not fit: needs 4.1 GiB more — largest items: ..."). */
+bool plan_mem_fits(const struct plan_mem *m, char *verdict, size_t len);
+
+const char *plan_kind_name(enum plan_kind k);
+const char *plan_stream_name(enum plan_stream s);
+const char *plan_kernel_name(enum plan_kernel k);
+const char *plan_coll_name(enum plan_coll c);     /* "all_gather", ... */
+const char *plan_copy_name(enum plan_copy c);
+const char *plan_mem_cat_name(enum plan_mem_cat c);
+const char *plan_device_name(enum plan_device d);
+const char *plan_phase_name(enum plan_phase p);
+static inline const uint32_t *plan_op_deps(const struct plan *p, const struct plan_op *op)
+{
+	return p->deps + op->dep_off;
+}
+
+#endif

@@ -1,0 +1,114 @@
+/* strategy — how the job is parallelised and run: DeepSpeed's ds_config.json read with
+ * DeepSpeed's own semantics (defaults, batch rule, strict sections, "auto", deprecated keys),
+ * plus what ds_config does not hold (tp, pp, cp, ep, vp, schedule, recompute, framework,
+ * LoRA, ...) in our strategy JSON (docs/strategy.md), which may embed a ds_config under
+ * "ds_config". Every resolved value records where it came from (struct strat_prov). */
+#ifndef TW_STRATEGY_H
+#define TW_STRATEGY_H
+
+#include "tw.h"
+
+enum strat_framework { STRAT_DEEPSPEED = 0, STRAT_MEGATRON, STRAT_FSDP };
+enum strat_recompute { STRAT_RECOMPUTE_NONE = 0, STRAT_RECOMPUTE_SELECTIVE, STRAT_RECOMPUTE_FULL };
+enum strat_schedule {
+	STRAT_SCHED_DS_1F1B = 0,   /* DeepSpeed TrainSchedule (synchronous 1F1B) */
+	STRAT_SCHED_1F1B,          /* Megatron 1F1B (non-interleaved) */
+	STRAT_SCHED_INTERLEAVED,   /* Megatron interleaved, vp model chunks per stage */
+	STRAT_SCHED_GPIPE          /* all forwards, then all backwards */
+};
+enum strat_offload { STRAT_OFFLOAD_NONE = 0, STRAT_OFFLOAD_CPU, STRAT_OFFLOAD_NVME };
+enum strat_fsdp { STRAT_FSDP_FULL_SHARD = 0, STRAT_FSDP_SHARD_GRAD_OP, STRAT_FSDP_HYBRID_SHARD,
+		  STRAT_FSDP_NO_SHARD };
+enum strat_cp_kind { STRAT_CP_RING = 0 /* Megatron context parallel */, STRAT_CP_ULYSSES };
+enum strat_optimizer { STRAT_OPT_ADAMW = 0, STRAT_OPT_ADAM, STRAT_OPT_SGD, STRAT_OPT_LION,
+		       STRAT_OPT_ADAGRAD };
+
+/* LoRA target modules, bit set */
+enum { STRAT_LORA_Q = 1, STRAT_LORA_K = 2, STRAT_LORA_V = 4, STRAT_LORA_O = 8,
+       STRAT_LORA_GATE = 16, STRAT_LORA_UP = 32, STRAT_LORA_DOWN = 64 };
+
+enum strat_src { STRAT_SRC_DEFAULT = 0, STRAT_SRC_FILE, STRAT_SRC_DERIVED, STRAT_SRC_SET,
+		 STRAT_SRC_OPTION };
+struct strat_prov {
+	char path[64];   /* "zero_optimization.reduce_bucket_size", "tp", ... */
+	char value[64];  /* as printed */
+	enum strat_src src;
+	char why[96];    /* "DeepSpeed default (>= 0.19.5)", "train_batch_size / (micro*dp)", file */
+};
+
+struct strategy {
+	enum strat_framework framework;
+	char deepspeed_version[16];  /* selects defaults that changed between versions */
+
+	/* degrees; dp is derived: gpus / (tp * pp * cp) */
+	int64_t gpus, tp, pp, dp, cp, ep, vp;
+	enum strat_cp_kind cp_kind;
+	bool sequence_parallel;     /* Megatron SP (with tp) */
+	enum strat_schedule schedule;
+
+	/* batch: DeepSpeed's rule train_batch = micro * grad_accum * dp */
+	int64_t micro_batch, grad_accum, global_batch;
+	int64_t seq_len;            /* 0: the model's */
+
+	/* precision */
+	enum tw_dtype param_dtype;  /* bf16, fp16 or fp32 */
+	enum tw_dtype grad_accum_dtype;
+	enum tw_dtype comm_dtype;
+	bool fp8_gemm;              /* GEMMs in fp8 (Transformer Engine) */
+	bool loss_scaling;          /* fp16 dynamic loss scaling */
+	enum strat_optimizer optimizer;
+
+	/* ZeRO (DeepSpeed) */
+	int zero_stage;
+	bool overlap_comm, contiguous_gradients, reduce_scatter;
+	int64_t reduce_bucket_size, allgather_bucket_size;          /* elements */
+	int64_t prefetch_bucket_size, param_persistence_threshold;  /* elements */
+	int64_t max_live_parameters, max_reuse_distance, sub_group_size; /* elements */
+	enum strat_offload offload_optimizer, offload_param;
+	bool offload_pin_memory;
+	double offload_ratio;       /* ZeRO-3 partial optimizer offload, (0, 1] */
+	double gradient_clipping;
+
+	/* Megatron / FSDP */
+	bool distributed_optimizer;
+	enum strat_fsdp fsdp_sharding;
+	int64_t fsdp_shard_group;   /* HYBRID_SHARD: ranks per shard group (default gpus per node) */
+
+	/* activations */
+	enum strat_recompute recompute;
+	bool partition_activations, cpu_checkpointing;
+	bool flash_attention;       /* default true: no s*s scores saved */
+
+	/* LoRA (rank 0: off) */
+	int64_t lora_rank;
+	unsigned lora_targets;
+
+	/* provenance of every value above, in print order */
+	int nprov;
+	struct strat_prov prov[96];
+};
+
+struct model;
+struct cluster;
+
+/* What the user gave: a DeepSpeed config and/or our strategy file (either may be NULL),
+ * --set overrides (strategy paths), and options given on the command line. */
+struct strat_inputs {
+	const char *ds_config_path;
+	const char *strategy_path;  /* preset name in strategies_dir or a path */
+	const char *strategies_dir;
+	const char *const *sets;
+	int nsets;
+	int64_t gpus;               /* --gpus */
+};
+
+/* Resolve the strategy for a model on a cluster: read files, apply sets, defaults, derive
+ * dp and the batch triple, and check every rule the frameworks check. */
+enum tw_result strategy_resolve(const struct strat_inputs *in, const struct model *m,
+				const struct cluster *c, struct strategy *out, struct tw_err *err);
+
+void strategy_list_presets(const char *strategies_dir, char *buf, size_t len);
+const char *strat_src_name(enum strat_src s);
+struct cJSON *strategy_to_json(const struct strategy *s);
+
+#endif

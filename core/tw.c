@@ -1,0 +1,210 @@
+/* tw — errors, allocation, logging, dtypes. */
+#define _POSIX_C_SOURCE 200809L
+#include "tw.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char *const result_names[TW_NUM_RESULTS] = {
+	[TW_OK] = "ok",
+	[TW_ERR_INVALID] = "invalid input",
+	[TW_ERR_USAGE] = "usage error",
+	[TW_ERR_SYSTEM] = "system error",
+	[TW_ERR_UNSUPPORTED] = "not supported by this build or machine",
+	[TW_ERR_LIMIT] = "resource limit reached",
+	[TW_ERR_CUDA] = "CUDA error",
+	[TW_ERR_NCCL] = "NCCL error",
+	[TW_ERR_CUPTI] = "CUPTI error",
+	[TW_ERR_MPI] = "MPI error",
+	[TW_ERR_SQLITE] = "SQLite error",
+	[TW_ERR_INTERNAL] = "internal error",
+};
+
+const char *tw_strresult(enum tw_result r)
+{
+	if ((int)r < 0 || r >= TW_NUM_RESULTS)
+		return "unknown error";
+	return result_names[r];
+}
+
+/* Bad input and usage are the user's to fix (2); the rest are failures of the run (1). */
+int tw_exit_status(enum tw_result r)
+{
+	switch (r) {
+	case TW_OK:
+		return 0;
+	case TW_ERR_INVALID:
+	case TW_ERR_USAGE:
+	case TW_ERR_UNSUPPORTED:
+	case TW_ERR_LIMIT:
+		return 2;
+	default:
+		return 1;
+	}
+}
+
+enum tw_result tw_errf(struct tw_err *err, enum tw_result code, const char *fmt, ...)
+{
+	if (!err || err->code != TW_OK)
+		return code;
+	err->code = code;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+	va_end(ap);
+	/* one line: messages never carry a newline */
+	for (char *p = err->msg; *p; p++)
+		if (*p == '\n' || *p == '\r')
+			*p = ' ';
+	return code;
+}
+
+void tw_err_clear(struct tw_err *err)
+{
+	if (err) {
+		err->code = TW_OK;
+		err->msg[0] = '\0';
+	}
+}
+
+static void oom(size_t n)
+{
+	fprintf(stderr, "twin: out of memory allocating %zu bytes\n", n);
+	abort();
+}
+
+void *tw_malloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+	if (!p)
+		oom(n);
+	return p;
+}
+
+void *tw_calloc(size_t count, size_t size)
+{
+	void *p = calloc(count ? count : 1, size ? size : 1);
+	if (!p)
+		oom(count * size);
+	return p;
+}
+
+void *tw_realloc(void *p, size_t n)
+{
+	void *q = realloc(p, n ? n : 1);
+	if (!q)
+		oom(n);
+	return q;
+}
+
+void *tw_realloc_array(void *p, size_t count, size_t size)
+{
+	if (size && count > SIZE_MAX / size)
+		oom(SIZE_MAX);
+	return tw_realloc(p, count * size);
+}
+
+char *tw_strdup(const char *s)
+{
+	size_t n = strlen(s) + 1;
+	char *d = tw_malloc(n);
+	memcpy(d, s, n);
+	return d;
+}
+
+void tw_log(enum tw_log_level level, const char *fmt, ...)
+{
+	static const char *const names[] = {"error", "warning", "info", "debug"};
+	va_list ap;
+	va_start(ap, fmt);
+	fprintf(stderr, "twin: %s: ", names[level]);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+}
+
+enum tw_log_level tw_log_level_from_env(void)
+{
+	const char *s = getenv("TWIN_LOG");
+	if (!s)
+		return TW_LOG_WARN;
+	if (!strcmp(s, "error"))
+		return TW_LOG_ERROR;
+	if (!strcmp(s, "info"))
+		return TW_LOG_INFO;
+	if (!strcmp(s, "debug"))
+		return TW_LOG_DEBUG;
+	return TW_LOG_WARN;
+}
+
+static const char *const dtype_names[TW_NUM_DTYPES] = {"fp32", "tf32", "bf16", "fp16", "fp8", "int8"};
+static const int dtype_bytes[TW_NUM_DTYPES] = {4, 4, 2, 2, 1, 1};
+
+const char *tw_dtype_name(enum tw_dtype t)
+{
+	return (int)t >= 0 && t < TW_NUM_DTYPES ? dtype_names[t] : "?";
+}
+
+int tw_dtype_bytes(enum tw_dtype t)
+{
+	return (int)t >= 0 && t < TW_NUM_DTYPES ? dtype_bytes[t] : 0;
+}
+
+bool tw_dtype_parse(const char *s, enum tw_dtype *out)
+{
+	for (int i = 0; i < TW_NUM_DTYPES; i++)
+		if (!strcmp(s, dtype_names[i])) {
+			*out = (enum tw_dtype)i;
+			return true;
+		}
+	if (!strcmp(s, "float32")) {
+		*out = TW_FP32;
+		return true;
+	}
+	if (!strcmp(s, "bfloat16")) {
+		*out = TW_BF16;
+		return true;
+	}
+	if (!strcmp(s, "float16")) {
+		*out = TW_FP16;
+		return true;
+	}
+	return false;
+}
+
+int64_t tw_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * TW_NS_PER_S + ts.tv_nsec;
+}
+
+bool tw_mul64(int64_t a, int64_t b, int64_t *out)
+{
+	return !__builtin_mul_overflow(a, b, out);
+}
+
+bool tw_add64(int64_t a, int64_t b, int64_t *out)
+{
+	return !__builtin_add_overflow(a, b, out);
+}
+
+char *tw_fmt_thousands(int64_t v, char *buf, size_t len)
+{
+	char tmp[32];
+	unsigned long long mag = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+	snprintf(tmp, sizeof(tmp), "%llu", mag);
+	size_t n = strlen(tmp), o = 0;
+	if (v < 0 && o + 1 < len)
+		buf[o++] = '-';
+	for (size_t i = 0; i < n && o + 1 < len; i++) {
+		buf[o++] = tmp[i];
+		size_t left = n - i - 1;
+		if (left && left % 3 == 0 && o + 1 < len)
+			buf[o++] = ',';
+	}
+	buf[o] = '\0';
+	return buf;
+}
