@@ -26,6 +26,11 @@ int cmd_runs(const struct cli_ctx *ctx, int argc, char **argv);
 int cmd_compare(const struct cli_ctx *ctx, int argc, char **argv);
 int cmd_report(const struct cli_ctx *ctx, int argc, char **argv);
 int cmd_calibrate(const struct cli_ctx *ctx, int argc, char **argv);
+int cmd_memory(const struct cli_ctx *ctx, int argc, char **argv);
+
+/* The memory report of a job (per rank role: peak, breakdown, capacity, verdict), as text or
+ * JSON on stdout; shared by "twin memory" and "twin simulate --memory" (cli/cmd_memory.c). */
+int cli_memory_report(const struct job *j, bool json, struct tw_err *err);
 
 /* Print "twin: MSG" (one line) on stderr and return the exit status for err->code. */
 int cli_fail(const struct tw_err *err);

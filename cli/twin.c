@@ -18,6 +18,7 @@ static const struct cli_cmd commands[] = {
 	{"model", cmd_model, "show a model: parameters by component, FLOPs per token"},
 	{"topo", cmd_topo, "show a cluster: GPUs, memory, peak rates, links"},
 	{"config", cmd_config, "show the resolved strategy with where each value came from"},
+	{"memory", cmd_memory, "peak memory per rank with its breakdown: does it fit?"},
 	{"simulate", cmd_simulate, "predict step time, breakdown and peak memory"},
 	{"validate", cmd_validate, "predicted vs published measurements"},
 	{"plan", cmd_plan, "search parallel configurations that fit and are fast"},
