@@ -77,8 +77,9 @@ static const char *data_dir(char *buf, size_t len)
 			if (!slash)
 				break;
 			*slash = '\0';
-			snprintf(buf, len, "%s/topologies", exe);
-			if (access(buf, R_OK) == 0) {
+			char probe[PATH_MAX + 16];
+			snprintf(probe, sizeof(probe), "%s/topologies", exe);
+			if (access(probe, R_OK) == 0) {
 				snprintf(buf, len, "%s", exe);
 				return buf;
 			}
