@@ -112,6 +112,12 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libtwin.a tests/unit/test.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL) -o $@ $< $(BUILD)/libtwin.a $(LDLIBS_ALL)
 
+# Fuzz targets built with a plain main() that replays tests/fuzz/regress/TARGET/* (make test).
+FUZZREG_BINS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzzreg/%,$(wildcard tests/fuzz/fuzz_*.c))
+$(BUILD)/fuzzreg/%: tests/fuzz/%.c tests/fuzz/replay.c $(BUILD)/libtwin.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL) -o $@ $< tests/fuzz/replay.c $(BUILD)/libtwin.a $(LDLIBS_ALL)
+
 $(BUILD)/bench/%: tests/bench/%.c $(BUILD)/libtwin.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL) -o $@ $< $(BUILD)/libtwin.a $(LDLIBS_ALL)
@@ -124,7 +130,7 @@ $(BUILD)/libtwinprof.so: $(INJECT_SRCS) $(BUILD)/libtwin.a
 
 # ---- set-up ----------------------------------------------------------------------------------
 DEB_PKGS := build-essential pkg-config libcjson-dev libsqlite3-dev sqlite3 gnuplot-nox \
-	libopenmpi-dev openmpi-bin libopenblas-dev
+	libopenmpi-dev openmpi-bin libopenblas-dev python3 valgrind clang libclang-rt-14-dev
 deps:
 	@missing=""; for p in $(DEB_PKGS); do \
 		dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -139,7 +145,7 @@ demo: deps
 	@sh examples/demo.sh $(BUILD)/twin
 
 test: deps
-	@$(MAKE) --no-print-directory all $(TEST_BINS)
+	@$(MAKE) --no-print-directory all $(TEST_BINS) $(FUZZREG_BINS)
 	@sh tests/run.sh $(BUILD)
 
 bench: deps
@@ -150,3 +156,33 @@ clean:
 	rm -rf build
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+
+# ---- hardening -------------------------------------------------------------------------------
+# make test-valgrind: the CLI end-to-end tests and the bad-input corpus with every twin call
+# under valgrind memcheck (any leak or invalid access in twin's code fails the call).
+VG_WRAP := $(BUILD)/valgrind/twin
+test-valgrind: deps
+	@$(MAKE) --no-print-directory all
+	@mkdir -p $(dir $(VG_WRAP))
+	@printf '#!/bin/sh\nexec valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect --suppressions=$(CURDIR)/tests/valgrind.supp "$(CURDIR)/$(BUILD)/twin" "$$@"\n' >$(VG_WRAP)
+	@chmod +x $(VG_WRAP)
+	@TWIN=$(CURDIR)/$(VG_WRAP) ONLY=cli sh tests/run.sh $(BUILD)
+
+# make fuzz: every libFuzzer target under tests/fuzz/ for FUZZ_SECONDS each (clang, ASan+UBSan).
+# Seeds come from examples/, topologies/, tests/fixtures and tests/fuzz/seeds/; crashes land in
+# build/fuzz/crashes/ and make fuzz fails.
+FUZZ_SECONDS ?= 60
+FUZZ_CC ?= clang
+FUZZ_BUILD := build/fuzz
+FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=$(FUZZ_BUILD)/%)
+FUZZ_LIB_SRCS := $(wildcard core/*.c profile/*.c sim/*.c)
+FUZZ_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -O1 -g -I. \
+	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -DTWIN_FUZZ \
+	-DTWIN_SOURCE_DIR='"$(CURDIR)"' -DTWIN_FEATURES='""'
+$(FUZZ_BUILD)/%: tests/fuzz/%.c $(FUZZ_LIB_SRCS) $(wildcard core/*.h profile/*.h sim/*.h)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_LIB_SRCS) -lcjson -lsqlite3 -lm -lpthread
+fuzz: deps
+	@$(MAKE) --no-print-directory $(FUZZ_BINS)
+	@sh tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
