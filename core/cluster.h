@@ -1,6 +1,8 @@
 /* cluster — the machines: topologies/NAME.json (schema in docs/cluster.md), units in the
  * field names (_gib = 2^30 bytes, _GBps = 1e9 bytes/s, _gbps = 1e9 bits/s, _us, _ns), and a
- * "note" beside every number saying where it comes from.
+ * note beside every number saying where it comes from ("hbm_GBps_note", or one "note" inside
+ * an object of numbers such as peak_tflops). Every field is required; notes are optional for
+ * a user's file and required of our presets (a unit test checks them).
  *
  * The loader keeps the file's cJSON tree so that --set PATH=VALUE can override any field by
  * dotted path before the struct is filled (cluster_load applies the overrides). */
@@ -14,6 +16,12 @@ enum cluster_fabric { CLUSTER_FABRIC_INFINIBAND = 0, CLUSTER_FABRIC_ROCE, CLUSTE
 enum cluster_netopo { CLUSTER_TOPO_RAIL_FAT_TREE = 0, CLUSTER_TOPO_FAT_TREE, CLUSTER_TOPO_SINGLE_SWITCH };
 enum cluster_intra { CLUSTER_INTRA_NVSWITCH = 0, CLUSTER_INTRA_NVLINK_MESH, CLUSTER_INTRA_PCIE,
 		     CLUSTER_INTRA_HOST /* CPU ranks sharing memory */ };
+enum cluster_cpu { CLUSTER_CPU_INTEL = 0, CLUSTER_CPU_AMD, CLUSTER_CPU_ARM };
+/* The names used in the file ("infiniband", "rail_fat_tree", "nvswitch", "intel"). */
+const char *cluster_fabric_name(enum cluster_fabric f);
+const char *cluster_topo_name(enum cluster_netopo t);
+const char *cluster_intra_name(enum cluster_intra i);
+const char *cluster_cpu_name(enum cluster_cpu v);
 
 /* Step-function efficiency table: eff = value of the last entry whose threshold <= x. */
 #define CLUSTER_MAX_EFF 8
@@ -24,11 +32,13 @@ struct cluster_eff_table {
 };
 double cluster_eff_lookup(const struct cluster_eff_table *t, double x);
 
+#define CLUSTER_MAX_STRAGGLERS 16
 struct cluster {
 	char name[64];
 	struct {
 		char name[64];
-		double memory_gib;          /* usable HBM */
+		int arch_sm;                /* compute capability x10 (70, 80, 90, 100); 0 = CPU */
+		double memory_gib;          /* usable HBM (total capacity as torch reports it) */
 		double peak_tflops[TW_NUM_DTYPES]; /* dense, per dtype (0 = unsupported) */
 		double hbm_GBps;            /* HBM bandwidth */
 		int sms;                    /* streaming multiprocessors */
@@ -40,11 +50,14 @@ struct cluster {
 		enum cluster_intra intra;
 		double nvlink_GBps;         /* per GPU, per direction, as NCCL achieves it */
 		bool nvls;                  /* NVLink SHARP in-switch reduction */
-		int nvlink_domain_gpus;     /* GPUs in one NVLink domain (8, or 72 for NVL72) */
+		double nvls_GBps;           /* NVLS all-reduce bus bandwidth (nccl-tests busbw); 0 if !nvls */
+		int nvlink_domain_gpus;     /* GPUs in one NVLink domain (8, or 72 for NVL72); 0 = none */
 		int pcie_gen;
-		double pcie_GBps;           /* per GPU, per direction, achievable for DMA */
+		double pcie_GBps;           /* per GPU, per direction, achievable for DMA (host link; for
+					       CPU ranks: shared-memory copy bandwidth per rank) */
 		double host_memory_gib;
 		int cpu_cores;
+		enum cluster_cpu cpu_vendor; /* NCCL's net overhead and LL caps depend on it */
 		double cpu_mem_GBps;        /* host DRAM bandwidth (CPU optimizer is bound by it) */
 		double cpu_tflops;          /* fp32, all cores (CPU ranks, CPU Adam) */
 		double nvme_GBps;           /* read/write, whole node */
@@ -52,7 +65,7 @@ struct cluster {
 		double pcie_latency_us;
 	} node;
 	struct {
-		int nics_per_node;
+		int nics_per_node;          /* 0 only with fabric "none" (one machine) */
 		double nic_gbps;            /* Gb/s per NIC, per direction */
 		double nic_eff;             /* achievable fraction of nic_gbps for NCCL */
 		enum cluster_fabric fabric;
@@ -73,8 +86,15 @@ struct cluster {
 	 * --set 'stragglers=[{"gpu":3,"compute_scale":0.8,"link_scale":1}]' (a GPU 20% slower).
 	 * compute_scale multiplies that GPU's compute rate, link_scale its links' bandwidth. */
 	int n_stragglers;
-	struct { int gpu; double compute_scale; double link_scale; } stragglers[16];
+	struct { int gpu; double compute_scale; double link_scale; } stragglers[CLUSTER_MAX_STRAGGLERS];
 };
+
+/* Bandwidth (GB/s, per GPU, per direction) and latency (us) between two GPUs of one node:
+ * NVLink for nvswitch/nvlink_mesh, PCIe for pcie, shared memory (pcie_GBps) for host. */
+double cluster_intra_GBps(const struct cluster *c);
+double cluster_intra_latency_us(const struct cluster *c);
+/* What NCCL achieves on one NIC, GB/s per direction: nic_gbps / 8 * nic_eff. */
+double cluster_nic_GBps(const struct cluster *c);
 
 /* Load CLUSTER (preset name in topologies_dir or a path), apply sets (PATH=VALUE, cluster
  * paths only; each must exist and keep its type) and validate. */
@@ -83,13 +103,18 @@ enum tw_result cluster_load(const char *name_or_path, const char *topologies_dir
 			    struct tw_err *err);
 /* Whether a --set path belongs to the cluster (gpu., node., net., eff., ...). */
 bool cluster_owns_path(const char *path);
+/* Ranges and cross-field rules on a filled struct (cluster_load calls it; call it again after
+ * changing fields in code). file names the input in messages. */
 enum tw_result cluster_validate(const struct cluster *c, const char *file, struct tw_err *err);
 
-/* GPU count check: whole nodes, or fewer GPUs on one node. Fills nodes. */
+/* GPU count check: whole nodes, or fewer GPUs on one node, at most net.max_nodes nodes, and
+ * every straggler GPU inside the job. Fills nodes. */
 enum tw_result cluster_check_gpus(const struct cluster *c, int64_t gpus, int *nodes,
 				  struct tw_err *err);
 
+/* Preset names (topologies_dir/NAME.json), sorted, ", "-separated into buf. */
 void cluster_list_presets(const char *topologies_dir, char *buf, size_t len);
+/* The cluster in the file's schema (without notes): loading it back gives the same struct. */
 struct cJSON *cluster_to_json(const struct cluster *c);
 
 #endif

@@ -60,7 +60,16 @@ enum tw_result json_parse(const char *name, const char *text, size_t len, cJSON 
 	if (memchr(text, '\0', len))
 		return tw_errf(err, TW_ERR_INVALID, "%s: not a JSON text (contains a NUL byte)", name);
 	const char *end = NULL;
-	cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 1);
+	/* cJSON's require_null_terminated needs the NUL inside the length; check the tail here */
+	cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+	if (root && end) {
+		while ((size_t)(end - text) < len && strchr(" \t\r\n", *end))
+			end++;
+		if ((size_t)(end - text) < len) {
+			cJSON_Delete(root);
+			root = NULL;
+		}
+	}
 	if (!root) {
 		size_t off = end ? (size_t)(end - text) : 0, line = 1, col = 1;
 		if (off > len)
@@ -241,7 +250,7 @@ enum tw_result json_check_keys(const struct json_ctx *c, const cJSON *obj,
 /* Parse VALUE of --set: JSON if it parses, else a plain string. */
 static cJSON *parse_value(const char *s)
 {
-	cJSON *v = cJSON_Parse(s);
+	cJSON *v = cJSON_ParseWithOpts(s, NULL, 1); /* all of it: "2x" and "0.19.4" are strings */
 	if (v)
 		return v;
 	return cJSON_CreateString(s);

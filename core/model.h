@@ -35,6 +35,7 @@ struct model {
 	int norms_per_layer;  /* 2 usually, 1 for Falcon-7B */
 	bool embed_norm;      /* BLOOM's word_embeddings_layernorm */
 	int64_t proj_dim;     /* OPT word_embed_proj_dim when != hidden, else 0 */
+	bool no_final_norm;   /* no norm after the last block (OPT with do_layer_norm_before false) */
 
 	/* MoE (experts == 0: dense) */
 	int64_t experts;             /* routed experts */

@@ -5,7 +5,9 @@
 for bin in "$BUILD"/fuzzreg/fuzz_*; do
 	[ -x "$bin" ] || continue
 	t=$(basename "$bin")
-	for d in tests/fuzz/seeds/"$t" tests/fuzz/regress/"$t"; do
+	extra=""
+	[ -f "tests/fuzz/$t.seeds" ] && extra=$(cat "tests/fuzz/$t.seeds")
+	for d in tests/fuzz/seeds/"$t" tests/fuzz/regress/"$t" $extra; do
 		[ -d "$d" ] || continue
 		for f in "$d"/*; do
 			[ -f "$f" ] || continue

@@ -14,6 +14,8 @@ for bin in "$B"/fuzz_*; do
 	for d in tests/fuzz/seeds/"$t" tests/fuzz/regress/"$t"; do
 		[ -d "$d" ] && seeds="$seeds $d"
 	done
+	# TARGET.seeds names more seed folders (examples/, topologies/, fixtures)
+	[ -f "tests/fuzz/$t.seeds" ] && seeds="$seeds $(cat "tests/fuzz/$t.seeds")"
 	dict=""
 	[ -f "tests/fuzz/$t.dict" ] && dict="-dict=tests/fuzz/$t.dict"
 	# shellcheck disable=SC2086

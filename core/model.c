@@ -1,0 +1,1035 @@
+/* model — our JSON schema, presets by name, Hugging Face config.json import, parameter
+ * counts and FLOPs per token. Schema and formulas: docs/model.md. */
+#include "model.h"
+
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "json.h"
+
+/* Every size in a model is at most this (documented): keeps products of two sizes in 64 bits
+ * for the code downstream; the totals are checked separately. */
+#define MODEL_MAX_DIM 2147483647LL
+
+static const char *const act_names[] = {"gelu", "swiglu", "squared_relu", "relu", NULL};
+static const char *const norm_names[] = {"layernorm", "rmsnorm", NULL};
+static const char *const pos_names[] = {"rope", "learned", "alibi", NULL};
+
+/* ---- counting ------------------------------------------------------------------------------ */
+
+/* Checked arithmetic: one overflow anywhere poisons the whole count. */
+struct acc {
+	bool ovf;
+};
+
+static int64_t mul(struct acc *a, int64_t x, int64_t y)
+{
+	int64_t r;
+	if (!tw_mul64(x, y, &r)) {
+		a->ovf = true;
+		return 0;
+	}
+	return r;
+}
+
+static int64_t mul3(struct acc *a, int64_t x, int64_t y, int64_t z)
+{
+	return mul(a, mul(a, x, y), z);
+}
+
+static int64_t add(struct acc *a, int64_t x, int64_t y)
+{
+	int64_t r;
+	if (!tw_add64(x, y, &r)) {
+		a->ovf = true;
+		return 0;
+	}
+	return r;
+}
+
+static bool is_mla(const struct model *m)
+{
+	return m->kv_lora_rank > 0;
+}
+
+static bool is_gated(const struct model *m)
+{
+	return m->act == MODEL_ACT_SWIGLU;
+}
+
+/* Width the token embedding lives in (OPT can embed in a narrower space and project). */
+static int64_t embed_dim(const struct model *m)
+{
+	return m->proj_dim > 0 ? m->proj_dim : m->hidden;
+}
+
+static int64_t norm_size(const struct model *m)
+{
+	return m->norm_bias ? 2 * m->hidden : m->hidden;
+}
+
+/* Attention weight matrices of one layer (elements), no biases: these are the GEMMs. */
+static int64_t attn_matrices(const struct model *m, struct acc *a)
+{
+	int64_t h = m->hidden, H = m->heads;
+	if (is_mla(m)) {
+		int64_t qk = add(a, m->qk_nope_head_dim, m->qk_rope_head_dim);
+		int64_t q = m->q_lora_rank > 0
+				    ? add(a, mul(a, h, m->q_lora_rank), mul3(a, m->q_lora_rank, H, qk))
+				    : mul3(a, h, H, qk);
+		int64_t kv = add(a, mul(a, h, add(a, m->kv_lora_rank, m->qk_rope_head_dim)),
+				 mul3(a, m->kv_lora_rank, H, add(a, m->qk_nope_head_dim, m->v_head_dim)));
+		int64_t o = mul3(a, H, m->v_head_dim, h);
+		return add(a, add(a, q, kv), o);
+	}
+	int64_t q = mul(a, H, m->head_dim), kv = mul(a, m->kv_heads, m->head_dim);
+	/* q, k, v projections (h x (q + 2 kv)) and the output projection (q x h) */
+	return add(a, mul(a, h, add(a, q, mul(a, 2, kv))), mul(a, q, h));
+}
+
+/* Attention parameters of one layer that are not GEMM weights: biases and MLA's norms. */
+static int64_t attn_extra(const struct model *m, struct acc *a)
+{
+	int64_t n = 0;
+	if (is_mla(m)) {
+		/* q_a_layernorm and kv_a_layernorm are RMSNorms over the compressed widths */
+		return add(a, m->q_lora_rank, m->kv_lora_rank);
+	}
+	if (m->qkv_bias)
+		n = add(a, mul(a, m->heads, m->head_dim), mul3(a, 2, m->kv_heads, m->head_dim));
+	if (m->out_bias)
+		n = add(a, n, m->hidden);
+	return n;
+}
+
+/* One MLP of width f: matrices (2 or 3 of h x f) and, with biases, f per input linear + h. */
+static int64_t mlp_matrices(const struct model *m, int64_t f, struct acc *a)
+{
+	return mul3(a, is_gated(m) ? 3 : 2, m->hidden, f);
+}
+
+static int64_t mlp_params(const struct model *m, int64_t f, struct acc *a)
+{
+	int64_t n = mlp_matrices(m, f, a);
+	if (m->mlp_bias && f > 0)
+		n = add(a, n, add(a, mul(a, is_gated(m) ? 2 : 1, f), m->hidden));
+	return n;
+}
+
+bool model_is_moe(const struct model *m)
+{
+	return m->experts > 0;
+}
+
+bool model_layer_is_moe(const struct model *m, int64_t layer)
+{
+	if (!model_is_moe(m) || layer < m->dense_layers || layer < 0 || layer >= m->layers)
+		return false;
+	int64_t freq = m->moe_layer_freq > 0 ? m->moe_layer_freq : 1;
+	return (layer + 1) % freq == 0; /* HF Qwen2-MoE's decoder_sparse_step rule */
+}
+
+static int64_t moe_layer_count(const struct model *m)
+{
+	int64_t n = 0;
+	for (int64_t l = 0; l < m->layers; l++)
+		n += model_layer_is_moe(m, l);
+	return n;
+}
+
+static void count(const struct model *m, struct model_params *p, struct acc *a)
+{
+	memset(p, 0, sizeof(*p));
+	int64_t h = m->hidden, L = m->layers, e = embed_dim(m);
+	int64_t n_moe = moe_layer_count(m), n_dense = L - n_moe;
+
+	p->attn_per_layer = add(a, attn_matrices(m, a), attn_extra(m, a));
+	p->mlp_per_dense_layer = n_dense > 0 ? mlp_params(m, m->ffn_hidden, a) : 0;
+	p->norms_per_layer = mul(a, m->norms_per_layer, norm_size(m));
+	int64_t shared = 0, router = 0;
+	if (model_is_moe(m)) {
+		p->expert_params = mlp_params(m, m->expert_ffn_hidden, a);
+		if (m->shared_experts > 0)
+			shared = mlp_params(m, m->shared_ffn_hidden, a);
+		if (m->shared_expert_gate)
+			shared = add(a, shared, h);
+		router = add(a, mul(a, h, m->experts), m->router_bias ? m->experts : 0);
+		p->moe_per_layer = add(a, add(a, mul(a, m->experts, p->expert_params), shared), router);
+	}
+
+	p->embedding = mul(a, m->vocab, e);
+	if (m->pos == MODEL_POS_LEARNED)
+		p->embedding = add(a, p->embedding, mul(a, m->max_pos, h));
+	if (m->proj_dim > 0) /* project_in and project_out, no bias */
+		p->embedding = add(a, p->embedding, mul3(a, 2, h, m->proj_dim));
+	if (m->embed_norm)
+		p->embedding = add(a, p->embedding, norm_size(m));
+	p->attention = mul(a, L, p->attn_per_layer);
+	p->mlp = mul(a, n_dense, p->mlp_per_dense_layer);
+	p->experts = mul(a, n_moe, p->moe_per_layer);
+	p->norms = add(a, mul(a, L, p->norms_per_layer), m->no_final_norm ? 0 : norm_size(m));
+	p->head = m->tied_embeddings ? 0 : mul(a, m->vocab, e);
+	int64_t t = 0;
+	t = add(a, t, p->embedding);
+	t = add(a, t, p->attention);
+	t = add(a, t, p->mlp);
+	t = add(a, t, p->experts);
+	t = add(a, t, p->norms);
+	t = add(a, t, p->head);
+	p->total = t;
+	/* a token passes through top_k of the routed experts of each MoE layer */
+	int64_t idle = model_is_moe(m) ? mul3(a, n_moe, m->experts - m->top_k, p->expert_params) : 0;
+	p->active = t - idle;
+}
+
+void model_count(const struct model *m, struct model_params *out)
+{
+	struct acc a = {false};
+	count(m, out, &a);
+}
+
+/* ---- FLOPs --------------------------------------------------------------------------------- */
+
+void model_flops_fwd(const struct model *m, int64_t seq, struct model_flops *out)
+{
+	memset(out, 0, sizeof(*out));
+	struct acc a = {false};
+	double L = (double)m->layers, h = (double)m->hidden, s = (double)seq;
+	double n_moe = (double)moe_layer_count(m), n_dense = L - n_moe;
+	/* a GEMM with a k x n weight costs 2 k n FLOPs per token (multiply + add) */
+	out->attn_linear = L * 2.0 * (double)attn_matrices(m, &a);
+	/* Q K^T and A V: 2 s d each per head per token for the full s x s; causal halves it */
+	double dqk, dv;
+	if (is_mla(m)) {
+		dqk = (double)(m->qk_nope_head_dim + m->qk_rope_head_dim);
+		dv = (double)m->v_head_dim;
+	} else {
+		dqk = dv = (double)m->head_dim;
+	}
+	out->attn_core = L * (double)m->heads * (2.0 * s * dqk + 2.0 * s * dv) / 2.0;
+	out->mlp = n_dense * 2.0 * (double)mlp_matrices(m, m->ffn_hidden, &a);
+	if (model_is_moe(m)) {
+		double per = (double)m->top_k * (double)mlp_matrices(m, m->expert_ffn_hidden, &a);
+		if (m->shared_experts > 0)
+			per += (double)mlp_matrices(m, m->shared_ffn_hidden, &a);
+		per += h * (double)m->experts; /* router */
+		out->moe = n_moe * 2.0 * per;
+	}
+	double e = (double)embed_dim(m);
+	out->logits = 2.0 * e * (double)m->vocab;
+	if (m->proj_dim > 0)
+		out->logits += 2.0 * h * e; /* project_out before the head */
+	out->total = out->attn_linear + out->attn_core + out->mlp + out->moe + out->logits;
+}
+
+double model_flops_per_token(const struct model *m, int64_t seq)
+{
+	struct model_flops f;
+	model_flops_fwd(m, seq, &f);
+	return 3.0 * f.total; /* backward = 2 x forward (input and weight gradients) */
+}
+
+/* ---- validation ---------------------------------------------------------------------------- */
+
+static enum tw_result bad(struct tw_err *err, const char *file, const char *field, const char *fmt,
+			  ...) __attribute__((format(printf, 4, 5)));
+static enum tw_result bad(struct tw_err *err, const char *file, const char *field, const char *fmt,
+			  ...)
+{
+	char rule[384];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(rule, sizeof(rule), fmt, ap);
+	va_end(ap);
+	return tw_errf(err, TW_ERR_INVALID, "%s: %s: %s", file, field, rule);
+}
+
+static enum tw_result in_range(struct tw_err *err, const char *file, const char *field, int64_t v,
+			       int64_t lo, int64_t hi)
+{
+	if (v < lo || v > hi)
+		return bad(err, file, field, "must be in [%lld, %lld], got %lld", (long long)lo,
+			   (long long)hi, (long long)v);
+	return TW_OK;
+}
+
+enum tw_result model_validate(const struct model *m, const char *file, struct tw_err *err)
+{
+	const int64_t D = MODEL_MAX_DIM;
+	if (!file)
+		file = m->name[0] ? m->name : "model";
+	TW_CHECK(in_range(err, file, "layers", m->layers, 1, D));
+	TW_CHECK(in_range(err, file, "hidden", m->hidden, 1, D));
+	TW_CHECK(in_range(err, file, "heads", m->heads, 1, D));
+	TW_CHECK(in_range(err, file, "vocab", m->vocab, 1, D));
+	TW_CHECK(in_range(err, file, "seq_len", m->seq_len, 1, D));
+	if ((unsigned)m->act > MODEL_ACT_RELU)
+		return bad(err, file, "activation", "must be one of: gelu, swiglu, squared_relu, relu");
+	if ((unsigned)m->norm > MODEL_NORM_RMSNORM)
+		return bad(err, file, "norm", "must be one of: layernorm, rmsnorm");
+	if ((unsigned)m->pos > MODEL_POS_ALIBI)
+		return bad(err, file, "position", "must be one of: rope, learned, alibi");
+	if (is_mla(m)) {
+		TW_CHECK(in_range(err, file, "kv_lora_rank", m->kv_lora_rank, 1, D));
+		TW_CHECK(in_range(err, file, "q_lora_rank", m->q_lora_rank, 0, D));
+		TW_CHECK(in_range(err, file, "qk_nope_head_dim", m->qk_nope_head_dim, 1, D));
+		TW_CHECK(in_range(err, file, "qk_rope_head_dim", m->qk_rope_head_dim, 1, D));
+		TW_CHECK(in_range(err, file, "v_head_dim", m->v_head_dim, 1, D));
+		if (m->qkv_bias || m->out_bias)
+			return bad(err, file, "biases", "attention biases are not supported with MLA (kv_lora_rank > 0)");
+	} else {
+		if (m->q_lora_rank || m->qk_nope_head_dim || m->qk_rope_head_dim || m->v_head_dim)
+			return bad(err, file,
+				   m->q_lora_rank	 ? "q_lora_rank"
+				   : m->qk_nope_head_dim ? "qk_nope_head_dim"
+				   : m->qk_rope_head_dim ? "qk_rope_head_dim"
+							 : "v_head_dim",
+				   "MLA dimensions need kv_lora_rank > 0");
+	}
+	TW_CHECK(in_range(err, file, "kv_heads", m->kv_heads, 1, m->heads));
+	if (m->heads % m->kv_heads != 0)
+		return bad(err, file, "kv_heads", "heads (%lld) must be a multiple of kv_heads (%lld)",
+			   (long long)m->heads, (long long)m->kv_heads);
+	TW_CHECK(in_range(err, file, "head_dim", m->head_dim, 1, D));
+	if (m->pos == MODEL_POS_LEARNED)
+		TW_CHECK(in_range(err, file, "max_position", m->max_pos, 1, D));
+	else if (m->max_pos != 0)
+		return bad(err, file, "max_position", "only a learned position table has rows");
+	TW_CHECK(in_range(err, file, "norms_per_layer", m->norms_per_layer, 0, 4));
+	TW_CHECK(in_range(err, file, "proj_dim", m->proj_dim, 0, D));
+	if (model_is_moe(m)) {
+		TW_CHECK(in_range(err, file, "experts", m->experts, 1, D));
+		TW_CHECK(in_range(err, file, "top_k", m->top_k, 1, m->experts));
+		TW_CHECK(in_range(err, file, "expert_ffn_hidden", m->expert_ffn_hidden, 1, D));
+		TW_CHECK(in_range(err, file, "shared_experts", m->shared_experts, 0, D));
+		if (m->shared_experts > 0)
+			TW_CHECK(in_range(err, file, "shared_ffn_hidden", m->shared_ffn_hidden, 1, D));
+		else if (m->shared_ffn_hidden != 0)
+			return bad(err, file, "shared_ffn_hidden", "needs shared_experts > 0");
+		TW_CHECK(in_range(err, file, "dense_layers", m->dense_layers, 0, m->layers - 1));
+		/* 0 reads as 1, for models built in code */
+		TW_CHECK(in_range(err, file, "moe_layer_freq", m->moe_layer_freq, 0, m->layers));
+		if (moe_layer_count(m) == 0)
+			return bad(err, file, "moe_layer_freq", "no layer is an MoE layer");
+	} else {
+		const char *f = m->experts < 0		 ? "experts"
+				: m->top_k		 ? "top_k"
+				: m->expert_ffn_hidden	 ? "expert_ffn_hidden"
+				: m->shared_experts	 ? "shared_experts"
+				: m->shared_ffn_hidden	 ? "shared_ffn_hidden"
+				: m->dense_layers	 ? "dense_layers"
+				: m->router_bias	 ? "router_bias"
+				: m->shared_expert_gate ? "shared_expert_gate"
+							 : NULL;
+		if (f)
+			return bad(err, file, f, "MoE fields need experts > 0");
+	}
+	if (moe_layer_count(m) < m->layers)
+		TW_CHECK(in_range(err, file, "ffn_hidden", m->ffn_hidden, 1, D));
+	else
+		TW_CHECK(in_range(err, file, "ffn_hidden", m->ffn_hidden, 0, D));
+	struct model_params p;
+	struct acc a = {false};
+	count(m, &p, &a);
+	if (a.ovf)
+		return bad(err, file, "(model)", "the parameter count overflows 64 bits");
+	return TW_OK;
+}
+
+/* ---- our schema ---------------------------------------------------------------------------- */
+
+static const char *const schema_keys[] = {
+	"name", "family", "source", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden",
+	"vocab", "seq_len", "max_position", "activation", "norm", "position", "tied_embeddings",
+	"biases", "qkv_bias", "out_bias", "mlp_bias", "norm_bias", "parallel_attn",
+	"norms_per_layer", "embed_norm", "proj_dim", "final_norm", "experts", "top_k",
+	"expert_ffn_hidden", "shared_experts", "shared_ffn_hidden", "dense_layers",
+	"moe_layer_freq", "router_bias", "shared_expert_gate", "q_lora_rank", "kv_lora_rank",
+	"qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", NULL};
+
+static enum tw_result need(const struct json_ctx *c, const cJSON *obj, const char *key,
+			   int64_t *out)
+{
+	bool present = false;
+	TW_CHECK(json_get_int(c, obj, key, 1, MODEL_MAX_DIM, out, &present));
+	if (!present)
+		return json_fail(c, key, "required field is missing");
+	return TW_OK;
+}
+
+static enum tw_result opt_int(const struct json_ctx *c, const cJSON *obj, const char *key,
+			      int64_t min, int64_t *out)
+{
+	return json_get_int(c, obj, key, min, MODEL_MAX_DIM, out, NULL);
+}
+
+/* "x.json" or "dir/x.json" -> "x"; a HF "dir/config.json" -> "dir". */
+static void name_from_path(const char *path, char *out, size_t len)
+{
+	const char *base = strrchr(path, '/');
+	base = base ? base + 1 : path;
+	size_t n = strlen(base);
+	if (!strcmp(base, "config.json") && base != path) {
+		const char *end = base - 1, *start = end;
+		while (start > path && start[-1] != '/')
+			start--;
+		n = (size_t)(end - start);
+		base = start;
+	} else if (n > 5 && !strcmp(base + n - 5, ".json")) {
+		n -= 5;
+	}
+	if (n >= len)
+		n = len - 1;
+	memcpy(out, base, n);
+	out[n] = '\0';
+}
+
+enum tw_result model_from_json(const struct cJSON *obj, const char *file, struct model *out,
+			       struct tw_err *err)
+{
+	struct json_ctx c = {.file = file ? file : "model", .err = err};
+	struct model m;
+	memset(&m, 0, sizeof(m));
+	if (!cJSON_IsObject(obj))
+		return json_fail(&c, NULL, "must be a JSON object");
+	TW_CHECK(json_check_keys(&c, obj, schema_keys));
+	bool present;
+	TW_CHECK(json_get_str(&c, obj, "name", m.name, sizeof(m.name), &present));
+	if (!present && file)
+		name_from_path(file, m.name, sizeof(m.name));
+	TW_CHECK(json_get_str(&c, obj, "family", m.family, sizeof(m.family), &present));
+	if (!present)
+		snprintf(m.family, sizeof(m.family), "custom");
+	char source[512];
+	TW_CHECK(json_get_str(&c, obj, "source", source, sizeof(source), NULL));
+
+	TW_CHECK(need(&c, obj, "layers", &m.layers));
+	TW_CHECK(need(&c, obj, "hidden", &m.hidden));
+	TW_CHECK(need(&c, obj, "heads", &m.heads));
+	TW_CHECK(need(&c, obj, "vocab", &m.vocab));
+	TW_CHECK(need(&c, obj, "seq_len", &m.seq_len));
+	m.kv_heads = m.heads;
+	TW_CHECK(opt_int(&c, obj, "kv_heads", 1, &m.kv_heads));
+	if (m.kv_heads > m.heads)
+		return json_fail(&c, "kv_heads", "must be <= heads (%lld), got %lld", (long long)m.heads,
+				 (long long)m.kv_heads);
+	if (m.heads % m.kv_heads != 0)
+		return json_fail(&c, "kv_heads", "heads (%lld) must be a multiple of kv_heads (%lld)",
+				 (long long)m.heads, (long long)m.kv_heads);
+	TW_CHECK(opt_int(&c, obj, "head_dim", 1, &m.head_dim));
+	TW_CHECK(opt_int(&c, obj, "ffn_hidden", 1, &m.ffn_hidden));
+
+	int v = MODEL_ACT_SWIGLU;
+	TW_CHECK(json_get_enum(&c, obj, "activation", act_names, &v, NULL));
+	m.act = (enum model_act)v;
+	v = MODEL_NORM_RMSNORM;
+	TW_CHECK(json_get_enum(&c, obj, "norm", norm_names, &v, NULL));
+	m.norm = (enum model_norm)v;
+	v = MODEL_POS_ROPE;
+	TW_CHECK(json_get_enum(&c, obj, "position", pos_names, &v, NULL));
+	m.pos = (enum model_pos)v;
+	if (m.pos == MODEL_POS_LEARNED) {
+		m.max_pos = m.seq_len;
+		TW_CHECK(opt_int(&c, obj, "max_position", 1, &m.max_pos));
+	} else if (cJSON_GetObjectItemCaseSensitive(obj, "max_position")) {
+		return json_fail(&c, "max_position", "only allowed with \"position\": \"learned\"");
+	}
+
+	TW_CHECK(json_get_bool(&c, obj, "tied_embeddings", &m.tied_embeddings, NULL));
+	bool biases = false;
+	TW_CHECK(json_get_bool(&c, obj, "biases", &biases, NULL));
+	m.qkv_bias = m.out_bias = m.mlp_bias = biases;
+	TW_CHECK(json_get_bool(&c, obj, "qkv_bias", &m.qkv_bias, NULL));
+	TW_CHECK(json_get_bool(&c, obj, "out_bias", &m.out_bias, NULL));
+	TW_CHECK(json_get_bool(&c, obj, "mlp_bias", &m.mlp_bias, NULL));
+	m.norm_bias = m.norm == MODEL_NORM_LAYERNORM;
+	TW_CHECK(json_get_bool(&c, obj, "norm_bias", &m.norm_bias, NULL));
+	TW_CHECK(json_get_bool(&c, obj, "parallel_attn", &m.parallel_attn, NULL));
+	int64_t npl = 2;
+	TW_CHECK(json_get_int(&c, obj, "norms_per_layer", 0, 4, &npl, NULL));
+	m.norms_per_layer = (int)npl;
+	TW_CHECK(json_get_bool(&c, obj, "embed_norm", &m.embed_norm, NULL));
+	TW_CHECK(opt_int(&c, obj, "proj_dim", 1, &m.proj_dim));
+	if (m.proj_dim == m.hidden)
+		m.proj_dim = 0;
+	bool final_norm = true;
+	TW_CHECK(json_get_bool(&c, obj, "final_norm", &final_norm, NULL));
+	m.no_final_norm = !final_norm;
+
+	TW_CHECK(opt_int(&c, obj, "experts", 1, &m.experts));
+	TW_CHECK(opt_int(&c, obj, "top_k", 1, &m.top_k));
+	TW_CHECK(opt_int(&c, obj, "expert_ffn_hidden", 1, &m.expert_ffn_hidden));
+	TW_CHECK(opt_int(&c, obj, "shared_experts", 0, &m.shared_experts));
+	TW_CHECK(opt_int(&c, obj, "shared_ffn_hidden", 1, &m.shared_ffn_hidden));
+	TW_CHECK(opt_int(&c, obj, "dense_layers", 0, &m.dense_layers));
+	m.moe_layer_freq = 1;
+	TW_CHECK(json_get_int(&c, obj, "moe_layer_freq", 1, MODEL_MAX_DIM, &m.moe_layer_freq,
+			      &present));
+	if (present && m.experts == 0)
+		return json_fail(&c, "moe_layer_freq", "MoE fields need experts > 0");
+	TW_CHECK(json_get_bool(&c, obj, "router_bias", &m.router_bias, NULL));
+	TW_CHECK(json_get_bool(&c, obj, "shared_expert_gate", &m.shared_expert_gate, NULL));
+	if (m.experts > 0 && m.shared_experts > 0 && m.shared_ffn_hidden == 0)
+		m.shared_ffn_hidden = m.shared_experts * m.expert_ffn_hidden; /* DeepSeek's rule */
+	if (m.experts == 0)
+		m.moe_layer_freq = 0;
+
+	TW_CHECK(opt_int(&c, obj, "q_lora_rank", 0, &m.q_lora_rank));
+	TW_CHECK(opt_int(&c, obj, "kv_lora_rank", 1, &m.kv_lora_rank));
+	TW_CHECK(opt_int(&c, obj, "qk_nope_head_dim", 1, &m.qk_nope_head_dim));
+	TW_CHECK(opt_int(&c, obj, "qk_rope_head_dim", 1, &m.qk_rope_head_dim));
+	TW_CHECK(opt_int(&c, obj, "v_head_dim", 1, &m.v_head_dim));
+
+	if (m.head_dim == 0) {
+		if (is_mla(&m)) {
+			m.head_dim = m.qk_nope_head_dim + m.qk_rope_head_dim;
+		} else if (m.hidden % m.heads != 0) {
+			return json_fail(&c, "hidden",
+					 "hidden (%lld) must be a multiple of heads (%lld) when head_dim is not given",
+					 (long long)m.hidden, (long long)m.heads);
+		} else {
+			m.head_dim = m.hidden / m.heads;
+		}
+	}
+	bool all_moe = m.experts > 0 && m.dense_layers == 0 && m.moe_layer_freq == 1;
+	if (!all_moe && m.ffn_hidden == 0)
+		return json_fail(&c, "ffn_hidden", "required field is missing%s",
+				 m.experts > 0 ? " (some layers are dense)" : "");
+	TW_CHECK(model_validate(&m, c.file, err));
+	memcpy(out, &m, sizeof(m)); /* padding too: stored models compare bytewise */
+	return TW_OK;
+}
+
+struct cJSON *model_to_json(const struct model *m)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "name", m->name);
+	cJSON_AddStringToObject(o, "family", m->family);
+#define NUM(key, v) cJSON_AddNumberToObject(o, key, (double)(v))
+#define BOOL(key, v) cJSON_AddBoolToObject(o, key, (v) ? 1 : 0)
+	NUM("layers", m->layers);
+	NUM("hidden", m->hidden);
+	NUM("heads", m->heads);
+	NUM("kv_heads", m->kv_heads);
+	NUM("head_dim", m->head_dim);
+	if (m->ffn_hidden)
+		NUM("ffn_hidden", m->ffn_hidden);
+	NUM("vocab", m->vocab);
+	NUM("seq_len", m->seq_len);
+	if ((unsigned)m->act <= MODEL_ACT_RELU)
+		cJSON_AddStringToObject(o, "activation", act_names[m->act]);
+	if ((unsigned)m->norm <= MODEL_NORM_RMSNORM)
+		cJSON_AddStringToObject(o, "norm", norm_names[m->norm]);
+	if ((unsigned)m->pos <= MODEL_POS_ALIBI)
+		cJSON_AddStringToObject(o, "position", pos_names[m->pos]);
+	if (m->pos == MODEL_POS_LEARNED)
+		NUM("max_position", m->max_pos);
+	BOOL("tied_embeddings", m->tied_embeddings);
+	BOOL("qkv_bias", m->qkv_bias);
+	BOOL("out_bias", m->out_bias);
+	BOOL("mlp_bias", m->mlp_bias);
+	BOOL("norm_bias", m->norm_bias);
+	BOOL("parallel_attn", m->parallel_attn);
+	NUM("norms_per_layer", m->norms_per_layer);
+	BOOL("embed_norm", m->embed_norm);
+	if (m->proj_dim)
+		NUM("proj_dim", m->proj_dim);
+	BOOL("final_norm", !m->no_final_norm);
+	if (model_is_moe(m)) {
+		NUM("experts", m->experts);
+		NUM("top_k", m->top_k);
+		NUM("expert_ffn_hidden", m->expert_ffn_hidden);
+		NUM("shared_experts", m->shared_experts);
+		if (m->shared_ffn_hidden)
+			NUM("shared_ffn_hidden", m->shared_ffn_hidden);
+		NUM("dense_layers", m->dense_layers);
+		NUM("moe_layer_freq", m->moe_layer_freq);
+		BOOL("router_bias", m->router_bias);
+		BOOL("shared_expert_gate", m->shared_expert_gate);
+	}
+	if (is_mla(m)) {
+		NUM("q_lora_rank", m->q_lora_rank);
+		NUM("kv_lora_rank", m->kv_lora_rank);
+		NUM("qk_nope_head_dim", m->qk_nope_head_dim);
+		NUM("qk_rope_head_dim", m->qk_rope_head_dim);
+		NUM("v_head_dim", m->v_head_dim);
+	}
+#undef NUM
+#undef BOOL
+	return o;
+}
+
+/* ---- Hugging Face config.json -------------------------------------------------------------- */
+
+#define NAMES(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+/* The first of names that is present (null counts as absent); else dflt; dflt < 0 = required. */
+static enum tw_result hf_int(const struct json_ctx *c, const cJSON *o, const char *const *names,
+			     int64_t dflt, int64_t min, int64_t *out)
+{
+	for (int i = 0; names[i]; i++) {
+		bool present = false;
+		TW_CHECK(json_get_int(c, o, names[i], min, MODEL_MAX_DIM, out, &present));
+		if (present)
+			return TW_OK;
+	}
+	if (dflt < 0)
+		return json_fail(c, names[0], "required field is missing");
+	*out = dflt;
+	return TW_OK;
+}
+
+static enum tw_result hf_bool(const struct json_ctx *c, const cJSON *o, const char *key, bool dflt,
+			      bool *out)
+{
+	*out = dflt;
+	return json_get_bool(c, o, key, out, NULL);
+}
+
+/* Defaults of the Llama-style families (transformers configuration classes). */
+struct hf_llama_defaults {
+	int64_t vocab, hidden, inter, layers, heads, kv, max_pos;
+	bool qkv_bias;
+};
+
+static enum tw_result hf_llama_like(const struct json_ctx *c, const cJSON *o,
+				    const struct hf_llama_defaults *d, struct model *m)
+{
+	TW_CHECK(hf_int(c, o, NAMES("vocab_size"), d->vocab, 1, &m->vocab));
+	TW_CHECK(hf_int(c, o, NAMES("hidden_size"), d->hidden, 1, &m->hidden));
+	TW_CHECK(hf_int(c, o, NAMES("intermediate_size"), d->inter, 1, &m->ffn_hidden));
+	TW_CHECK(hf_int(c, o, NAMES("num_hidden_layers"), d->layers, 1, &m->layers));
+	TW_CHECK(hf_int(c, o, NAMES("num_attention_heads"), d->heads, 1, &m->heads));
+	TW_CHECK(hf_int(c, o, NAMES("num_key_value_heads"), d->kv ? d->kv : m->heads, 1,
+			&m->kv_heads));
+	TW_CHECK(hf_int(c, o, NAMES("head_dim"), 0, 1, &m->head_dim));
+	TW_CHECK(hf_int(c, o, NAMES("max_position_embeddings"), d->max_pos, 1, &m->seq_len));
+	/* a context stretched by RoPE scaling (YaRN, Llama 3.1) was trained at the original length */
+	const cJSON *rs = cJSON_GetObjectItemCaseSensitive(o, "rope_scaling");
+	if (!cJSON_IsObject(rs))
+		rs = cJSON_GetObjectItemCaseSensitive(o, "rope_parameters");
+	if (cJSON_IsObject(rs)) {
+		struct json_ctx rc = {.file = c->file, .prefix = rs->string, .err = c->err};
+		TW_CHECK(json_get_int(&rc, rs, "original_max_position_embeddings", 1, MODEL_MAX_DIM,
+				      &m->seq_len, NULL));
+	}
+	TW_CHECK(hf_bool(c, o, "tie_word_embeddings", false, &m->tied_embeddings));
+	bool attn_bias = false;
+	TW_CHECK(hf_bool(c, o, "attention_bias", false, &attn_bias));
+	m->qkv_bias = attn_bias || d->qkv_bias;
+	m->out_bias = attn_bias;
+	TW_CHECK(hf_bool(c, o, "mlp_bias", false, &m->mlp_bias));
+	/* the gated MLP (gate, up, down) is the architecture; hidden_act only names its
+	 * nonlinearity, which changes neither parameters nor FLOPs */
+	m->act = MODEL_ACT_SWIGLU;
+	m->norm = MODEL_NORM_RMSNORM;
+	m->pos = MODEL_POS_ROPE;
+	m->norms_per_layer = 2;
+	return TW_OK;
+}
+
+static enum tw_result hf_llama(const struct json_ctx *c, const cJSON *o, struct model *m)
+{
+	static const struct hf_llama_defaults d = {32000, 4096, 11008, 32, 32, 0, 2048, false};
+	return hf_llama_like(c, o, &d, m);
+}
+
+static enum tw_result hf_mistral(const struct json_ctx *c, const cJSON *o, struct model *m)
+{
+	static const struct hf_llama_defaults d = {32000, 4096, 14336, 32, 32, 8, 131072, false};
+	return hf_llama_like(c, o, &d, m);
+}
+
+static enum tw_result hf_qwen2(const struct json_ctx *c, const cJSON *o, struct model *m)
+{
+	/* q/k/v always carry a bias in Qwen2's modelling code; o_proj has none */
+	static const struct hf_llama_defaults d = {151936, 4096, 22016, 32, 32, 0, 32768, true};
+	return hf_llama_like(c, o, &d, m);
+}
+
+static enum tw_result hf_mixtral(const struct json_ctx *c, const cJSON *o, struct model *m)
+{
+	static const struct hf_llama_defaults d = {32000, 4096, 14336, 32, 32, 8, 131072, false};
+	TW_CHECK(hf_llama_like(c, o, &d, m));
+	TW_CHECK(hf_int(c, o, NAMES("num_local_experts", "num_experts"), 8, 1, &m->experts));
+	TW_CHECK(hf_int(c, o, NAMES("num_experts_per_tok"), 2, 1, &m->top_k));
+	m->expert_ffn_hidden = m->ffn_hidden; /* every layer is MoE; experts are w1, w2, w3 */
+	m->moe_layer_freq = 1;
+	return TW_OK;
+}
+
+static enum tw_result hf_qwen2_moe(const struct json_ctx *c, const cJSON *o, struct model *m)
+{
+	static const struct hf_llama_defaults d = {151936, 2048, 5632, 24, 16, 0, 32768, false};
+	TW_CHECK(hf_llama_like(c, o, &d, m));
+	bool qkv = true;
+	TW_CHECK(hf_bool(c, o, "qkv_bias", true, &qkv));
+	m->qkv_bias = qkv;
+	TW_CHECK(hf_int(c, o, NAMES("num_experts"), 60, 1, &m->experts));
+	TW_CHECK(hf_int(c, o, NAMES("num_experts_per_tok"), 4, 1, &m->top_k));
+	TW_CHECK(hf_int(c, o, NAMES("moe_intermediate_size"), 1408, 1, &m->expert_ffn_hidden));
+	TW_CHECK(hf_int(c, o, NAMES("shared_expert_intermediate_size"), 5632, 0,
+			&m->shared_ffn_hidden));
+	TW_CHECK(hf_int(c, o, NAMES("decoder_sparse_step"), 1, 1, &m->moe_layer_freq));
+	const cJSON *only = cJSON_GetObjectItemCaseSensitive(o, "mlp_only_layers");
+	if (only && !cJSON_IsNull(only) && (!cJSON_IsArray(only) || cJSON_GetArraySize(only) > 0))
+		return json_fail(c, "mlp_only_layers", "must be an empty list (dense layers at "
+						     "arbitrary positions are not supported)");
+	if (m->shared_ffn_hidden > 0) {
+		m->shared_experts = 1;
+		m->shared_expert_gate = true; /* sigmoid gate h x 1 on the shared expert */
+	}
+	return TW_OK;
+}
+
+static enum tw_result hf_deepseek(const struct json_ctx *c, const cJSON *o, struct model *m,
+				  bool v3)
+{
+	static const struct hf_llama_defaults d2 = {102400, 4096, 11008, 30, 32, 0, 2048, false};
+	static const struct hf_llama_defaults d3 = {129280, 7168, 18432, 61, 128, 0, 4096, false};
+	TW_CHECK(hf_llama_like(c, o, v3 ? &d3 : &d2, m));
+	/* MLA: K and V come from one compressed latent per token, one set per query head */
+	m->kv_heads = m->heads;
+	m->head_dim = 0;
+	const cJSON *ql = cJSON_GetObjectItemCaseSensitive(o, "q_lora_rank");
+	if (ql && cJSON_IsNull(ql))
+		m->q_lora_rank = 0; /* null: queries are not compressed (V2-Lite) */
+	else
+		TW_CHECK(hf_int(c, o, NAMES("q_lora_rank"), 1536, 1, &m->q_lora_rank));
+	TW_CHECK(hf_int(c, o, NAMES("kv_lora_rank"), 512, 1, &m->kv_lora_rank));
+	TW_CHECK(hf_int(c, o, NAMES("qk_nope_head_dim"), 128, 1, &m->qk_nope_head_dim));
+	TW_CHECK(hf_int(c, o, NAMES("qk_rope_head_dim"), 64, 1, &m->qk_rope_head_dim));
+	TW_CHECK(hf_int(c, o, NAMES("v_head_dim"), 128, 1, &m->v_head_dim));
+	m->head_dim = m->qk_nope_head_dim + m->qk_rope_head_dim;
+	TW_CHECK(hf_int(c, o, NAMES("n_routed_experts"), v3 ? 256 : 64, 1, &m->experts));
+	TW_CHECK(hf_int(c, o, NAMES("n_shared_experts"), v3 ? 1 : 2, 0, &m->shared_experts));
+	TW_CHECK(hf_int(c, o, NAMES("moe_intermediate_size"), v3 ? 2048 : 1407, 1,
+			&m->expert_ffn_hidden));
+	/* V2's configuration class has no default top-k: a V2 config must say it */
+	TW_CHECK(hf_int(c, o, NAMES("num_experts_per_tok"), v3 ? 8 : -1, 1, &m->top_k));
+	TW_CHECK(hf_int(c, o, NAMES("first_k_dense_replace"), v3 ? 3 : 0, 0, &m->dense_layers));
+	int64_t freq = 1;
+	TW_CHECK(hf_int(c, o, NAMES("moe_layer_freq"), 1, 1, &freq));
+	if (freq != 1)
+		return json_fail(c, "moe_layer_freq", "only 1 is supported, got %lld", (long long)freq);
+	m->moe_layer_freq = 1;
+	/* the shared experts are one MLP of n_shared times the expert width */
+	m->shared_ffn_hidden = m->shared_experts * m->expert_ffn_hidden;
+	m->router_bias = v3; /* e_score_correction_bias, one per routed expert */
+	return TW_OK;
+}
+
+static enum tw_result hf_deepseek_v2(const struct json_ctx *c, const cJSON *o, struct model *m)
+{
+	return hf_deepseek(c, o, m, false);
+}
+
+static enum tw_result hf_deepseek_v3(const struct json_ctx *c, const cJSON *o, struct model *m)
+{
+	return hf_deepseek(c, o, m, true);
+}
+
+/* GELU-MLP families: LayerNorm with bias everywhere. */
+static void hf_gpt_style(struct model *m)
+{
+	m->act = MODEL_ACT_GELU;
+	m->norm = MODEL_NORM_LAYERNORM;
+	m->norm_bias = true;
+	m->norms_per_layer = 2;
+}
+
+static enum tw_result hf_gpt2(const struct json_ctx *c, const cJSON *o, struct model *m)
+{
+	hf_gpt_style(m);
+	TW_CHECK(hf_int(c, o, NAMES("n_embd", "hidden_size"), 768, 1, &m->hidden));
+	TW_CHECK(hf_int(c, o, NAMES("n_layer", "num_hidden_layers"), 12, 1, &m->layers));
+	TW_CHECK(hf_int(c, o, NAMES("n_head", "num_attention_heads"), 12, 1, &m->heads));
+	TW_CHECK(hf_int(c, o, NAMES("n_positions", "max_position_embeddings"), 1024, 1,
+			&m->max_pos));
+	TW_CHECK(hf_int(c, o, NAMES("n_inner"), 4 * m->hidden, 1, &m->ffn_hidden));
+	TW_CHECK(hf_int(c, o, NAMES("vocab_size"), 50257, 1, &m->vocab));
+	m->seq_len = m->max_pos;
+	m->kv_heads = m->heads;
+	m->pos = MODEL_POS_LEARNED;
+	m->tied_embeddings = true; /* lm_head is the token embedding */
+	m->qkv_bias = m->out_bias = m->mlp_bias = true; /* Conv1D layers carry a bias */
+	return TW_OK;
+}
+
+static enum tw_result hf_gpt_neox(const struct json_ctx *c, const cJSON *o, struct model *m)
+{
+	hf_gpt_style(m);
+	TW_CHECK(hf_int(c, o, NAMES("hidden_size"), 6144, 1, &m->hidden));
+	TW_CHECK(hf_int(c, o, NAMES("num_hidden_layers"), 44, 1, &m->layers));
+	TW_CHECK(hf_int(c, o, NAMES("num_attention_heads"), 64, 1, &m->heads));
+	TW_CHECK(hf_int(c, o, NAMES("intermediate_size"), 24576, 1, &m->ffn_hidden));
+	TW_CHECK(hf_int(c, o, NAMES("vocab_size"), 50432, 1, &m->vocab));
+	TW_CHECK(hf_int(c, o, NAMES("max_position_embeddings"), 2048, 1, &m->seq_len));
+	TW_CHECK(hf_bool(c, o, "use_parallel_residual", true, &m->parallel_attn));
+	bool ab = true;
+	TW_CHECK(hf_bool(c, o, "attention_bias", true, &ab));
+	m->qkv_bias = m->out_bias = ab;
+	m->mlp_bias = true;
+	TW_CHECK(hf_bool(c, o, "tie_word_embeddings", false, &m->tied_embeddings));
+	m->kv_heads = m->heads;
+	m->pos = MODEL_POS_ROPE;
+	return TW_OK;
+}
+
+static enum tw_result hf_falcon(const struct json_ctx *c, const cJSON *o, struct model *m)
+{
+	hf_gpt_style(m);
+	TW_CHECK(hf_int(c, o, NAMES("hidden_size", "n_embed"), 4544, 1, &m->hidden));
+	TW_CHECK(hf_int(c, o, NAMES("num_hidden_layers", "n_layer"), 32, 1, &m->layers));
+	TW_CHECK(hf_int(c, o, NAMES("num_attention_heads", "n_head"), 71, 1, &m->heads));
+	TW_CHECK(hf_int(c, o, NAMES("vocab_size"), 65024, 1, &m->vocab));
+	TW_CHECK(hf_int(c, o, NAMES("max_position_embeddings"), 2048, 1, &m->seq_len));
+	TW_CHECK(hf_int(c, o, NAMES("ffn_hidden_size"), 4 * m->hidden, 1, &m->ffn_hidden));
+	bool multi_query = true, new_arch = false, alibi = false, bias = false;
+	TW_CHECK(hf_bool(c, o, "multi_query", true, &multi_query));
+	TW_CHECK(hf_bool(c, o, "new_decoder_architecture", false, &new_arch));
+	TW_CHECK(hf_bool(c, o, "parallel_attn", true, &m->parallel_attn));
+	TW_CHECK(hf_bool(c, o, "alibi", false, &alibi));
+	TW_CHECK(hf_bool(c, o, "bias", false, &bias));
+	int64_t kv = 0;
+	TW_CHECK(hf_int(c, o, NAMES("num_kv_heads", "n_head_kv"), m->heads, 1, &kv));
+	/* FalconAttention: one K/V head for multi-query unless the new architecture */
+	m->kv_heads = (new_arch || !multi_query) ? kv : 1;
+	int64_t nln = 2;
+	TW_CHECK(hf_int(c, o, NAMES("num_ln_in_parallel_attn"), 2, 1, &nln));
+	if (new_arch)
+		m->norms_per_layer = nln == 2 ? 2 : 1;
+	else
+		m->norms_per_layer = m->parallel_attn ? 1 : 2;
+	m->parallel_attn = m->parallel_attn || new_arch;
+	m->qkv_bias = m->out_bias = m->mlp_bias = bias;
+	m->pos = alibi ? MODEL_POS_ALIBI : MODEL_POS_ROPE;
+	m->tied_embeddings = true;
+	return TW_OK;
+}
+
+static enum tw_result hf_bloom(const struct json_ctx *c, const cJSON *o, struct model *m)
+{
+	hf_gpt_style(m);
+	/* BloomConfig's own defaults are a toy model: the shape must be in the file */
+	TW_CHECK(hf_int(c, o, NAMES("hidden_size", "n_embed"), -1, 1, &m->hidden));
+	TW_CHECK(hf_int(c, o, NAMES("n_layer", "num_hidden_layers"), -1, 1, &m->layers));
+	TW_CHECK(hf_int(c, o, NAMES("n_head", "num_attention_heads"), -1, 1, &m->heads));
+	TW_CHECK(hf_int(c, o, NAMES("vocab_size"), 250880, 1, &m->vocab));
+	TW_CHECK(hf_int(c, o, NAMES("n_inner"), 4 * m->hidden, 1, &m->ffn_hidden));
+	TW_CHECK(hf_int(c, o, NAMES("seq_length"), 2048, 1, &m->seq_len));
+	m->kv_heads = m->heads;
+	m->pos = MODEL_POS_ALIBI;
+	m->embed_norm = true; /* word_embeddings_layernorm */
+	m->tied_embeddings = true;
+	m->qkv_bias = m->out_bias = m->mlp_bias = true;
+	return TW_OK;
+}
+
+static enum tw_result hf_opt(const struct json_ctx *c, const cJSON *o, struct model *m)
+{
+	hf_gpt_style(m);
+	TW_CHECK(hf_int(c, o, NAMES("hidden_size", "d_model"), 768, 1, &m->hidden));
+	TW_CHECK(hf_int(c, o, NAMES("ffn_dim"), 3072, 1, &m->ffn_hidden));
+	TW_CHECK(hf_int(c, o, NAMES("num_hidden_layers"), 12, 1, &m->layers));
+	TW_CHECK(hf_int(c, o, NAMES("num_attention_heads"), 12, 1, &m->heads));
+	TW_CHECK(hf_int(c, o, NAMES("max_position_embeddings"), 2048, 1, &m->seq_len));
+	TW_CHECK(hf_int(c, o, NAMES("vocab_size"), 50272, 1, &m->vocab));
+	TW_CHECK(hf_int(c, o, NAMES("word_embed_proj_dim"), m->hidden, 1, &m->proj_dim));
+	if (m->proj_dim == m->hidden)
+		m->proj_dim = 0;
+	bool before = true, bias = true;
+	TW_CHECK(hf_bool(c, o, "do_layer_norm_before", true, &before));
+	TW_CHECK(hf_bool(c, o, "enable_bias", true, &bias));
+	const char *const acts[] = {"relu", "gelu", "gelu_new", NULL};
+	int a = 0;
+	TW_CHECK(json_get_enum(c, o, "activation_function", acts, &a, NULL));
+	m->act = a == 0 ? MODEL_ACT_RELU : MODEL_ACT_GELU;
+	m->no_final_norm = !before; /* OPT-350m: post-norm blocks, no final LayerNorm */
+	m->kv_heads = m->heads;
+	m->pos = MODEL_POS_LEARNED;
+	m->max_pos = m->seq_len + 2; /* OPTLearnedPositionalEmbedding keeps an offset of 2 */
+	m->tied_embeddings = true;
+	m->qkv_bias = m->out_bias = m->mlp_bias = bias;
+	return TW_OK;
+}
+
+struct hf_family {
+	const char *model_type;
+	const char *family;
+	enum tw_result (*import)(const struct json_ctx *c, const cJSON *o, struct model *m);
+};
+
+static const struct hf_family hf_families[] = {
+	{"llama", "llama", hf_llama},
+	{"mistral", "mistral", hf_mistral},
+	{"qwen2", "qwen2", hf_qwen2},
+	{"mixtral", "mixtral", hf_mixtral},
+	{"qwen2_moe", "qwen2_moe", hf_qwen2_moe},
+	{"deepseek_v2", "deepseek_v2", hf_deepseek_v2},
+	{"deepseek_v3", "deepseek_v3", hf_deepseek_v3},
+	{"gpt2", "gpt2", hf_gpt2},
+	{"gpt_neox", "gpt_neox", hf_gpt_neox},
+	{"falcon", "falcon", hf_falcon},
+	{"RefinedWebModel", "falcon", hf_falcon}, /* Falcon's configs before transformers 4.33 */
+	{"RefinedWeb", "falcon", hf_falcon},
+	{"bloom", "bloom", hf_bloom},
+	{"opt", "opt", hf_opt},
+};
+#define N_HF_FAMILIES (sizeof(hf_families) / sizeof(hf_families[0]))
+
+static enum tw_result hf_import(const cJSON *o, const char *file, struct model *out,
+				struct tw_err *err)
+{
+	struct json_ctx c = {.file = file, .err = err};
+	char type[64] = "";
+	TW_CHECK(json_get_str(&c, o, "model_type", type, sizeof(type), NULL));
+	const struct hf_family *fam = NULL;
+	for (size_t i = 0; i < N_HF_FAMILIES && !fam; i++)
+		if (!strcmp(type, hf_families[i].model_type))
+			fam = &hf_families[i];
+	if (!fam)
+		return json_fail(&c, "model_type",
+				 "'%s' is not supported (supported: llama, mistral, qwen2, mixtral, "
+				 "qwen2_moe, deepseek_v2, deepseek_v3, gpt2, gpt_neox, falcon, bloom, opt)",
+				 type);
+	struct model m;
+	memset(&m, 0, sizeof(m));
+	TW_CHECK(fam->import(&c, o, &m));
+	snprintf(m.family, sizeof(m.family), "%s", fam->family);
+	char path[128] = "";
+	TW_CHECK(json_get_str(&c, o, "_name_or_path", path, sizeof(path), NULL));
+	if (path[0]) {
+		const char *slash = strrchr(path, '/');
+		snprintf(m.name, sizeof(m.name), "%.63s", slash && slash[1] ? slash + 1 : path);
+	} else {
+		name_from_path(file, m.name, sizeof(m.name));
+	}
+	/* the rules the HF fields must obey, named by their HF names */
+	if (m.kv_heads > m.heads || m.heads % m.kv_heads != 0)
+		return json_fail(&c, "num_key_value_heads",
+				 "num_attention_heads (%lld) must be a multiple of it (%lld)",
+				 (long long)m.heads, (long long)m.kv_heads);
+	if (m.head_dim == 0) {
+		if (m.hidden % m.heads != 0)
+			return json_fail(&c, "num_attention_heads",
+					 "hidden size (%lld) must be a multiple of it (%lld) when head_dim is not given",
+					 (long long)m.hidden, (long long)m.heads);
+		m.head_dim = m.hidden / m.heads;
+	}
+	if (m.experts > 0 && m.top_k > m.experts)
+		return json_fail(&c, "num_experts_per_tok", "must be <= the number of experts (%lld), got %lld",
+				 (long long)m.experts, (long long)m.top_k);
+	if (m.experts > 0 && m.dense_layers >= m.layers)
+		return json_fail(&c, "first_k_dense_replace", "must be < num_hidden_layers (%lld)",
+				 (long long)m.layers);
+	TW_CHECK(model_validate(&m, file, err));
+	memcpy(out, &m, sizeof(m)); /* padding too: stored models compare bytewise */
+	return TW_OK;
+}
+
+/* ---- loading -------------------------------------------------------------------------------- */
+
+static bool looks_like_path(const char *s)
+{
+	size_t n = strlen(s);
+	return strchr(s, '/') || (n > 5 && !strcmp(s + n - 5, ".json"));
+}
+
+static bool is_file(const char *p)
+{
+	struct stat st;
+	return stat(p, &st) == 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+void model_list_presets(const char *presets_dir, char *buf, size_t len)
+{
+	if (len == 0)
+		return;
+	buf[0] = '\0';
+	DIR *d = opendir(presets_dir);
+	if (!d)
+		return;
+	char **names = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		size_t l = strlen(e->d_name);
+		if (l <= 5 || strcmp(e->d_name + l - 5, ".json") || e->d_name[0] == '.')
+			continue;
+		TW_GROW(names, cap, n + 1);
+		names[n] = tw_strdup(e->d_name);
+		names[n++][l - 5] = '\0';
+	}
+	closedir(d);
+	if (n)
+		qsort(names, n, sizeof(*names), cmp_str);
+	size_t o = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (o + 1 < len)
+			o += (size_t)snprintf(buf + o, len - o, "%s%s", i ? ", " : "", names[i]);
+		if (o >= len)
+			o = len - 1;
+		free(names[i]);
+	}
+	free(names);
+}
+
+enum tw_result model_load(const char *name_or_path, const char *presets_dir, struct model *out,
+			  struct tw_err *err)
+{
+	if (!name_or_path || !*name_or_path)
+		return tw_errf(err, TW_ERR_USAGE, "model: empty name");
+	char path[4096];
+	bool preset = false;
+	if (looks_like_path(name_or_path)) {
+		snprintf(path, sizeof(path), "%s", name_or_path);
+		/* "llama2-7b.json" that is not here: the preset file of that name */
+		if (!strchr(name_or_path, '/') && !is_file(path) && presets_dir) {
+			char alt[4096];
+			snprintf(alt, sizeof(alt), "%s/%s", presets_dir, name_or_path);
+			if (is_file(alt))
+				snprintf(path, sizeof(path), "%s", alt);
+		}
+	} else {
+		snprintf(path, sizeof(path), "%s/%s.json", presets_dir ? presets_dir : ".",
+			 name_or_path);
+		preset = true;
+		if (!is_file(path)) {
+			if (is_file(name_or_path)) { /* a file in the working directory */
+				snprintf(path, sizeof(path), "%s", name_or_path);
+				preset = false;
+			} else {
+				char known[2048];
+				model_list_presets(presets_dir ? presets_dir : ".", known, sizeof(known));
+				return tw_errf(err, TW_ERR_INVALID,
+					       "unknown model '%s' (presets: %s; or give a path to a model JSON or a Hugging Face config.json)",
+					       name_or_path, known[0] ? known : "none found");
+			}
+		}
+	}
+	cJSON *root = NULL;
+	TW_CHECK(json_load_object(path, &root, err));
+	struct model m;
+	enum tw_result rc;
+	if (cJSON_GetObjectItemCaseSensitive(root, "model_type"))
+		rc = hf_import(root, path, &m, err);
+	else
+		rc = model_from_json(root, path, &m, err);
+	if (rc == TW_OK && preset && !cJSON_GetObjectItemCaseSensitive(root, "name"))
+		snprintf(m.name, sizeof(m.name), "%s", name_or_path);
+	cJSON_Delete(root);
+	if (rc != TW_OK)
+		return rc;
+	memcpy(out, &m, sizeof(m)); /* padding too: stored models compare bytewise */
+	return TW_OK;
+}

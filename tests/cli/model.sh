@@ -1,0 +1,109 @@
+#!/bin/sh
+# CLI tests for "twin model": exact counts printed with thousands separators, every preset and
+# every HF fixture loads and shows, --json parses, usage errors exit 2 with one line.
+# Run from the repository root with $TWIN set (tests/run.sh does).
+TWIN=${TWIN:-build/twin}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+ok() { echo "ok - $1"; }
+nok() { echo "not ok - $1${2:+: $2}"; }
+check() { # name, command...; passes when the command succeeds
+	n=$1
+	shift
+	if "$@"; then ok "$n"; else nok "$n"; fi
+}
+
+"$TWIN" model show llama2-7b >"$tmp/out" 2>"$tmp/err"
+check "model show llama2-7b exits 0" test $? -eq 0
+check "model show llama2-7b prints 6,738,415,616" grep -q "total  *6,738,415,616" "$tmp/out"
+check "model show llama2-7b has the breakdown" \
+	sh -c "grep -q '^  embeddings ' '$tmp/out' && grep -q '^  attention ' '$tmp/out' && \
+	grep -q '^  mlp ' '$tmp/out' && grep -q '^  norms ' '$tmp/out' && grep -q '^  head ' '$tmp/out'"
+check "model show llama2-7b prints training FLOPs per token" grep -q "^  training " "$tmp/out"
+check "model show llama2-7b is quiet on stderr" test ! -s "$tmp/err"
+
+"$TWIN" model show llama3-8b | grep -q "total  *8,030,261,248"
+check "model show llama3-8b prints 8,030,261,248" test $? -eq 0
+"$TWIN" model show tests/fixtures/hf/llama3-8b.json | grep -q "total  *8,030,261,248"
+check "HF llama3-8b config prints 8,030,261,248" test $? -eq 0
+"$TWIN" model show mixtral-8x7b >"$tmp/mx"
+check "mixtral shows 46.7B total" grep -q "total  *46,702,792,704" "$tmp/mx"
+check "mixtral shows 12.9B active" grep -q "active  *12,879,925,248" "$tmp/mx"
+check "mixtral shows its experts row" grep -q "^  experts " "$tmp/mx"
+
+# every preset and every HF fixture loads, shows, and gives JSON that parses
+for f in examples/models/*.json tests/fixtures/hf/*.json; do
+	case $f in
+	examples/*) arg=$(basename "$f" .json) ;;
+	*) arg=$f ;;
+	esac
+	if "$TWIN" model show "$arg" >"$tmp/o" 2>"$tmp/e" && grep -q "^  total " "$tmp/o" &&
+		[ ! -s "$tmp/e" ]; then
+		ok "model show $arg"
+	else
+		nok "model show $arg" "$(head -c 300 "$tmp/e")"
+	fi
+	if "$TWIN" model show "$arg" --json >"$tmp/j" 2>"$tmp/e" &&
+		python3 -m json.tool "$tmp/j" >/dev/null 2>&1; then
+		ok "model show $arg --json parses"
+	else
+		nok "model show $arg --json parses" "$(head -c 300 "$tmp/e")"
+	fi
+done
+
+# --json carries the same numbers as the text
+"$TWIN" model show llama2-7b --json >"$tmp/j"
+t=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(int(d["params"]["total"]), d["model"]["kv_heads"], d["flops_per_token"]["seq"])' "$tmp/j")
+check "--json total, kv_heads, seq" test "$t" = "6738415616 32 4096"
+# the model JSON of --json is our schema: it loads back and counts the same
+python3 -c 'import json,sys; json.dump(json.load(open(sys.argv[1]))["model"], open(sys.argv[2],"w"))' \
+	"$tmp/j" "$tmp/rt.json"
+"$TWIN" model show "$tmp/rt.json" | grep -q "total  *6,738,415,616"
+check "--json model section loads back as a model file" test $? -eq 0
+
+# --seq changes only the attention-core FLOPs
+a=$("$TWIN" model show llama2-7b --json --seq 2048 | python3 -c 'import json,sys; f=json.load(sys.stdin)["flops_per_token"]; print(f["attn_core_fwd"], f["mlp_fwd"])')
+b=$("$TWIN" model show llama2-7b --json | python3 -c 'import json,sys; f=json.load(sys.stdin)["flops_per_token"]; print(int(f["attn_core_fwd"]) // 2, f["mlp_fwd"])')
+check "--seq 2048 halves the attention core" test "$a" = "$b"
+
+"$TWIN" model list >"$tmp/l"
+check "model list exits 0" test $? -eq 0
+check "model list shows every preset" sh -c "for p in gpt3-175b llama2-7b llama2-13b llama2-70b \
+	llama-65b llama3-8b llama3-70b llama3.1-405b mixtral-8x7b deepseek-v3 bloom-176b megatron-1t \
+	tiny; do grep -q \"^\$p \" '$tmp/l' || exit 1; done"
+"$TWIN" model list --json | python3 -m json.tool >/dev/null 2>&1
+check "model list --json parses" test $? -eq 0
+
+"$TWIN" model --help >"$tmp/h" 2>&1
+check "model --help exits 0" test $? -eq 0
+check "model --help shows usage" grep -q "usage: twin model show MODEL" "$tmp/h"
+"$TWIN" model show --help | grep -q "usage: twin model show"
+check "model show --help" test $? -eq 0
+
+# usage errors: one line on stderr, nothing on stdout, exit 2
+usage() { # name, expected substring, args...
+	n=$1
+	want=$2
+	shift 2
+	"$TWIN" "$@" >"$tmp/uo" 2>"$tmp/ue"
+	st=$?
+	if [ "$st" -eq 2 ] && [ ! -s "$tmp/uo" ] && [ "$(wc -l <"$tmp/ue")" -eq 1 ] &&
+		grep -qF -- "$want" "$tmp/ue"; then
+		ok "$n"
+	else
+		nok "$n" "status $st: $(head -c 300 "$tmp/ue")"
+	fi
+}
+usage "unknown option" "unknown option '--frobnicate'" model show llama2-7b --frobnicate
+usage "missing MODEL" "MODEL is required" model show
+usage "two models" "one MODEL only" model show llama2-7b tiny
+usage "unknown model subcommand" "unknown subcommand 'shwo'" model shwo llama2-7b
+usage "no model subcommand" "expected 'show MODEL' or 'list'" model
+usage "--seq needs a value" "--seq needs a value" model show llama2-7b --seq
+usage "--seq must be positive" "--seq 0: must be in" model show llama2-7b --seq 0
+usage "list takes no arguments" "unknown argument 'x'" model list x
+
+# "NAME.json" that is not in the working directory falls back to the preset file
+"$TWIN" model show llama2-7b.json | grep -q "total  *6,738,415,616"
+check "model show llama2-7b.json finds the preset" test $? -eq 0

@@ -1,0 +1,514 @@
+/* Unit tests for core/model: exact parameter counts (presets and Hugging Face configs), FLOPs
+ * per token against independent closed forms, schema validation and loading. Run from the
+ * repository root (tests/run.sh does; TWIN_HOME overrides). */
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+
+#include "core/core.h"
+#include "test.h"
+
+struct paths {
+	char presets[1024];
+	char hf[1024];
+};
+
+static struct paths paths(void)
+{
+	const char *home = getenv("TWIN_HOME");
+	struct paths p;
+	snprintf(p.presets, sizeof(p.presets), "%s/examples/models", home && *home ? home : ".");
+	snprintf(p.hf, sizeof(p.hf), "%s/tests/fixtures/hf", home && *home ? home : ".");
+	return p;
+}
+
+/* Load a preset or an HF fixture (by file stem); a failure is a failed check, m is zeroed. */
+static bool load(struct test_ctx *t, const char *name, bool hf, struct model *m)
+{
+	struct paths p = paths();
+	struct tw_err err = {0};
+	char path[2048];
+	memset(m, 0, sizeof(*m));
+	if (hf)
+		snprintf(path, sizeof(path), "%s/%s.json", p.hf, name);
+	enum tw_result rc = model_load(hf ? path : name, p.presets, m, &err);
+	if (rc != TW_OK)
+		printf("#   load %s: %s\n", name, err.msg);
+	CHECK(t, rc == TW_OK);
+	return rc == TW_OK;
+}
+
+static int64_t total(struct test_ctx *t, const char *name, bool hf)
+{
+	struct model m;
+	struct model_params p = {0};
+	if (load(t, name, hf, &m))
+		model_count(&m, &p);
+	return p.total;
+}
+
+static int64_t active(struct test_ctx *t, const char *name, bool hf)
+{
+	struct model m;
+	struct model_params p = {0};
+	if (load(t, name, hf, &m))
+		model_count(&m, &p);
+	return p.active;
+}
+
+/* Parse our schema from a string; returns the result and leaves the message in err. */
+static enum tw_result parse(const char *text, struct model *m, struct tw_err *err)
+{
+	cJSON *o = cJSON_Parse(text);
+	if (!o)
+		return TW_ERR_INTERNAL;
+	tw_err_clear(err);
+	enum tw_result rc = model_from_json(o, "m.json", m, err);
+	cJSON_Delete(o);
+	return rc;
+}
+
+/* ---- counts -------------------------------------------------------------------------------- */
+
+static void test_llama_exact(struct test_ctx *t)
+{
+	/* deepspeed.md §6.2: the Llama formula, checked against the published totals */
+	CHECK_EQ_INT(t, total(t, "llama2-7b", false), 6738415616LL);
+	CHECK_EQ_INT(t, total(t, "llama3-8b", false), 8030261248LL);
+	CHECK_EQ_INT(t, total(t, "llama2-13b", false), 13015864320LL);
+	CHECK_EQ_INT(t, total(t, "llama2-70b", false), 68976648192LL);
+	CHECK_EQ_INT(t, total(t, "llama2-7b", true), 6738415616LL);
+	CHECK_EQ_INT(t, total(t, "llama3-8b", true), 8030261248LL);
+	CHECK_EQ_INT(t, active(t, "llama2-7b", false), 6738415616LL);
+}
+
+static void test_llama2_7b_breakdown(struct test_ctx *t)
+{
+	struct model m;
+	struct model_params p = {0};
+	if (load(t, "llama2-7b", false, &m))
+		model_count(&m, &p);
+	CHECK_EQ_INT(t, p.embedding, 32000LL * 4096);
+	CHECK_EQ_INT(t, p.head, 32000LL * 4096);
+	CHECK_EQ_INT(t, p.attn_per_layer, 4LL * 4096 * 4096);
+	CHECK_EQ_INT(t, p.mlp_per_dense_layer, 3LL * 4096 * 11008);
+	CHECK_EQ_INT(t, p.norms, 32LL * 2 * 4096 + 4096);
+	CHECK_EQ_INT(t, p.experts, 0);
+	CHECK_EQ_INT(t, p.embedding + p.attention + p.mlp + p.experts + p.norms + p.head, p.total);
+}
+
+static void test_hf_families_exact(struct test_ctx *t)
+{
+	/* totals from deepspeed.md §6.2, each checked there against the well-known figure */
+	CHECK_EQ_INT(t, total(t, "gpt2", true), 124439808LL);
+	CHECK_EQ_INT(t, total(t, "gpt-neox-20b", true), 20554567680LL);
+	CHECK_EQ_INT(t, total(t, "bloom-176b", true), 176247271424LL);
+	CHECK_EQ_INT(t, total(t, "opt-6.7b", true), 6658473984LL);
+	CHECK_EQ_INT(t, total(t, "falcon-7b", true), 6921720704LL);
+	CHECK_EQ_INT(t, total(t, "qwen2-7b", true), 7615616512LL);
+	CHECK_EQ_INT(t, total(t, "mixtral-8x7b", true), 46702792704LL);
+	CHECK_EQ_INT(t, active(t, "mixtral-8x7b", true), 12879925248LL);
+	CHECK_EQ_INT(t, total(t, "deepseek-v3", true), 671026419200LL);
+	CHECK_EQ_INT(t, total(t, "deepseek-v2", true), 235741434880LL);
+	CHECK_EQ_INT(t, total(t, "mistral-7b", true), 7241732096LL); /* "7.24B" */
+}
+
+static void test_pythia(struct test_ctx *t)
+{
+	/* deepspeed.md §6.2: Pythia-6.9B is the NeoX formula with h 4096, I 16384, L 32 */
+	struct model m;
+	if (!load(t, "gpt-neox-20b", true, &m))
+		return;
+	m.hidden = 4096;
+	m.ffn_hidden = 16384;
+	m.layers = 32;
+	m.heads = m.kv_heads = 32;
+	m.head_dim = 128;
+	struct tw_err err = {0};
+	CHECK(t, model_validate(&m, "pythia", &err) == TW_OK);
+	struct model_params p;
+	model_count(&m, &p);
+	CHECK_EQ_INT(t, p.total, 6857302016LL);
+}
+
+static void test_published_within_half_percent(struct test_ctx *t)
+{
+	/* headline figures from the model cards and papers */
+	CHECK_NEAR(t, total(t, "gpt2", true), 124e6, 0.005);
+	CHECK_NEAR(t, total(t, "bloom-176b", true), 176e9, 0.005);
+	CHECK_NEAR(t, total(t, "qwen2-7b", true), 7.6e9, 0.005);
+	CHECK_NEAR(t, total(t, "mixtral-8x7b", true), 46.7e9, 0.005);
+	CHECK_NEAR(t, active(t, "mixtral-8x7b", true), 12.9e9, 0.005);
+	CHECK_NEAR(t, total(t, "deepseek-v3", true), 671e9, 0.005);
+	CHECK_NEAR(t, active(t, "deepseek-v3", true), 37.6e9, 0.005);
+	CHECK_NEAR(t, total(t, "deepseek-v2", true), 236e9, 0.005);
+	CHECK_NEAR(t, active(t, "deepseek-v2", true), 21.4e9, 0.005);
+	CHECK_NEAR(t, total(t, "qwen2-moe", true), 14.3e9, 0.005); /* Qwen1.5-MoE-A2.7B */
+	CHECK_NEAR(t, active(t, "qwen2-moe", true), 2.7e9, 0.005);
+	CHECK_NEAR(t, total(t, "gpt3-175b", false), 175e9, 0.005);
+	CHECK_NEAR(t, total(t, "llama3.1-405b", false), 405e9, 0.005);
+	CHECK_NEAR(t, total(t, "megatron-1t", false), 1008e9, 0.005); /* Megatron-LM Table 1 */
+	CHECK_NEAR(t, total(t, "llama-65b", false), 65.2e9, 0.005);
+	CHECK_NEAR(t, total(t, "llama3-70b", false), 70.6e9, 0.005);
+}
+
+static void test_presets_match_hf(struct test_ctx *t)
+{
+	/* the same model through our schema and through its HF config counts the same */
+	CHECK_EQ_INT(t, total(t, "mixtral-8x7b", false), total(t, "mixtral-8x7b", true));
+	CHECK_EQ_INT(t, active(t, "mixtral-8x7b", false), active(t, "mixtral-8x7b", true));
+	CHECK_EQ_INT(t, total(t, "deepseek-v3", false), total(t, "deepseek-v3", true));
+	CHECK_EQ_INT(t, active(t, "deepseek-v3", false), active(t, "deepseek-v3", true));
+	CHECK_EQ_INT(t, total(t, "bloom-176b", false), total(t, "bloom-176b", true));
+	CHECK_EQ_INT(t, total(t, "gpt2-124m", false), total(t, "gpt2", true));
+}
+
+static void test_gpt2_closed_form(struct test_ctx *t)
+{
+	/* 12h^2 + 13h per layer; + V h + P h + 2h (ln_f); tied head */
+	int64_t h = 768, L = 12, V = 50257, P = 1024;
+	CHECK_EQ_INT(t, total(t, "gpt2", true), L * (12 * h * h + 13 * h) + V * h + P * h + 2 * h);
+}
+
+static void test_opt_offset_and_proj(struct test_ctx *t)
+{
+	struct model m;
+	if (!load(t, "opt-6.7b", true, &m))
+		return;
+	CHECK_EQ_INT(t, m.max_pos, 2050); /* learned positions keep an offset of 2 */
+	CHECK_EQ_INT(t, m.proj_dim, 0);
+	struct model_params p;
+	model_count(&m, &p);
+	int64_t before = p.total;
+	/* OPT-350m style: embed in 512, project in and out (two h x 512, no bias) */
+	m.proj_dim = 512;
+	model_count(&m, &p);
+	CHECK_EQ_INT(t, p.total, before - 50272LL * 4096 + 50272LL * 512 + 2LL * 4096 * 512);
+	m.proj_dim = 0;
+	m.no_final_norm = true;
+	model_count(&m, &p);
+	CHECK_EQ_INT(t, p.total, before - 2 * 4096);
+}
+
+static void test_moe_layers(struct test_ctx *t)
+{
+	struct model m;
+	if (!load(t, "deepseek-v3", false, &m))
+		return;
+	CHECK(t, model_is_moe(&m));
+	CHECK(t, !model_layer_is_moe(&m, 0));
+	CHECK(t, !model_layer_is_moe(&m, 2));
+	CHECK(t, model_layer_is_moe(&m, 3));
+	CHECK(t, model_layer_is_moe(&m, 60));
+	CHECK(t, !model_layer_is_moe(&m, 61));
+	struct model_params p;
+	model_count(&m, &p);
+	CHECK_EQ_INT(t, p.mlp, 3 * p.mlp_per_dense_layer);
+	CHECK_EQ_INT(t, p.experts, 58 * p.moe_per_layer);
+	CHECK_EQ_INT(t, p.expert_params, 3LL * 7168 * 2048);
+	/* routed + shared + router weights and bias */
+	CHECK_EQ_INT(t, p.moe_per_layer, 257LL * 3 * 7168 * 2048 + 256LL * 7168 + 256);
+	CHECK_EQ_INT(t, p.total - p.active, 58LL * (256 - 8) * p.expert_params);
+	/* every second layer (Qwen2-MoE decoder_sparse_step = 2): layers 1, 3, 5, ... */
+	m.dense_layers = 0;
+	m.moe_layer_freq = 2;
+	CHECK(t, !model_layer_is_moe(&m, 0));
+	CHECK(t, model_layer_is_moe(&m, 1));
+	CHECK(t, !model_layer_is_moe(&m, 2));
+	struct model d;
+	if (load(t, "llama2-7b", false, &d))
+		CHECK(t, !model_is_moe(&d) && !model_layer_is_moe(&d, 0));
+}
+
+static void test_qwen2_moe_shared_gate(struct test_ctx *t)
+{
+	struct model m;
+	if (!load(t, "qwen2-moe", true, &m))
+		return;
+	CHECK(t, m.qkv_bias && !m.out_bias);
+	CHECK(t, m.shared_expert_gate);
+	CHECK_EQ_INT(t, m.shared_experts, 1);
+	struct model_params p;
+	model_count(&m, &p);
+	int64_t h = 2048;
+	CHECK_EQ_INT(t, p.moe_per_layer, 60 * 3 * h * 1408 + 3 * h * 5632 + h * 60 + h);
+	CHECK_EQ_INT(t, p.attn_per_layer, 4 * h * h + 3 * h);
+}
+
+static void test_falcon_mqa(struct test_ctx *t)
+{
+	struct model m;
+	if (!load(t, "falcon-7b", true, &m))
+		return;
+	CHECK_EQ_INT(t, m.kv_heads, 1);
+	CHECK_EQ_INT(t, m.head_dim, 64);
+	CHECK_EQ_INT(t, m.norms_per_layer, 1);
+	CHECK(t, m.parallel_attn && m.tied_embeddings);
+}
+
+/* ---- FLOPs --------------------------------------------------------------------------------- */
+
+static void test_flops_megatron_relation(struct test_ctx *t)
+{
+	/* Narayanan et al. 2021: F = 72 B s l h^2 (1 + s/(6h) + V/(12 l h)) per iteration for full
+	 * s x s attention. We count causal attention as half of s x s, which turns s/(6h) into
+	 * s/(12h). Per token (divide by B s): */
+	const char *names[] = {"gpt3-175b", "megatron-1t", "gpt2-124m"};
+	for (int i = 0; i < 3; i++) {
+		struct model m;
+		if (!load(t, names[i], false, &m))
+			continue;
+		double l = (double)m.layers, h = (double)m.hidden, V = (double)m.vocab;
+		double s = (double)m.seq_len;
+		double want = 72.0 * l * h * h * (1.0 + s / (12.0 * h) + V / (12.0 * l * h));
+		CHECK_NEAR(t, model_flops_per_token(&m, m.seq_len), want, 1e-12);
+		/* and the forward parts are the per-layer 24 h^2 + 2 s h and the logits 2 h V */
+		struct model_flops f;
+		model_flops_fwd(&m, m.seq_len, &f);
+		CHECK_NEAR(t, f.attn_linear + f.mlp, l * 24.0 * h * h, 1e-12);
+		CHECK_NEAR(t, f.attn_core, l * 2.0 * s * h, 1e-12);
+		CHECK_NEAR(t, f.logits, 2.0 * h * V, 1e-12);
+	}
+}
+
+static void test_flops_palm_relation(struct test_ctx *t)
+{
+	/* PaLM App. B: 6N + 12 L H Q T per token with N the matmul parameters; causal halves the
+	 * attention term to 6 L H Q T. Holds for GQA (Llama-2-70B, Llama-3-8B) and, with the active
+	 * parameters, for MoE (Mixtral: top-2 of 8 experts plus the router). */
+	const char *names[] = {"llama2-7b", "llama2-70b", "llama3-8b", "mixtral-8x7b", "tiny-moe"};
+	for (int i = 0; i < 5; i++) {
+		struct model m;
+		if (!load(t, names[i], false, &m))
+			continue;
+		struct model_params p;
+		model_count(&m, &p);
+		double n_matmul = (double)(p.active - p.embedding - p.norms);
+		double q = (double)(m.heads * m.head_dim), s = (double)m.seq_len;
+		double want = 6.0 * n_matmul + 6.0 * (double)m.layers * q * s;
+		CHECK_NEAR(t, model_flops_per_token(&m, m.seq_len), want, 1e-12);
+	}
+}
+
+static void test_flops_seq_and_gqa(struct test_ctx *t)
+{
+	struct model m;
+	if (!load(t, "llama2-70b", false, &m))
+		return;
+	double q = 64.0 * 128, L = 80;
+	/* attention core grows linearly in seq per token: 6 L q per extra token of context */
+	double d = model_flops_per_token(&m, 8192) - model_flops_per_token(&m, 4096);
+	CHECK_NEAR(t, d, 6.0 * L * q * 4096, 1e-12);
+	struct model_flops f;
+	model_flops_fwd(&m, 4096, &f);
+	double h = 8192, kv = 8.0 * 128;
+	CHECK_NEAR(t, f.attn_linear, L * 2.0 * (h * (q + 2 * kv) + q * h), 1e-12);
+	CHECK_NEAR(t, f.mlp, L * 2.0 * 3.0 * h * 28672, 1e-12);
+	CHECK_NEAR(t, f.total, f.attn_linear + f.attn_core + f.mlp + f.moe + f.logits, 1e-12);
+}
+
+static void test_flops_mla(struct test_ctx *t)
+{
+	struct model m;
+	if (!load(t, "deepseek-v3", false, &m))
+		return;
+	struct model_flops f;
+	model_flops_fwd(&m, 4096, &f);
+	/* per head: Q K^T over 128 + 64 dims, A V over 128; causal halves s x s */
+	CHECK_NEAR(t, f.attn_core, 61.0 * 128 * 4096 * (192 + 128), 1e-12);
+	/* MoE layers: 8 routed + 1 shared expert + router, 58 of them */
+	double h = 7168;
+	CHECK_NEAR(t, f.moe, 58.0 * 2 * (9.0 * 3 * h * 2048 + h * 256), 1e-12);
+	CHECK_NEAR(t, f.mlp, 3.0 * 2 * 3 * h * 18432, 1e-12);
+	/* about 6 x 37.6B active + attention: the published ~250 GFLOP/token class */
+	CHECK(t, model_flops_per_token(&m, 4096) > 6.0 * 37e9);
+}
+
+/* ---- schema and loading -------------------------------------------------------------------- */
+
+static void test_schema_defaults(struct test_ctx *t)
+{
+	struct model m;
+	struct tw_err err = {0};
+	CHECK(t, parse("{\"layers\":2,\"hidden\":64,\"heads\":4,\"ffn_hidden\":128,\"vocab\":100,"
+		       "\"seq_len\":16}",
+		       &m, &err) == TW_OK);
+	CHECK_EQ_INT(t, m.kv_heads, 4);
+	CHECK_EQ_INT(t, m.head_dim, 16);
+	CHECK(t, m.act == MODEL_ACT_SWIGLU && m.norm == MODEL_NORM_RMSNORM && m.pos == MODEL_POS_ROPE);
+	CHECK(t, !m.tied_embeddings && !m.qkv_bias && !m.norm_bias);
+	CHECK_EQ_INT(t, m.norms_per_layer, 2);
+	CHECK(t, !strcmp(m.name, "m")); /* from the file name */
+	CHECK(t, parse("{\"layers\":2,\"hidden\":64,\"heads\":4,\"ffn_hidden\":128,\"vocab\":100,"
+		       "\"seq_len\":16,\"position\":\"learned\",\"norm\":\"layernorm\",\"biases\":true}",
+		       &m, &err) == TW_OK);
+	CHECK_EQ_INT(t, m.max_pos, 16);
+	CHECK(t, m.norm_bias && m.qkv_bias && m.out_bias && m.mlp_bias);
+}
+
+static void test_schema_errors(struct test_ctx *t)
+{
+	static const struct {
+		const char *json, *msg;
+	} cases[] = {
+		{"{\"layers\":2,\"hidden\":64,\"heads\":4,\"vocab\":100,\"seq_len\":16}",
+		 "m.json: ffn_hidden: required"},
+		{"{\"hidden\":64,\"heads\":4,\"ffn_hidden\":8,\"vocab\":100,\"seq_len\":16}",
+		 "m.json: layers: required field is missing"},
+		{"{\"layers\":0,\"hidden\":64,\"heads\":4,\"ffn_hidden\":8,\"vocab\":100,\"seq_len\":16}",
+		 "m.json: layers: must be in [1, 2147483647], got 0"},
+		{"{\"layers\":\"2\",\"hidden\":64,\"heads\":4,\"ffn_hidden\":8,\"vocab\":100,\"seq_len\":16}",
+		 "m.json: layers: must be an integer, got a string"},
+		{"{\"layers\":2.5,\"hidden\":64,\"heads\":4,\"ffn_hidden\":8,\"vocab\":100,\"seq_len\":16}",
+		 "m.json: layers: must be an integer"},
+		{"{\"layers\":2,\"hidden\":64,\"heads\":4,\"ffn_hidden\":8,\"vocab\":100,\"seq_len\":16,"
+		 "\"hiden\":3}",
+		 "m.json: hiden: unknown key"},
+		{"{\"layers\":2,\"hidden\":64,\"heads\":6,\"kv_heads\":4,\"ffn_hidden\":8,\"vocab\":100,"
+		 "\"seq_len\":16}",
+		 "m.json: kv_heads: heads (6) must be a multiple of kv_heads (4)"},
+		{"{\"layers\":2,\"hidden\":64,\"heads\":4,\"kv_heads\":8,\"ffn_hidden\":8,\"vocab\":100,"
+		 "\"seq_len\":16}",
+		 "m.json: kv_heads: must be <= heads"},
+		{"{\"layers\":2,\"hidden\":66,\"heads\":4,\"ffn_hidden\":8,\"vocab\":100,\"seq_len\":16}",
+		 "m.json: hidden: hidden (66) must be a multiple of heads (4)"},
+		{"{\"layers\":2,\"hidden\":64,\"heads\":4,\"ffn_hidden\":8,\"vocab\":100,\"seq_len\":16,"
+		 "\"activation\":\"tanh\"}",
+		 "m.json: activation: must be one of: gelu, swiglu, squared_relu, relu"},
+		{"{\"layers\":2,\"hidden\":64,\"heads\":4,\"ffn_hidden\":8,\"vocab\":100,\"seq_len\":16,"
+		 "\"top_k\":2}",
+		 "m.json: top_k: MoE fields need experts > 0"},
+		{"{\"layers\":2,\"hidden\":64,\"heads\":4,\"vocab\":100,\"seq_len\":16,\"experts\":4,"
+		 "\"top_k\":5,\"expert_ffn_hidden\":8}",
+		 "m.json: top_k: must be in [1, 4], got 5"},
+		{"{\"layers\":2,\"hidden\":64,\"heads\":4,\"vocab\":100,\"seq_len\":16,\"experts\":4,"
+		 "\"top_k\":2}",
+		 "m.json: expert_ffn_hidden: must be in"},
+		{"{\"layers\":2,\"hidden\":64,\"heads\":4,\"ffn_hidden\":8,\"vocab\":100,\"seq_len\":16,"
+		 "\"qk_rope_head_dim\":64}",
+		 "m.json: qk_rope_head_dim: MLA dimensions need kv_lora_rank > 0"},
+		{"{\"layers\":2147483647,\"hidden\":2147483647,\"heads\":1,\"ffn_hidden\":2147483647,"
+		 "\"vocab\":100,\"seq_len\":16}",
+		 "m.json: (model): the parameter count overflows 64 bits"},
+		{"{\"layers\":1e30,\"hidden\":64,\"heads\":4,\"ffn_hidden\":8,\"vocab\":100,\"seq_len\":16}",
+		 "m.json: layers: 1e+30 overflows a 64-bit integer"},
+		{"{\"layers\":2,\"hidden\":64,\"heads\":4,\"ffn_hidden\":8,\"vocab\":100,\"seq_len\":16,"
+		 "\"max_position\":32}",
+		 "m.json: max_position: only allowed with"},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct model m;
+		struct tw_err err = {0};
+		enum tw_result rc = parse(cases[i].json, &m, &err);
+		CHECK(t, rc == TW_ERR_INVALID);
+		CHECK_STR_CONTAINS(t, err.msg, cases[i].msg);
+		CHECK(t, !strchr(err.msg, '\n'));
+	}
+}
+
+static void test_round_trip(struct test_ctx *t)
+{
+	const char *names[] = {"llama2-7b", "gpt3-175b", "deepseek-v3", "bloom-176b", "tiny-moe"};
+	for (int i = 0; i < 5; i++) {
+		struct model a, b;
+		if (!load(t, names[i], false, &a))
+			continue;
+		cJSON *o = model_to_json(&a);
+		struct tw_err err = {0};
+		CHECK(t, model_from_json(o, "rt.json", &b, &err) == TW_OK);
+		cJSON_Delete(o);
+		CHECK(t, !memcmp(&a, &b, sizeof(a)));
+	}
+	/* HF imports round-trip too, so a stored job can be reloaded */
+	const char *hf[] = {"opt-6.7b", "falcon-7b", "qwen2-moe", "deepseek-v2", "gpt-neox-20b"};
+	for (int i = 0; i < 5; i++) {
+		struct model a, b;
+		if (!load(t, hf[i], true, &a))
+			continue;
+		cJSON *o = model_to_json(&a);
+		struct tw_err err = {0};
+		CHECK(t, model_from_json(o, "rt.json", &b, &err) == TW_OK);
+		cJSON_Delete(o);
+		struct model_params pa, pb;
+		model_count(&a, &pa);
+		model_count(&b, &pb);
+		CHECK_EQ_INT(t, pa.total, pb.total);
+		CHECK_EQ_INT(t, pa.active, pb.active);
+		CHECK(t, !memcmp(&a, &b, sizeof(a)));
+	}
+}
+
+static void test_load_errors(struct test_ctx *t)
+{
+	struct paths p = paths();
+	struct model m;
+	struct tw_err err = {0};
+	CHECK(t, model_load("llama9-1b", p.presets, &m, &err) == TW_ERR_INVALID);
+	CHECK_STR_CONTAINS(t, err.msg, "unknown model 'llama9-1b'");
+	CHECK_STR_CONTAINS(t, err.msg, "llama2-7b, llama3-70b");
+	CHECK_STR_CONTAINS(t, err.msg, "tiny");
+	tw_err_clear(&err);
+	CHECK(t, model_load("/nonexistent/m.json", p.presets, &m, &err) == TW_ERR_INVALID);
+	CHECK_STR_CONTAINS(t, err.msg, "/nonexistent/m.json: cannot open");
+	tw_err_clear(&err);
+	CHECK(t, model_load(p.presets, p.presets, &m, &err) == TW_ERR_INVALID);
+	CHECK_STR_CONTAINS(t, err.msg, "not a regular file");
+}
+
+static void test_hf_unknown_type(struct test_ctx *t)
+{
+	cJSON *o = cJSON_Parse("{\"model_type\":\"t5\",\"d_model\":512}");
+	struct model m;
+	struct tw_err err = {0};
+	/* model_from_json is our schema: model_type is an unknown key there */
+	CHECK(t, model_from_json(o, "c.json", &m, &err) == TW_ERR_INVALID);
+	CHECK_STR_CONTAINS(t, err.msg, "c.json: model_type: unknown key");
+	cJSON_Delete(o);
+}
+
+static void test_list_presets(struct test_ctx *t)
+{
+	struct paths p = paths();
+	char buf[4096];
+	model_list_presets(p.presets, buf, sizeof(buf));
+	const char *want[] = {"gpt3-175b", "llama2-7b", "llama2-13b", "llama2-70b", "llama-65b",
+			      "llama3-8b", "llama3-70b", "llama3.1-405b", "mixtral-8x7b",
+			      "deepseek-v3", "bloom-176b", "megatron-1t", "gpt2-124m", "tiny"};
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		CHECK_STR_CONTAINS(t, buf, want[i]);
+		struct model m;
+		load(t, want[i], false, &m);
+	}
+	CHECK(t, strstr(buf, "bloom-176b") < strstr(buf, "tiny")); /* sorted */
+	char small[8];
+	model_list_presets(p.presets, small, sizeof(small));
+	CHECK(t, strlen(small) < sizeof(small));
+	model_list_presets("/nonexistent", buf, sizeof(buf));
+	CHECK(t, buf[0] == '\0');
+}
+
+int main(void)
+{
+	struct test_ctx t = {0};
+	TEST_RUN(&t, test_llama_exact);
+	TEST_RUN(&t, test_llama2_7b_breakdown);
+	TEST_RUN(&t, test_hf_families_exact);
+	TEST_RUN(&t, test_pythia);
+	TEST_RUN(&t, test_published_within_half_percent);
+	TEST_RUN(&t, test_presets_match_hf);
+	TEST_RUN(&t, test_gpt2_closed_form);
+	TEST_RUN(&t, test_opt_offset_and_proj);
+	TEST_RUN(&t, test_moe_layers);
+	TEST_RUN(&t, test_qwen2_moe_shared_gate);
+	TEST_RUN(&t, test_falcon_mqa);
+	TEST_RUN(&t, test_flops_megatron_relation);
+	TEST_RUN(&t, test_flops_palm_relation);
+	TEST_RUN(&t, test_flops_seq_and_gqa);
+	TEST_RUN(&t, test_flops_mla);
+	TEST_RUN(&t, test_schema_defaults);
+	TEST_RUN(&t, test_schema_errors);
+	TEST_RUN(&t, test_round_trip);
+	TEST_RUN(&t, test_load_errors);
+	TEST_RUN(&t, test_hf_unknown_type);
+	TEST_RUN(&t, test_list_presets);
+	return test_done(&t);
+}
