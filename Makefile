@@ -37,6 +37,9 @@ NCCL_HOME ?= $(CUDA_HOME)
 CUBLAS_HOME ?= $(CUDA_HOME)
 CUPTI_HOME ?= $(CUDA_HOME)
 NVCC ?= $(CUDA_HOME)/bin/nvcc
+# exec/cuda/*.cu: A100, H100/H200 code, plus PTX for newer GPUs (B200) to JIT
+NVCC_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+	-gencode arch=compute_90,code=compute_90
 HAVE_CUDA := $(shell test -f $(CUDA_HOME)/include/cuda_runtime.h && \
 	test -f $(NCCL_HOME)/include/nccl.h && test -f $(CUBLAS_HOME)/include/cublas_v2.h && echo 1)
 HAVE_CUPTI := $(shell test -f $(CUPTI_HOME)/include/cupti.h && test "$(HAVE_CUDA)" = 1 && echo 1)
@@ -62,7 +65,7 @@ ifeq ($(HAVE_CUDA),1)
 CUDA_INC := -I$(CUDA_HOME)/include -I$(NCCL_HOME)/include -I$(CUBLAS_HOME)/include -I$(CUPTI_HOME)/include
 CUDA_LD := $(foreach d,$(CUDA_LIBDIRS),-L$(d) -Wl,-rpath,$(d))
 CFLAGS_ALL += -DTWIN_HAVE_CUDA $(CUDA_INC)
-LDLIBS_ALL += $(CUDA_LD) -lcudart -lcublas -lcublasLt -lnccl
+LDLIBS_ALL += $(CUDA_LD) -lcudart -lcublas -lcublasLt -lnccl -lstdc++
 FEATURES += cuda
 ifeq ($(HAVE_CUPTI),1)
 CFLAGS_ALL += -DTWIN_HAVE_CUPTI
@@ -106,7 +109,7 @@ $(BUILD)/obj/%.o: %.c
 
 $(BUILD)/obj/%.cu.o: %.cu
 	@mkdir -p $(@D)
-	$(NVCC) -O2 -std=c++17 -I. $(CUDA_INC) -c -o $@ $<
+	$(NVCC) -O2 -std=c++17 $(NVCC_ARCH) -I. $(CUDA_INC) -c -o $@ $<
 
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libtwin.a tests/unit/test.h
 	@mkdir -p $(@D)
@@ -123,10 +126,15 @@ $(BUILD)/bench/%: tests/bench/%.c $(BUILD)/libtwin.a
 	$(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL) -o $@ $< $(BUILD)/libtwin.a $(LDLIBS_ALL)
 
 # The injection library: CUPTI activity tracing inside any CUDA program.
-$(BUILD)/libtwinprof.so: $(INJECT_SRCS) $(BUILD)/libtwin.a
+# It carries its own position-independent copy of the store and the trace code (hidden
+# symbols, so it never clashes with the program it is loaded into) and links only CUPTI and
+# SQLite; never sanitizer-instrumented, since it is loaded into programs that are not.
+INJECT_DEPS := core/trace.c core/tw.c profile/store.c profile/analyze.c profile/classify.c
+INJECT_CFLAGS := $(filter-out -fsanitize=% -fno-sanitize-recover=% -MMD -MP,$(CFLAGS_ALL))
+$(BUILD)/libtwinprof.so: $(INJECT_SRCS) $(INJECT_DEPS) core/trace.h profile/profile.h
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_ALL) -fPIC -shared -o $@ $(INJECT_SRCS) $(LDFLAGS_ALL) \
-		$(CUDA_LD) -lcupti -lcudart -lsqlite3 -lcjson -lpthread
+	$(CC) $(INJECT_CFLAGS) -fPIC -shared -fvisibility=hidden -o $@ $(INJECT_SRCS) \
+		$(INJECT_DEPS) $(LDFLAGS) $(CUDA_LD) -lcupti -lsqlite3 -lm -lpthread -Wl,--no-undefined
 
 # ---- set-up ----------------------------------------------------------------------------------
 DEB_PKGS := build-essential pkg-config libcjson-dev libsqlite3-dev sqlite3 gnuplot-nox \

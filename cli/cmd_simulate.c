@@ -1,13 +1,232 @@
-/* twin simulate — placeholder until its issue lands. */
+/* twin simulate — predict one training step: run the plan through the discrete-event
+ * simulator (sim/), then summarise the predicted trace with the same analysis that reads
+ * measured runs (profile/, DESIGN.md rule 2). Optionally export it (Chrome trace) and store
+ * it (SQLite). */
+#include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
+#include "../profile/profile.h"
+#include "../sim/sim.h"
 #include "cli.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: twin simulate -m MODEL -c CLUSTER [--ds-config F | -s STRATEGY] [--gpus N]\n"
+		   "                     [--set PATH=VALUE]... [--memory] [--full] [--trace OUT.json]\n"
+		   "                     [--db FILE] [--max-events N] [--json]\n"
+		   "\n"
+		   "Predict one optimizer step with the discrete-event simulator: step time,\n"
+		   "throughput, TFLOP/s per GPU, MFU/HFU, pipeline bubble, and the breakdown\n"
+		   "(compute; each collective type's count, bytes, time, bus bandwidth and exposed\n"
+		   "part; offload copies; optimizer). The summary comes from the same analysis\n"
+		   "that reads measured runs (twin profile analyze).\n"
+		   "\n"
+		   "      --full              simulate every rank (default: one per role); stragglers\n"
+		   "                          (--set 'stragglers=[{\"gpu\":3,\"compute_scale\":0.8,\"link_scale\":1}]')\n"
+		   "                          show their effect only here\n"
+		   "      --memory            also print the memory report (twin memory)\n"
+		   "      --trace OUT.json    write the predicted timeline as Chrome trace JSON (Perfetto)\n"
+		   "      --db FILE           store the run and its trace in the SQLite store\n"
+		   "      --max-events N      stop (exit 2) when the simulation needs more events\n"
+		   "\n%s",
+		cli_job_opts_help);
+}
+
+struct summary {
+	double step_s, tokens_s, samples_s;
+	double model_tflops, hw_tflops, mfu, hfu, peak_tflops;
+};
+
+static double peak_tflops(const struct job *j)
+{
+	const struct cluster *c = &j->cluster;
+	enum tw_dtype d = j->strat.fp8_gemm ? TW_FP8 : j->strat.param_dtype;
+	if (d == TW_FP32 && c->gpu.peak_tflops[TW_TF32] > 0)
+		d = TW_TF32; /* fp32 training runs its GEMMs in TF32 */
+	double p = c->gpu.peak_tflops[d];
+	if (p <= 0)
+		p = c->gpu.peak_tflops[TW_BF16] > 0 ? c->gpu.peak_tflops[TW_BF16] : c->gpu.peak_tflops[TW_FP16];
+	return p;
+}
+
+static void summarise(const struct job *j, const struct prof_analysis *a, struct summary *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->step_s = (double)a->step_ns * 1e-9;
+	if (s->step_s <= 0)
+		return;
+	s->tokens_s = (double)j->tokens_per_step / s->step_s;
+	s->samples_s = (double)j->strat.global_batch / s->step_s;
+	/* model FLOPs: the model's training FLOPs per token (no recompute), spread over the GPUs */
+	double mf = model_flops_per_token(&j->model, j->seq) * (double)j->tokens_per_step;
+	s->model_tflops = mf / (double)j->gpus / s->step_s * 1e-12;
+	/* hardware FLOPs: what the simulated ranks executed, recompute included (mean per rank) */
+	s->hw_tflops = a->hw_flops > 0 ? a->hw_flops / s->step_s * 1e-12 : s->model_tflops;
+	s->peak_tflops = peak_tflops(j);
+	if (s->peak_tflops > 0) {
+		s->mfu = s->model_tflops / s->peak_tflops;
+		s->hfu = s->hw_tflops / s->peak_tflops;
+	}
+}
+
+static void print_text(const struct job *j, const struct sim_options *o, const struct sim_stats *st,
+		       const struct prof_analysis *a, const struct summary *s)
+{
+	const struct strategy *g = &j->strat;
+	printf("%s on %" PRId64 " GPUs of %s (%d node%s): tp %" PRId64 ", pp %" PRId64 ", dp %" PRId64
+	       ", cp %" PRId64 ", ep %" PRId64 "; %" PRId64 " micro-batches of %" PRId64 " x %" PRId64 " tokens\n",
+	       j->model.name, j->gpus, j->cluster.name, j->nodes, j->nodes == 1 ? "" : "s", g->tp, g->pp,
+	       g->dp, g->cp, g->ep, g->grad_accum, g->micro_batch, j->seq);
+	printf("simulated %s: %" PRId64 " rank%s, %" PRId64 " events in %.3f s (%.3g events/s)\n\n",
+	       o->full ? "every rank" : "one rank per role", st->ranks_simulated,
+	       st->ranks_simulated == 1 ? "" : "s", st->events, (double)st->wall_ns * 1e-9,
+	       st->wall_ns > 0 ? (double)st->events / ((double)st->wall_ns * 1e-9) : 0.0);
+	printf("step time            %.4f s\n", s->step_s);
+	printf("throughput           %.1f tokens/s, %.3f samples/s\n", s->tokens_s, s->samples_s);
+	printf("TFLOP/s per GPU      %.1f model (MFU %.1f%%), %.1f hardware (HFU %.1f%%) of %.1f peak\n",
+	       s->model_tflops, 100 * s->mfu, s->hw_tflops, 100 * s->hfu, s->peak_tflops);
+	printf("pipeline bubble      %.4f s (%.1f%% of the step)\n", (double)a->bubble_ns * 1e-9,
+	       a->step_ns > 0 ? 100.0 * (double)a->bubble_ns / (double)a->step_ns : 0.0);
+	printf("offload copies       %.4f s (%.4f s exposed, stall on copies %.4f s)\n",
+	       (double)a->copy_ns * 1e-9, (double)a->exposed_copy_ns * 1e-9, (double)a->stall_copy_ns * 1e-9);
+	printf("optimizer step       %.4f s\n\n", (double)a->optimizer_ns * 1e-9);
+	prof_analysis_print(stdout, a);
+}
+
+static cJSON *to_json(const struct job *j, const struct sim_options *o, const struct sim_stats *st,
+		      const struct prof_analysis *a, const struct summary *s)
+{
+	cJSON *out = cJSON_CreateObject();
+	cJSON_AddStringToObject(out, "model", j->model.name);
+	cJSON_AddStringToObject(out, "cluster", j->cluster.name);
+	cJSON_AddNumberToObject(out, "gpus", (double)j->gpus);
+	cJSON_AddNumberToObject(out, "nodes", j->nodes);
+	cJSON_AddStringToObject(out, "mode", o->full ? "full" : "symmetric");
+	cJSON_AddNumberToObject(out, "step_time_s", s->step_s);
+	cJSON_AddNumberToObject(out, "tokens_per_s", s->tokens_s);
+	cJSON_AddNumberToObject(out, "samples_per_s", s->samples_s);
+	cJSON_AddNumberToObject(out, "tflops_per_gpu_model", s->model_tflops);
+	cJSON_AddNumberToObject(out, "tflops_per_gpu_hardware", s->hw_tflops);
+	cJSON_AddNumberToObject(out, "peak_tflops", s->peak_tflops);
+	cJSON_AddNumberToObject(out, "mfu", s->mfu);
+	cJSON_AddNumberToObject(out, "hfu", s->hfu);
+	cJSON_AddNumberToObject(out, "bubble_s", (double)a->bubble_ns * 1e-9);
+	cJSON_AddNumberToObject(out, "peak_mem_bytes", (double)a->peak_mem_bytes);
+	cJSON *sim = cJSON_AddObjectToObject(out, "sim");
+	cJSON_AddNumberToObject(sim, "events", (double)st->events);
+	cJSON_AddNumberToObject(sim, "ranks_simulated", (double)st->ranks_simulated);
+	cJSON_AddNumberToObject(sim, "wall_s", (double)st->wall_ns * 1e-9);
+	cJSON_AddNumberToObject(sim, "step_ns", (double)st->step_ns);
+	cJSON_AddItemToObject(out, "analysis", prof_analysis_to_json(a));
+	return out;
+}
 
 int cmd_simulate(const struct cli_ctx *ctx, int argc, char **argv)
 {
-	(void)ctx;
-	(void)argc;
-	(void)argv;
-	fprintf(stderr, "twin simulate: not available in this build yet\n");
-	return 2;
+	if (cli_wants_help(argc, argv)) {
+		usage(stdout);
+		return 0;
+	}
+	struct cli_job_opts o;
+	struct tw_err err = { 0 };
+	cli_job_opts_init(&o, ctx);
+	struct sim_options so = { 0 };
+	bool memory = false;
+	const char *trace_path = NULL, *db_path = NULL;
+	for (int i = 1; i < argc; i++) {
+		int k = cli_job_opt(&o, argc, argv, &i, &err);
+		if (k < 0)
+			return cli_fail(&err);
+		if (k > 0)
+			continue;
+		if (!strcmp(argv[i], "--full")) {
+			so.full = true;
+		} else if (!strcmp(argv[i], "--memory")) {
+			memory = true;
+		} else if (cli_is_opt(argv[i], "--trace")) {
+			if (!(trace_path = cli_value(argc, argv, &i, "--trace", &err)))
+				return cli_fail(&err);
+		} else if (cli_is_opt(argv[i], "--db")) {
+			if (!(db_path = cli_value(argc, argv, &i, "--db", &err)))
+				return cli_fail(&err);
+		} else if (cli_is_opt(argv[i], "--max-events")) {
+			const char *v = cli_value(argc, argv, &i, "--max-events", &err);
+			if (!v || cli_parse_int("--max-events", v, 1, INT64_MAX, &so.max_events, &err) != TW_OK)
+				return cli_fail(&err);
+		} else {
+			return cli_usage_error("simulate", "unknown option '%s'", argv[i]);
+		}
+	}
+	struct job *j = TW_NEW(struct job);
+	struct trace t;
+	memset(&t, 0, sizeof(t));
+	struct sim_stats st = { 0 };
+	int status = 0;
+	enum tw_result rc = cli_job_load(&o, "simulate", j, &err);
+	if (rc == TW_OK)
+		rc = sim_run(j, &so, &t, &st, &err);
+	if (rc != TW_OK) {
+		status = cli_fail(&err);
+		goto out;
+	}
+	struct prof_analysis a;
+	if ((rc = prof_analyze(&t, &a, &err)) != TW_OK) {
+		status = cli_fail(&err);
+		goto out;
+	}
+	struct summary s;
+	summarise(j, &a, &s);
+	if (trace_path || db_path)
+		trace_sort(&t); /* (rank, start, end) order for the exporter and the store */
+	if (trace_path && (rc = prof_export_chrome_file(&t, trace_path, &err)) != TW_OK) {
+		status = cli_fail(&err);
+		goto out;
+	}
+	int64_t run_id = -1;
+	if (db_path) {
+		struct prof_db *db = NULL;
+		cJSON *jj = job_to_json(j);
+		char *job_json = cJSON_PrintUnformatted(jj);
+		cJSON_Delete(jj);
+		struct prof_run_meta meta = { .kind = TRACE_KIND_SIM, .name = NULL, .job_json = job_json,
+					      .backend = "sim", .nranks = j->gpus };
+		rc = prof_db_open(db_path, &db, &err);
+		if (rc == TW_OK)
+			rc = prof_store_trace(db, &meta, &t, &run_id, &err);
+		if (db)
+			prof_db_close(db);
+		free(job_json);
+		if (rc != TW_OK) {
+			status = cli_fail(&err);
+			goto out;
+		}
+	}
+	if (o.json) {
+		cJSON *out = to_json(j, &so, &st, &a, &s);
+		if (trace_path)
+			cJSON_AddStringToObject(out, "trace", trace_path);
+		if (run_id >= 0)
+			cJSON_AddNumberToObject(out, "run_id", (double)run_id);
+		cli_print_json(out);
+	} else {
+		print_text(j, &so, &st, &a, &s);
+		if (memory) {
+			printf("\n");
+			fflush(stdout);
+			if (cli_memory_report(j, false, &err) != 0) {
+				status = cli_fail(&err);
+				goto out;
+			}
+		}
+		if (trace_path)
+			printf("trace: %s (Chrome trace JSON; open in https://ui.perfetto.dev)\n", trace_path);
+		if (run_id >= 0)
+			printf("stored as run %" PRId64 " in %s\n", run_id, db_path);
+	}
+out:
+	trace_release(&t);
+	free(j);
+	return status;
 }

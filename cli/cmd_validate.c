@@ -1,13 +1,606 @@
-/* twin validate — placeholder until its issue lands. */
+/* twin validate — predict every case of a twin-validation/1 file (validation/README.md) and
+ * compare with the measurement: per case, predicted vs measured and the relative error; per
+ * metric and source, the count, MAPE and worst case. Predictions come from the models and the
+ * case's inputs alone (no lookup by id, no per-case constants). */
+#include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
+#include "../profile/profile.h"
+#include "../sim/sim.h"
 #include "cli.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: twin validate CASES.json [--json] [--only ID-PREFIX] [--max-events N]\n"
+		   "\n"
+		   "Predict every case of a validation file (twin-validation/1, see\n"
+		   "../shared/validation/README.md) and compare with the measurement: per case the\n"
+		   "metrics, predicted vs measured and the error (predicted - measured) / measured;\n"
+		   "then per metric and source the count, MAPE and worst case. Cases the models\n"
+		   "cannot express are listed as skipped with the reason.\n"
+		   "\n"
+		   "  --json               one JSON object (the README's shape)\n"
+		   "  --only PREFIX        only the cases whose id starts with PREFIX\n"
+		   "  --max-events N       per-case simulation bound (default: the simulator's)\n");
+}
+
+#define MAX_METRICS 8
+struct metric {
+	char name[32];
+	double predicted, measured, error;
+};
+
+struct vcase {
+	const char *id, *source;
+	char skipped[640];
+	char assumed[8][96];
+	int nassumed;
+	struct metric m[MAX_METRICS];
+	int nm;
+};
+
+static void assume(struct vcase *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void assume(struct vcase *c, const char *fmt, ...)
+{
+	if (c->nassumed >= 8)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(c->assumed[c->nassumed++], sizeof(c->assumed[0]), fmt, ap);
+	va_end(ap);
+}
+
+static void add_metric(struct vcase *c, const char *name, double pred, double meas)
+{
+	if (c->nm >= MAX_METRICS || !(meas != 0) || !isfinite(pred))
+		return;
+	struct metric *m = &c->m[c->nm++];
+	snprintf(m->name, sizeof(m->name), "%s", name);
+	m->predicted = pred;
+	m->measured = meas;
+	m->error = (pred - meas) / meas;
+}
+
+static const cJSON *field(const cJSON *o, const char *k)
+{
+	const cJSON *v = o ? cJSON_GetObjectItemCaseSensitive(o, k) : NULL;
+	return v && !cJSON_IsNull(v) ? v : NULL;
+}
+static bool num(const cJSON *o, const char *k, double *out)
+{
+	const cJSON *v = field(o, k);
+	if (!v || !cJSON_IsNumber(v))
+		return false;
+	*out = v->valuedouble;
+	return true;
+}
+static const char *str(const cJSON *o, const char *k)
+{
+	const cJSON *v = field(o, k);
+	return v && cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* "path=value" strings from the case's cluster.set object */
+static int cluster_sets(const cJSON *cl, char bufs[][160], const char **sets, int max)
+{
+	const cJSON *set = field(cl, "set"), *e;
+	int n = 0;
+	if (!set || !cJSON_IsObject(set))
+		return 0;
+	cJSON_ArrayForEach(e, set)
+	{
+		if (n >= max)
+			break;
+		char *v = cJSON_PrintUnformatted(e);
+		snprintf(bufs[n], 160, "%s=%s", e->string, v);
+		free(v);
+		sets[n] = bufs[n];
+		n++;
+	}
+	return n;
+}
+
+/* ---- collective cases ---- */
+
+static void run_collective(const struct cli_ctx *ctx, const cJSON *cs, struct vcase *vc)
+{
+	const cJSON *cl = field(cs, "cluster"), *co = field(cs, "collective"), *me = field(cs, "measured");
+	double meas, bytes, ranks;
+	const char *op = str(co, "op"), *topo = str(cl, "topology");
+	if (!co || !op || !topo) {
+		snprintf(vc->skipped, sizeof(vc->skipped), "collective case without collective.op or cluster.topology");
+		return;
+	}
+	if (!num(me, "busbw_GBps", &meas)) {
+		snprintf(vc->skipped, sizeof(vc->skipped), "no measured busbw_GBps");
+		return;
+	}
+	if (!num(co, "bytes", &bytes)) {
+		snprintf(vc->skipped, sizeof(vc->skipped), "collective.bytes not given by the source (bus bandwidth depends on the size)");
+		return;
+	}
+	if (!num(co, "ranks", &ranks) && !num(cl, "gpus", &ranks)) {
+		snprintf(vc->skipped, sizeof(vc->skipped), "collective.ranks not given");
+		return;
+	}
+	char bufs[16][160];
+	const char *sets[16];
+	int ns = cluster_sets(cl, bufs, sets, 16);
+	char dir[1024];
+	snprintf(dir, sizeof(dir), "%s/topologies", ctx->data_dir);
+	struct cluster c;
+	struct tw_err err = { 0 };
+	if (cluster_load(topo, dir, sets, ns, &c, &err) != TW_OK) {
+		snprintf(vc->skipped, sizeof(vc->skipped), "%s", err.msg);
+		return;
+	}
+	struct sim_coll_result r;
+	if (sim_collective(&c, op, bytes, (int64_t)ranks, str(co, "algo"), &r, &err) != TW_OK) {
+		snprintf(vc->skipped, sizeof(vc->skipped), "%s", err.msg);
+		return;
+	}
+	if (!str(co, "algo"))
+		assume(vc, "collective.algo=%s/%s (NCCL's tuner choice)", r.algo, r.proto);
+	add_metric(vc, "busbw_GBps", r.busbw_GBps, meas);
+}
+
+/* ---- training cases ---- */
+
+static char *write_temp(const cJSON *o, struct tw_err *err)
+{
+	const char *tmp = getenv("TMPDIR");
+	char *path = tw_malloc(1100);
+	snprintf(path, 1100, "%s/twin-validate-XXXXXX.json", tmp && *tmp ? tmp : "/tmp");
+	int fd = mkstemps(path, 5);
+	if (fd < 0) {
+		tw_errf(err, TW_ERR_SYSTEM, "%s: cannot create a temporary file", path);
+		free(path);
+		return NULL;
+	}
+	char *text = cJSON_PrintUnformatted(o);
+	size_t n = strlen(text);
+	bool ok = write(fd, text, n) == (ssize_t)n;
+	close(fd);
+	free(text);
+	if (!ok) {
+		unlink(path);
+		free(path);
+		tw_errf(err, TW_ERR_SYSTEM, "cannot write a temporary file");
+		return NULL;
+	}
+	return path;
+}
+
+static cJSON *model_json(const cJSON *m, struct vcase *vc)
+{
+	cJSON *o = cJSON_CreateObject();
+	static const char *const ints[] = { "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "seq_len" };
+	for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++) {
+		double v;
+		if (num(m, ints[i], &v))
+			cJSON_AddNumberToObject(o, ints[i], v);
+	}
+	double ffn, hidden;
+	if (!num(m, "ffn_hidden", &ffn) && num(m, "hidden", &hidden)) {
+		cJSON_AddNumberToObject(o, "ffn_hidden", 4 * hidden);
+		assume(vc, "model.ffn_hidden=4*hidden (GPT default)");
+	}
+	double vocab;
+	if (!num(m, "vocab", &vocab)) {
+		vocab = 51200; /* Megatron's GPT-2 vocabulary padded to a multiple of 128 x tp */
+		assume(vc, "model.vocab=51200 (Megatron GPT default)");
+	}
+	cJSON_AddNumberToObject(o, "vocab", vocab);
+	const char *act = str(m, "activation");
+	bool swiglu = act && !strcmp(act, "swiglu");
+	cJSON_AddStringToObject(o, "name", "case");
+	cJSON_AddStringToObject(o, "family", swiglu ? "llama" : "gpt");
+	cJSON_AddStringToObject(o, "activation", swiglu ? "swiglu" : "gelu");
+	cJSON_AddStringToObject(o, "norm", swiglu ? "rmsnorm" : "layernorm");
+	cJSON_AddStringToObject(o, "position", swiglu ? "rope" : "learned");
+	if (!swiglu) {
+		double s;
+		if (num(m, "seq_len", &s))
+			cJSON_AddNumberToObject(o, "max_position", s);
+	}
+	cJSON_AddBoolToObject(o, "tied_embeddings", !swiglu);
+	cJSON_AddBoolToObject(o, "biases", !swiglu);
+	return o;
+}
+
+/* Whether the measured run used fused (flash) attention: the format has no field for it, so
+ * read the case's own text; runs that predate FlashAttention (2022) used Megatron's unfused
+ * softmax, which keeps the s x s scores in HBM. */
+static bool case_flash(const cJSON *cs)
+{
+	const char *t[3] = { str(cs, "notes"), str(cs, "source"), str(cs, "id") };
+	for (int i = 0; i < 3; i++)
+		if (t[i] && (strstr(t[i], "lash") || strstr(t[i], "Transformer Engine") ||
+			     strstr(t[i], "Megatron-Core") || strstr(t[i], "megatroncore")))
+			return true;
+	return false;
+}
+
+static cJSON *strategy_json(const cJSON *cs, const cJSON *s, const cJSON *m, struct vcase *vc)
+{
+	cJSON *o = cJSON_CreateObject();
+	bool flash = case_flash(cs);
+	cJSON_AddBoolToObject(o, "flash_attention", flash);
+	if (!flash)
+		assume(vc, "strategy.flash_attention=false (the case does not mention fused attention)");
+	const char *fw = str(s, "framework");
+	if (!fw)
+		fw = "megatron";
+	cJSON_AddStringToObject(o, "framework", fw);
+	static const char *const ints[] = { "tp", "pp", "cp", "ep", "micro_batch", "global_batch" };
+	for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++) {
+		double v;
+		if (num(s, ints[i], &v))
+			cJSON_AddNumberToObject(o, ints[i], v);
+		else if (!strcmp(ints[i], "micro_batch")) {
+			/* Megatron's default; DeepSpeed would fold the whole batch into one
+			 * micro-batch, which no pipeline run does */
+			cJSON_AddNumberToObject(o, "micro_batch", 1);
+			assume(vc, "strategy.micro_batch=1 (Megatron default)");
+		}
+	}
+	double vp = 1, seq;
+	if (num(s, "vp", &vp) && vp > 1) {
+		cJSON_AddNumberToObject(o, "vp", vp);
+		cJSON_AddStringToObject(o, "schedule", "interleaved");
+	} else if (!strcmp(fw, "megatron")) {
+		cJSON_AddStringToObject(o, "schedule", "1f1b");
+	}
+	if (num(m, "seq_len", &seq))
+		cJSON_AddNumberToObject(o, "seq_len", seq);
+	const char *rc = str(s, "recompute");
+	if (rc)
+		cJSON_AddStringToObject(o, "recompute", rc);
+	else
+		assume(vc, "strategy.recompute=none (default)");
+	const cJSON *sp = field(s, "sequence_parallel");
+	if (sp && cJSON_IsBool(sp))
+		cJSON_AddBoolToObject(o, "sequence_parallel", cJSON_IsTrue(sp));
+	const char *prec = str(s, "precision");
+	if (prec && strcmp(prec, "fp8") != 0)
+		cJSON_AddStringToObject(o, "precision", prec);
+	else if (prec)
+		cJSON_AddStringToObject(o, "precision", "bf16"), cJSON_AddBoolToObject(o, "fp8", true);
+	double zs = 0;
+	num(s, "zero_stage", &zs);
+	const cJSON *dopt = field(s, "distributed_optimizer");
+	bool distopt = dopt && cJSON_IsTrue(dopt);
+	const char *off = str(s, "offload");
+	if (!strcmp(fw, "megatron")) {
+		if (distopt || zs >= 1)
+			cJSON_AddBoolToObject(o, "distributed_optimizer", true);
+	} else if (!strcmp(fw, "deepspeed")) {
+		cJSON *ds = cJSON_AddObjectToObject(o, "ds_config");
+		cJSON *zo = cJSON_AddObjectToObject(ds, "zero_optimization");
+		cJSON_AddNumberToObject(zo, "stage", zs);
+		if (off && strcmp(off, "none") != 0) {
+			cJSON *oo = cJSON_AddObjectToObject(zo, "offload_optimizer");
+			cJSON_AddStringToObject(oo, "device", off);
+		}
+		if (prec && !strcmp(prec, "bf16"))
+			cJSON_AddBoolToObject(cJSON_AddObjectToObject(ds, "bf16"), "enabled", true);
+		else
+			cJSON_AddBoolToObject(cJSON_AddObjectToObject(ds, "fp16"), "enabled", true);
+	}
+	return o;
+}
+
+/* FLOPs of one iteration by Megatron's formula (Narayanan et al. SC'21 eq. 3):
+ * passes x 24 B s l h^2 (1 + s/(6h) + V/(4 passes l h)) with passes 4 when the recompute
+ * forward is counted, 3 otherwise (reference/cost-models.md §7.1). */
+static double megatron_flops(double B, double s, double l, double h, double V, double passes)
+{
+	return passes * 24.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (4.0 * passes * l * h));
+}
+
+static void run_training(const struct cli_ctx *ctx, const cJSON *cs, struct vcase *vc,
+			 int64_t max_events, bool memory_only)
+{
+	const cJSON *mo = field(cs, "model"), *cl = field(cs, "cluster"), *st = field(cs, "strategy"),
+		    *me = field(cs, "measured");
+	const char *notes = str(cs, "notes");
+	struct tw_err err = { 0 };
+	if (field(mo, "moe")) {
+		snprintf(vc->skipped, sizeof(vc->skipped), "MoE cases are not expressed in the validation format's model yet");
+		return;
+	}
+	const char *topo = str(cl, "topology");
+	double gpus;
+	if (!topo || !num(cl, "gpus", &gpus)) {
+		snprintf(vc->skipped, sizeof(vc->skipped), "cluster.topology or cluster.gpus missing");
+		return;
+	}
+	double t_meas = 0, tfl_meas = 0, mfu_meas = 0, tok_meas = 0, tokg_meas = 0, mem_meas = 0;
+	bool has_t = num(me, "iter_time_s", &t_meas), has_tfl = num(me, "tflops_per_gpu", &tfl_meas),
+	     has_mfu = num(me, "mfu", &mfu_meas), has_tok = num(me, "tokens_per_s", &tok_meas),
+	     has_tokg = num(me, "tokens_per_s_per_gpu", &tokg_meas),
+	     has_mem = num(me, "peak_mem_gib", &mem_meas);
+	double pp = 1, gb;
+	num(st, "pp", &pp);
+	if (!memory_only && pp > 1 && !num(st, "global_batch", &gb)) {
+		snprintf(vc->skipped, sizeof(vc->skipped), "strategy.global_batch not given: with pp=%g the pipeline bubble, hence the throughput, depends on it", pp);
+		return;
+	}
+	if (memory_only && !has_mem) {
+		snprintf(vc->skipped, sizeof(vc->skipped), "no peak_mem_gib measured (relative activation figures are not a prediction target)");
+		return;
+	}
+	if (!memory_only && !(has_t || has_tfl || has_mfu || has_tok || has_tokg)) {
+		snprintf(vc->skipped, sizeof(vc->skipped), "no throughput metric measured");
+		return;
+	}
+	/* the job through the same loaders a user's files go through */
+	char *mpath = NULL, *spath = NULL;
+	/* the case's own shape when it gives one (a preset name may not be one of ours) */
+	const char *preset = str(mo, "preset");
+	double dummy;
+	if (num(mo, "layers", &dummy) && num(mo, "hidden", &dummy) && num(mo, "heads", &dummy))
+		preset = NULL;
+	cJSON *mj = NULL, *sj = strategy_json(cs, st, mo, vc);
+	if (!preset) {
+		mj = model_json(mo, vc);
+		mpath = write_temp(mj, &err);
+	}
+	spath = write_temp(sj, &err);
+	cJSON_Delete(mj);
+	cJSON_Delete(sj);
+	struct job *j = TW_NEW(struct job);
+	struct trace t;
+	memset(&t, 0, sizeof(t));
+	if ((!preset && !mpath) || !spath) {
+		snprintf(vc->skipped, sizeof(vc->skipped), "%s", err.msg);
+		goto out;
+	}
+	char bufs[16][160];
+	const char *sets[16];
+	int ns = cluster_sets(cl, bufs, sets, 16);
+	struct job_inputs in = { .model = preset ? preset : mpath, .cluster = topo, .strategy = spath,
+				 .sets = sets, .nsets = ns, .gpus = (int64_t)gpus, .data_dir = ctx->data_dir };
+	if (job_load(&in, j, &err) != TW_OK) {
+		snprintf(vc->skipped, sizeof(vc->skipped), "%s", err.msg);
+		goto out;
+	}
+	struct sim_options so = { .max_events = max_events };
+	struct sim_stats ss;
+	if (sim_run(j, &so, &t, &ss, &err) != TW_OK) {
+		snprintf(vc->skipped, sizeof(vc->skipped), "%s", err.msg);
+		goto out;
+	}
+	struct prof_analysis a;
+	if (prof_analyze(&t, &a, &err) != TW_OK) {
+		snprintf(vc->skipped, sizeof(vc->skipped), "%s", err.msg);
+		goto out;
+	}
+	if (has_mem)
+		add_metric(vc, "peak_mem_gib", (double)a.peak_mem_bytes / (double)TW_GIB, mem_meas);
+	if (memory_only)
+		goto out;
+	double step = (double)a.step_ns * 1e-9;
+	if (has_t)
+		add_metric(vc, "iter_time_s", step, t_meas);
+	if (has_tok)
+		add_metric(vc, "tokens_per_s", (double)j->tokens_per_step / step, tok_meas);
+	if (has_tokg)
+		add_metric(vc, "tokens_per_s_per_gpu", (double)j->tokens_per_step / step / (double)j->gpus, tokg_meas);
+	if (has_tfl || has_mfu) {
+		/* the source's own FLOP count: Megatron's formula, with the recompute forward pass
+		 * when the notes say the count includes it */
+		bool counts_recompute = j->strat.recompute == STRAT_RECOMPUTE_FULL && notes &&
+					(strstr(notes, "recompute") || strstr(notes, "Eq.3") || strstr(notes, "96*"));
+		double F = megatron_flops((double)j->strat.global_batch, (double)j->seq, (double)j->model.layers,
+					  (double)j->model.hidden, (double)j->model.vocab, counts_recompute ? 4.0 : 3.0);
+		double tfl = F / (step * (double)j->gpus) * 1e-12;
+		if (has_tfl)
+			add_metric(vc, "tflops_per_gpu", tfl, tfl_meas);
+		if (has_mfu) {
+			double peak = j->cluster.gpu.peak_tflops[j->strat.param_dtype];
+			if (peak <= 0)
+				peak = j->cluster.gpu.peak_tflops[TW_FP16];
+			if (peak > 0)
+				add_metric(vc, "mfu", tfl / peak, mfu_meas);
+		}
+	}
+out:
+	trace_release(&t);
+	free(j);
+	if (mpath) {
+		unlink(mpath);
+		free(mpath);
+	}
+	if (spath) {
+		unlink(spath);
+		free(spath);
+	}
+}
+
+/* ---- summary ---- */
+
+struct group {
+	char metric[32];
+	const char *source;
+	int64_t count;
+	double sum, worst;
+	const char *worst_id;
+};
+
+static int summarise(const struct vcase *cs, size_t n, struct group **out)
+{
+	struct group *g = NULL;
+	size_t ng = 0, cap = 0;
+	for (size_t i = 0; i < n; i++)
+		for (int k = 0; k < cs[i].nm; k++) {
+			const struct metric *m = &cs[i].m[k];
+			size_t x = 0;
+			while (x < ng && (strcmp(g[x].metric, m->name) || strcmp(g[x].source, cs[i].source)))
+				x++;
+			if (x == ng) {
+				TW_GROW(g, cap, ng + 1);
+				memset(&g[ng], 0, sizeof(g[ng]));
+				snprintf(g[ng].metric, sizeof(g[ng].metric), "%s", m->name);
+				g[ng].source = cs[i].source;
+				ng++;
+			}
+			g[x].count++;
+			g[x].sum += fabs(m->error);
+			if (!g[x].worst_id || fabs(m->error) > fabs(g[x].worst)) {
+				g[x].worst = m->error;
+				g[x].worst_id = cs[i].id;
+			}
+		}
+	*out = g;
+	return (int)ng;
+}
 
 int cmd_validate(const struct cli_ctx *ctx, int argc, char **argv)
 {
-	(void)ctx;
-	(void)argc;
-	(void)argv;
-	fprintf(stderr, "twin validate: not available in this build yet\n");
-	return 2;
+	if (cli_wants_help(argc, argv)) {
+		usage(stdout);
+		return 0;
+	}
+	const char *path = NULL, *only = NULL;
+	bool json = false;
+	int64_t max_events = 0;
+	struct tw_err err = { 0 };
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--json")) {
+			json = true;
+		} else if (cli_is_opt(argv[i], "--only")) {
+			if (!(only = cli_value(argc, argv, &i, "--only", &err)))
+				return cli_fail(&err);
+		} else if (cli_is_opt(argv[i], "--max-events")) {
+			const char *v = cli_value(argc, argv, &i, "--max-events", &err);
+			if (!v || cli_parse_int("--max-events", v, 1, INT64_MAX, &max_events, &err) != TW_OK)
+				return cli_fail(&err);
+		} else if (argv[i][0] == '-' && argv[i][1]) {
+			return cli_usage_error("validate", "unknown option '%s'", argv[i]);
+		} else if (!path) {
+			path = argv[i];
+		} else {
+			return cli_usage_error("validate", "one validation file, got '%s' too", argv[i]);
+		}
+	}
+	if (!path)
+		return cli_usage_error("validate", "missing the validation file (twin validate CASES.json)");
+	cJSON *root = NULL;
+	if (json_load_object(path, &root, &err) != TW_OK)
+		return cli_fail(&err);
+	const char *schema = str(root, "schema");
+	const cJSON *cases = field(root, "cases");
+	if (!schema || strcmp(schema, "twin-validation/1") != 0) {
+		cJSON_Delete(root);
+		tw_errf(&err, TW_ERR_INVALID, "%s: schema: must be \"twin-validation/1\"", path);
+		return cli_fail(&err);
+	}
+	if (!cases || !cJSON_IsArray(cases)) {
+		cJSON_Delete(root);
+		tw_errf(&err, TW_ERR_INVALID, "%s: cases: must be an array", path);
+		return cli_fail(&err);
+	}
+	size_t n = (size_t)cJSON_GetArraySize(cases), nv = 0;
+	struct vcase *vc = TW_NEW_ARRAY(struct vcase, n ? n : 1);
+	const cJSON *cs;
+	size_t idx = 0;
+	cJSON_ArrayForEach(cs, cases)
+	{
+		const char *id = str(cs, "id");
+		idx++;
+		if (!cJSON_IsObject(cs) || !id) {
+			free(vc);
+			cJSON_Delete(root);
+			tw_errf(&err, TW_ERR_INVALID, "%s: cases[%zu]: must be an object with a string \"id\"", path, idx - 1);
+			return cli_fail(&err);
+		}
+		if (only && strncmp(id, only, strlen(only)) != 0)
+			continue;
+		struct vcase *v = &vc[nv++];
+		v->id = id;
+		v->source = str(cs, "source") ? str(cs, "source") : "";
+		const char *kind = str(cs, "kind");
+		if (!kind)
+			snprintf(v->skipped, sizeof(v->skipped), "no kind");
+		else if (!strcmp(kind, "collective"))
+			run_collective(ctx, cs, v);
+		else if (!strcmp(kind, "training"))
+			run_training(ctx, cs, v, max_events, false);
+		else if (!strcmp(kind, "memory"))
+			run_training(ctx, cs, v, max_events, true);
+		else
+			snprintf(v->skipped, sizeof(v->skipped), "unknown kind '%s'", kind);
+		if (!v->skipped[0] && v->nm == 0)
+			snprintf(v->skipped, sizeof(v->skipped), "no measured metric the models predict");
+	}
+	struct group *g;
+	int ng = summarise(vc, nv, &g);
+	if (json) {
+		cJSON *out = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(out, "cases");
+		for (size_t i = 0; i < nv; i++) {
+			cJSON *c = cJSON_CreateObject();
+			cJSON_AddStringToObject(c, "id", vc[i].id);
+			cJSON_AddStringToObject(c, "source", vc[i].source);
+			if (vc[i].skipped[0])
+				cJSON_AddStringToObject(c, "skipped", vc[i].skipped);
+			else
+				cJSON_AddNullToObject(c, "skipped");
+			cJSON *as = cJSON_AddArrayToObject(c, "assumed");
+			for (int k = 0; k < vc[i].nassumed; k++)
+				cJSON_AddItemToArray(as, cJSON_CreateString(vc[i].assumed[k]));
+			cJSON *ms = cJSON_AddArrayToObject(c, "metrics");
+			for (int k = 0; k < vc[i].nm; k++) {
+				cJSON *m = cJSON_CreateObject();
+				cJSON_AddStringToObject(m, "name", vc[i].m[k].name);
+				cJSON_AddNumberToObject(m, "predicted", vc[i].m[k].predicted);
+				cJSON_AddNumberToObject(m, "measured", vc[i].m[k].measured);
+				cJSON_AddNumberToObject(m, "error", vc[i].m[k].error);
+				cJSON_AddItemToArray(ms, m);
+			}
+			cJSON_AddItemToArray(arr, c);
+		}
+		cJSON *sum = cJSON_AddArrayToObject(out, "summary");
+		for (int k = 0; k < ng; k++) {
+			cJSON *s = cJSON_CreateObject();
+			cJSON_AddStringToObject(s, "metric", g[k].metric);
+			cJSON_AddStringToObject(s, "source", g[k].source);
+			cJSON_AddNumberToObject(s, "count", (double)g[k].count);
+			cJSON_AddNumberToObject(s, "mape", g[k].sum / (double)g[k].count);
+			cJSON_AddStringToObject(s, "worst_id", g[k].worst_id);
+			cJSON_AddNumberToObject(s, "worst_error", g[k].worst);
+			cJSON_AddItemToArray(sum, s);
+		}
+		cli_print_json(out);
+	} else {
+		size_t skipped = 0;
+		printf("%-48s %-16s %12s %12s %8s\n", "case", "metric", "predicted", "measured", "error");
+		for (size_t i = 0; i < nv; i++) {
+			if (vc[i].skipped[0]) {
+				skipped++;
+				continue;
+			}
+			for (int k = 0; k < vc[i].nm; k++)
+				printf("%-48s %-16s %12.4g %12.4g %+7.1f%%\n", vc[i].id, vc[i].m[k].name,
+				       vc[i].m[k].predicted, vc[i].m[k].measured, 100 * vc[i].m[k].error);
+		}
+		if (skipped) {
+			printf("\nskipped (%zu):\n", skipped);
+			for (size_t i = 0; i < nv; i++)
+				if (vc[i].skipped[0])
+					printf("  %-46s %s\n", vc[i].id, vc[i].skipped);
+		}
+		printf("\n%-16s %6s %8s %9s  %-40s %s\n", "metric", "count", "MAPE", "worst", "worst case", "source");
+		for (int k = 0; k < ng; k++)
+			printf("%-16s %6" PRId64 " %7.1f%% %+8.1f%%  %-40s %.60s\n", g[k].metric, g[k].count,
+			       100 * g[k].sum / (double)g[k].count, 100 * g[k].worst, g[k].worst_id, g[k].source);
+	}
+	free(g);
+	free(vc);
+	cJSON_Delete(root);
+	return 0;
 }

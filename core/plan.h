@@ -2,9 +2,10 @@
  * one builder that the simulator and the executor both follow (DESIGN.md, "The plan").
  *
  * Ops are stored in a valid execution order (a topological order of the dependencies); each
- * op runs on one stream and may depend on earlier ops of the same rank. Cross-rank matching:
- * a COLL is identified by (group, group color, seq) and a P2P by (src, dst, seq), so every
- * member of a group issues the same collectives in the same order. */
+ * op runs on one stream and may depend on earlier ops of the same rank. Ops on one stream run
+ * in plan order; deps are the waits across streams. Cross-rank matching: a COLL is identified
+ * by (group, group color, seq) and a P2P by (src, dst, seq), so every member of a group issues
+ * the same collectives in the same order. docs/plan.md describes what the builder emits. */
 #ifndef TW_PLAN_H
 #define TW_PLAN_H
 
@@ -62,7 +63,12 @@ enum plan_device { PLAN_DEV_GPU = 0, PLAN_DEV_HOST, PLAN_DEV_NVME, PLAN_NUM_DEVI
 enum plan_phase { PLAN_PHASE_FWD = 0, PLAN_PHASE_BWD, PLAN_PHASE_OPT, PLAN_PHASE_OTHER };
 
 /* op flags */
-enum { PLAN_F_RECOMPUTE = 1 /* forward work redone in backward */, PLAN_F_SEND = 2 /* P2P */ };
+enum { PLAN_F_RECOMPUTE = 1 /* forward work redone in backward */, PLAN_F_SEND = 2 /* P2P */,
+       PLAN_F_LORA = 4 /* LoRA adapter work (not model FLOPs) */ };
+
+/* P2P seq = PLAN_P2P_KINDS x (index among src->dst sends of the same kind) + kind, so that
+ * activations, gradients and context-parallel KV blocks between one pair never cross. */
+enum { PLAN_P2P_ACT = 0, PLAN_P2P_GRAD, PLAN_P2P_KV, PLAN_P2P_KINDS };
 
 struct plan_op {
 	uint32_t id;          /* index in plan->ops */
@@ -90,14 +96,17 @@ struct plan_op {
 			uint8_t coll;     /* enum plan_coll */
 			uint8_t group;    /* enum job_group */
 			uint8_t dtype;
-			int64_t count;    /* elements per rank: the nccl "count" argument */
+			int64_t count;    /* the nccl "count" argument: all-reduce elements, all-gather
+					   * send count, reduce-scatter receive count; all-to-all:
+					   * elements each rank sends in total */
 			int64_t bytes;    /* count * dtype bytes (size as nccl-tests reports it) */
 			int64_t seq;      /* index among this group's collectives in the step */
 		} coll;
 		struct {
 			int64_t peer;     /* rank */
 			int64_t bytes;
-			int64_t seq;      /* index among sends from src to dst in the step */
+			int64_t seq;      /* PLAN_P2P_KINDS x (index among src->dst sends of this
+					   * kind) + kind; the same on the send and the recv */
 		} p2p;
 		struct {
 			uint8_t dir;      /* enum plan_copy */
@@ -142,11 +151,16 @@ struct plan_mem {
 	int64_t peak[PLAN_NUM_DEVICES];                       /* bytes, live buffers only */
 	int64_t at_peak[PLAN_NUM_DEVICES][PLAN_NUM_MEM_CATS]; /* breakdown at the peak */
 	int64_t max_cat[PLAN_NUM_DEVICES][PLAN_NUM_MEM_CATS]; /* each category's own max */
+	/* peak of the model states alone (params, master, grads, optimizer, gathered): the
+	 * quantity DeepSpeed's estimators predict (docs/memory.md) */
+	int64_t states_peak[PLAN_NUM_DEVICES];
+	uint32_t peak_op[PLAN_NUM_DEVICES];                   /* op id at which the peak occurs */
 	int64_t context_bytes;      /* CUDA context etc. (cluster gpu.context_gib) */
 	int64_t fragmentation_bytes;/* (eff.alloc_fragmentation - 1) x peak */
 	int64_t gpu_total;          /* peak + context + fragmentation */
 	int64_t gpu_capacity;       /* cluster gpu.memory_gib */
 	int64_t host_capacity;      /* node host memory / GPUs per node */
+	int64_t nvme_bytes;         /* NVMe peak (same as peak[PLAN_DEV_NVME]) */
 };
 enum tw_result plan_memory(const struct job *j, const struct plan *p, struct plan_mem *out,
 			   struct tw_err *err);

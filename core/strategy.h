@@ -36,6 +36,7 @@ struct strat_prov {
 	char why[96];    /* "DeepSpeed default (>= 0.19.5)", "train_batch_size / (micro*dp)", file */
 };
 
+#define STRAT_MAX_PROV 128
 struct strategy {
 	enum strat_framework framework;
 	char deepspeed_version[16];  /* selects defaults that changed between versions */
@@ -56,16 +57,19 @@ struct strategy {
 	enum tw_dtype comm_dtype;
 	bool fp8_gemm;              /* GEMMs in fp8 (Transformer Engine) */
 	bool loss_scaling;          /* fp16 dynamic loss scaling */
+	bool check_grad_overflow;   /* bf16.check_grad_overflow (DeepSpeed >= 0.19.3: true) */
 	enum strat_optimizer optimizer;
 
 	/* ZeRO (DeepSpeed) */
 	int zero_stage;
 	bool overlap_comm, contiguous_gradients, reduce_scatter;
+	bool use_multi_rank_bucket_allreduce; /* ZeRO-1/2: one all-reduce per bucket (§2.2) */
 	int64_t reduce_bucket_size, allgather_bucket_size;          /* elements */
 	int64_t prefetch_bucket_size, param_persistence_threshold;  /* elements */
 	int64_t max_live_parameters, max_reuse_distance, sub_group_size; /* elements */
 	enum strat_offload offload_optimizer, offload_param;
-	bool offload_pin_memory;
+	bool offload_pin_memory;        /* offload_optimizer.pin_memory */
+	bool offload_param_pin_memory;  /* offload_param.pin_memory */
 	double offload_ratio;       /* ZeRO-3 partial optimizer offload, (0, 1] */
 	double gradient_clipping;
 
@@ -85,7 +89,7 @@ struct strategy {
 
 	/* provenance of every value above, in print order */
 	int nprov;
-	struct strat_prov prov[96];
+	struct strat_prov prov[STRAT_MAX_PROV];
 };
 
 struct model;

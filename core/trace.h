@@ -35,7 +35,14 @@ struct trace_event {
 	double flops;         /* 0: unknown */
 	int32_t group_size;   /* ranks in the collective, 0: unknown */
 	uint32_t name;        /* offset in trace->strings */
+	uint32_t flags;       /* TRACE_F_* */
+	int64_t comm;         /* communicator id, equal on every member of one group instance
+			       * (e.g. job_group x color + 1); 0: unknown. Stragglers are found by
+			       * matching the k-th collective of each communicator across ranks. */
 };
+
+/* event flags */
+enum { TRACE_F_RECOMPUTE = 1 /* forward work redone in backward: not model FLOPs */ };
 
 struct trace_mem_sample {
 	int32_t rank;
@@ -57,6 +64,8 @@ struct trace {
 	int64_t *peak_mem;    /* per rank measured/predicted GPU peak bytes, nranks entries or NULL */
 	char *strings;        /* interned names, NUL-separated */
 	size_t strings_len, strings_cap;
+	uint32_t *name_slots; /* open-addressing index of strings (offset + 1, 0: empty) */
+	size_t name_slots_cap, nnames;
 };
 
 void trace_init(struct trace *t, enum trace_kind kind, int64_t nranks);
@@ -69,5 +78,7 @@ struct trace_event *trace_add(struct trace *t, const struct trace_event *e);
 void trace_add_mem(struct trace *t, const struct trace_mem_sample *s);
 /* Sort events by (rank, start, end) — analysis expects it. */
 void trace_sort(struct trace *t);
+/* Take over src's contents (src is left empty, ready for release). */
+void trace_move(struct trace *dst, struct trace *src);
 
 #endif

@@ -1,24 +1,79 @@
 /* exec — the executor: walks this rank's plan on real hardware through a backend (exec/backend.h:
- * "cuda" or "host") and gives a trace. Owner of this header: the exec module. */
+ * "cuda" or "host") and gives a trace. One process per rank, launched by mpirun/srun, or a
+ * single process without a launcher. Owner of this header: the exec module.
+ *
+ * The executor never includes profile/: the caller stores the trace. So that a failed run still
+ * leaves what it traced in the store, the caller passes hooks (struct exec_hooks): `begin` runs
+ * on rank 0 before the first step and returns a run id that every rank learns; `partial` runs on
+ * a rank that fails (error or --timeout) with the events that rank traced so far, before the
+ * process exits non-zero. */
 #ifndef TW_EXEC_H
 #define TW_EXEC_H
 
 #include "../core/core.h"
 
+struct exec_hooks {
+	void *ctx;
+	/* rank 0, once, after the plan was checked and before the first step: the run id, or -1
+	 * with err filled (every rank then stops before the first step) */
+	int64_t (*begin)(void *ctx, int64_t nranks, struct tw_err *err);
+	/* a failing rank (may run on the watchdog thread): store t (this rank's events so far)
+	 * under run_id, leaving the run marked incomplete */
+	void (*partial)(void *ctx, int64_t run_id, const struct trace *t);
+};
+
+/* Fault injection for the failure-path tests: rank `rank` does `kind` when it reaches op `op`
+ * of the last step (so that earlier timed steps are in the partial trace). */
+enum exec_fault_kind { EXEC_FAULT_NONE = 0, EXEC_FAULT_EXIT /* _exit(1) */,
+		       EXEC_FAULT_STALL /* sleep forever */, EXEC_FAULT_ERROR /* backend error */,
+		       EXEC_FAULT_CORRUPT /* alter the op's received data before it is checked */ };
+struct exec_fault {
+	enum exec_fault_kind kind;
+	int64_t rank;
+	int64_t op;
+};
+
 struct exec_options {
 	const char *backend;    /* "cuda" | "host" */
 	int steps;              /* timed steps */
 	int warmup;             /* untimed steps before them */
-	double timeout_s;       /* abort a stalled step after this long, 0: no limit */
-	bool verify;            /* check collective results */
+	double timeout_s;       /* abort a step stalled longer than this, 0: no limit */
+	bool verify;            /* check collective results (always on for host) */
+	struct exec_hooks hooks;
+	struct exec_fault fault;
+	enum tw_log_level log_level;
 };
 
-/* Run the job on this process's rank (from MPI, or rank 0 of 1 without a launcher).
- * Each rank fills its own part of out (trace events of its rank). */
-enum tw_result exec_run(const struct job *j, const struct exec_options *opt, struct trace *out,
-			int64_t *my_rank, struct tw_err *err);
+/* What this rank measured, next to what the memory model predicted for its plan. On rank 0,
+ * rank_peak/rank_pred hold every rank's GPU-device peak (gathered), nranks entries. */
+struct exec_result {
+	int64_t rank, nranks;
+	int64_t run_id;                 /* from hooks.begin, -1: none */
+	bool report;                    /* this rank prints the result / the error */
+	struct plan_mem pred;           /* plan_memory of this rank's plan */
+	/* measured from the ALLOC/FREE the backend actually performed */
+	int64_t peak[PLAN_NUM_DEVICES];
+	int64_t at_peak[PLAN_NUM_DEVICES][PLAN_NUM_MEM_CATS];
+	int64_t max_cat[PLAN_NUM_DEVICES][PLAN_NUM_MEM_CATS];
+	int64_t device_used_bytes;      /* cuda: device memory in use at the peak (driver's view) */
+	int64_t scratch_bytes;          /* operand/staging buffers outside the plan (docs/executor.md) */
+	int64_t colls_verified;         /* collectives and p2p whose results were checked */
+	int64_t step_ns_mean;           /* timed steps, this rank */
+	int64_t *rank_peak, *rank_pred; /* rank 0: GPU-device peak per rank (measured, predicted) */
+	bool mem_match;                 /* rank 0: every rank's measured peaks == prediction */
+};
+void exec_result_release(struct exec_result *r);
 
-/* Which backends this build has, comma-separated. */
+/* Run the job on this process's rank. On rank 0, out receives every rank's events (gathered);
+ * on other ranks, its own. MPI is initialised and finalised inside. On failure err names the
+ * rank, the op and the call; res->report says whether this rank should print it. */
+enum tw_result exec_run(const struct job *j, const struct exec_options *opt, struct trace *out,
+			struct exec_result *res, struct tw_err *err);
+
+/* Which backends this build has, comma-separated ("host", "host,cuda"). */
 const char *exec_features(void);
+
+/* Trace category of a plan op (also used by tests). */
+enum trace_cat exec_op_cat(const struct plan_op *op);
 
 #endif

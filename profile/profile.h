@@ -5,21 +5,28 @@
 #ifndef TW_PROFILE_H
 #define TW_PROFILE_H
 
+#include <stdio.h>
+
 #include "../core/core.h"
 
 /* ---- analysis ---------------------------------------------------------------------------- */
 
 /* Per-collective-type statistics. */
 struct prof_coll_stats {
-	int64_t count;
-	int64_t bytes;          /* sum of message sizes (nccl-tests "size") */
+	int64_t count;          /* rounded mean; mean_count keeps the fraction */
+	double mean_count;
+	int64_t bytes;          /* sum of message sizes (the NCCL count argument x type size) */
 	int64_t time_ns;        /* sum of durations */
 	int64_t exposed_ns;     /* part with no compute kernel running on that GPU */
 	double busbw_GBps;      /* achieved bus bandwidth (nccl-tests definition), 0: unknown */
 	double algbw_GBps;
+	/* the sums bandwidths come from: events whose size (and group size) are known */
+	double alg_bytes, bus_bytes;
+	int64_t bw_time_ns;
 };
 
-/* Averages over ranks and steps of one run: what a step looks like. */
+/* Averages over ranks and steps of one run: what a step looks like. All times are ns per rank
+ * per step; "on that GPU" means on that rank. Definitions: docs/profiler.md. */
 struct prof_analysis {
 	int64_t nranks, nsteps;
 	int64_t step_ns;                       /* mean step wall time */
@@ -38,17 +45,53 @@ struct prof_analysis {
 	int64_t peak_mem_bytes;                /* max over ranks, when known */
 	int64_t straggler_rank;                /* rank arriving last at collectives, -1: none */
 	int64_t straggler_ns;                  /* its mean lateness */
+	int64_t busy_ns;                       /* union of all GPU work (compute, comm, copies) */
+	int64_t straggler_colls;               /* collectives matched across ranks */
+};
+
+/* One rank's step: the rows prof_analyze averages. */
+struct prof_step {
+	int64_t rank, step;
+	int64_t start_ns, end_ns;              /* the step window on that rank's clock */
+	struct prof_analysis a;                /* nranks = nsteps = 1 */
 };
 
 enum tw_result prof_analyze(const struct trace *t, struct prof_analysis *out, struct tw_err *err);
+/* Per rank and step (sorted by rank, step); caller frees *rows. */
+enum tw_result prof_analyze_steps(const struct trace *t, struct prof_step **rows, size_t *nrows,
+				  struct tw_err *err);
 struct cJSON *prof_analysis_to_json(const struct prof_analysis *a);
 
 /* nccl-tests bus bandwidth factor for a collective over n ranks. */
 double prof_busbw_factor(enum trace_cat coll, int64_t n);
+/* nccl-tests algorithm bytes of one collective of message size `bytes` over n ranks
+ * (all-gather and reduce-scatter move n x the per-rank count); -1 when n is needed but 0. */
+double prof_alg_bytes(enum trace_cat coll, int64_t bytes, int64_t n);
+
+/* Kernel and activity names to categories (NCCL names of every version, memcpy names of
+ * Kineto and nsys, GEMM and attention kernels). Returns false when name is not an NCCL
+ * kernel / not a known copy. */
+bool prof_classify_nccl(const char *name, enum trace_cat *out);
+enum trace_cat prof_classify_kernel(const char *name);
+/* Step number from a marker name: "step 3", "ProfilerStep#3" -> 3; false otherwise. */
+bool prof_step_marker(const char *name, int64_t *step);
+
+/* ---- compare ------------------------------------------------------------------------------ */
+
+/* A beside B per category and per collective type, as a table (text) or JSON. */
+struct cJSON *prof_compare_json(const struct prof_analysis *a, const struct prof_analysis *b,
+				const char *name_a, const char *name_b);
+void prof_compare_print(FILE *f, const struct prof_analysis *a, const struct prof_analysis *b,
+			const char *name_a, const char *name_b);
+void prof_analysis_print(FILE *f, const struct prof_analysis *a);
 
 /* ---- store -------------------------------------------------------------------------------- */
 
 struct prof_db;
+
+/* Current schema version (profile/SCHEMA.md). Older databases are migrated on open, newer
+ * ones refused. */
+#define PROF_SCHEMA_VERSION 2
 
 struct prof_run_meta {
 	enum trace_kind kind;
@@ -56,15 +99,61 @@ struct prof_run_meta {
 	const char *job_json;   /* the job, may be NULL for imports */
 	const char *backend;    /* "sim", "host", "cuda", "nsys", "kineto" */
 	int64_t nranks;
+	const char *source;     /* imported file(s) / command line, may be NULL */
 };
 
+/* Open (creating if absent) a store: WAL mode, busy timeout, schema checked / created /
+ * migrated. A file that is not a twin database is refused with a clear message. */
 enum tw_result prof_db_open(const char *path, struct prof_db **out, struct tw_err *err);
+/* The same for readers: a missing file is an error, not a new empty store. */
+enum tw_result prof_db_open_existing(const char *path, struct prof_db **out, struct tw_err *err);
 void prof_db_close(struct prof_db *db);
-/* Store a whole trace as one run, in one transaction (complete = 1). */
+/* Store a whole trace as one run: the run row is committed first, marked incomplete; the
+ * events, memory samples and derived step rows follow in one transaction that marks the run
+ * complete at commit. A writer killed in between leaves a valid database with an incomplete,
+ * empty run. */
 enum tw_result prof_store_trace(struct prof_db *db, const struct prof_run_meta *meta,
 				const struct trace *t, int64_t *run_id, struct tw_err *err);
-/* Load a run's trace (RUN: id or name). */
+/* The same in pieces, for writers that flush as they go (the injection library): begin
+ * (commits an incomplete run), append (one transaction per call), finish (marks complete and
+ * records the dropped-record count). */
+enum tw_result prof_run_begin(struct prof_db *db, const struct prof_run_meta *meta,
+			      int64_t *run_id, struct tw_err *err);
+enum tw_result prof_run_append(struct prof_db *db, int64_t run_id, const struct trace *t,
+			       struct tw_err *err);
+enum tw_result prof_run_finish(struct prof_db *db, int64_t run_id, int64_t dropped,
+			       struct tw_err *err);
+/* Load a run's trace (RUN: id or name; a name means its newest run). */
 enum tw_result prof_load_trace(struct prof_db *db, const char *run, struct trace *out,
 			       int64_t *run_id, struct tw_err *err);
+
+struct prof_run_info {
+	int64_t id;
+	enum trace_kind kind;
+	char name[128], backend[32], host[128], created[32], tool_version[32];
+	int64_t nranks, nevents, dropped;
+	bool complete;
+};
+/* All runs, oldest first; caller frees *runs. */
+enum tw_result prof_list_runs(struct prof_db *db, struct prof_run_info **runs, size_t *n,
+			      struct tw_err *err);
+enum tw_result prof_run_info(struct prof_db *db, const char *run, struct prof_run_info *out,
+			     struct tw_err *err);
+const char *prof_kind_name(enum trace_kind k); /* "sim", "exec", "import" */
+
+/* ---- import / export ------------------------------------------------------------------------ */
+
+/* An `nsys export --type sqlite` file into t (appends; rank given by the caller, or -1 to
+ * take it from the file order). */
+enum tw_result prof_import_nsys(const char *path, int64_t rank, struct trace *t,
+				struct tw_err *err);
+/* A PyTorch profiler (Kineto) JSON trace into t (appends; rank from distributedInfo.rank,
+ * else `rank`). */
+enum tw_result prof_import_kineto(const char *path, int64_t rank, struct trace *t,
+				  struct tw_err *err);
+/* Chrome / Perfetto trace JSON with Kineto's fields (HTA reads it). */
+enum tw_result prof_export_chrome(const struct trace *t, FILE *f, struct tw_err *err);
+enum tw_result prof_export_chrome_file(const struct trace *t, const char *path,
+				       struct tw_err *err);
 
 #endif

@@ -1,0 +1,80 @@
+/* plan — names of the plan's enums, and the storage of a plan (ops, deps, names). */
+#include "plan.h"
+#include "plan_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define NAME_OF(table, v, n) ((int)(v) >= 0 && (int)(v) < (n) ? (table)[v] : "?")
+
+static const char *const kind_names[PLAN_NUM_KINDS] = {"compute", "coll", "p2p", "copy", "alloc",
+						      "free"};
+static const char *const stream_names[PLAN_NUM_STREAMS] = {"compute", "comm", "comm_tp", "p2p",
+							  "copy_in", "copy_out", "host"};
+static const char *const kernel_names[PLAN_NUM_KERNELS] = {
+	"gemm", "attn", "elemwise", "norm", "softmax", "embed", "loss", "optim", "permute"};
+static const char *const coll_names[PLAN_NUM_COLLS] = {"all_gather", "reduce_scatter",
+						      "all_reduce", "broadcast", "all_to_all"};
+static const char *const copy_names[PLAN_NUM_COPIES] = {"h2d", "d2h", "nvme_read", "nvme_write"};
+static const char *const cat_names[PLAN_NUM_MEM_CATS] = {
+	"params", "master", "grads", "optimizer", "activations", "checkpoints", "gathered",
+	"buckets", "logits", "workspace"};
+static const char *const dev_names[PLAN_NUM_DEVICES] = {"gpu", "host", "nvme"};
+static const char *const phase_names[] = {"fwd", "bwd", "opt", "other"};
+
+const char *plan_kind_name(enum plan_kind k) { return NAME_OF(kind_names, k, PLAN_NUM_KINDS); }
+const char *plan_stream_name(enum plan_stream s)
+{
+	return NAME_OF(stream_names, s, PLAN_NUM_STREAMS);
+}
+const char *plan_kernel_name(enum plan_kernel k)
+{
+	return NAME_OF(kernel_names, k, PLAN_NUM_KERNELS);
+}
+const char *plan_coll_name(enum plan_coll c) { return NAME_OF(coll_names, c, PLAN_NUM_COLLS); }
+const char *plan_copy_name(enum plan_copy c) { return NAME_OF(copy_names, c, PLAN_NUM_COPIES); }
+const char *plan_mem_cat_name(enum plan_mem_cat c)
+{
+	return NAME_OF(cat_names, c, PLAN_NUM_MEM_CATS);
+}
+const char *plan_device_name(enum plan_device d) { return NAME_OF(dev_names, d, PLAN_NUM_DEVICES); }
+const char *plan_phase_name(enum plan_phase p) { return NAME_OF(phase_names, p, 4); }
+
+void plan_release(struct plan *p)
+{
+	if (!p)
+		return;
+	free(p->ops);
+	free(p->deps);
+	free(p->names);
+	memset(p, 0, sizeof(*p));
+}
+
+/* Appends an op with its deps (ids of earlier ops; UINT32_MAX entries are skipped). */
+struct plan_op *plan_push(struct plan *p, enum plan_kind kind, enum plan_stream stream,
+			  const char *name, const uint32_t *deps, int ndeps)
+{
+	TW_GROW(p->ops, p->cap, p->nops + 1);
+	struct plan_op *op = &p->ops[p->nops];
+	memset(op, 0, sizeof(*op));
+	op->id = (uint32_t)p->nops++;
+	op->kind = (uint8_t)kind;
+	op->stream = (uint8_t)stream;
+	op->name = name;
+	op->layer = op->micro = op->stage = -1;
+	op->dep_off = (uint32_t)p->ndeps;
+	TW_GROW(p->deps, p->deps_cap, p->ndeps + (size_t)ndeps);
+	for (int i = 0; i < ndeps; i++) {
+		if (deps[i] == PLAN_NONE) /* a dep >= id is a builder bug the tests catch */
+			continue;
+		/* skip duplicates: deps lists are short */
+		bool dup = false;
+		for (uint32_t k = 0; k < op->ndeps; k++)
+			dup |= p->deps[op->dep_off + k] == deps[i];
+		if (!dup) {
+			p->deps[p->ndeps++] = deps[i];
+			op->ndeps++;
+		}
+	}
+	return op;
+}

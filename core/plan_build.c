@@ -1,0 +1,1660 @@
+/* plan_build — plan_rank(): the ops one rank runs in one optimizer step, following what
+ * DeepSpeed, Megatron-LM and FSDP do (docs/plan.md; reference/deepspeed.md §2-§5).
+ *
+ * The builder walks the pipeline schedule of the rank's stage (a list of forward/backward
+ * items, one per micro-batch and model chunk) and emits, per transformer layer, the kernels
+ * with their shapes, the TP/SP/CP/EP collectives, the ZeRO/FSDP gathers and gradient
+ * reductions, the ALLOC/FREE of every buffer, and at the end the optimizer step. Ops on one
+ * stream run in plan order; deps record the waits across streams. */
+#include "plan.h"
+#include "plan_int.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_VP 64
+#define DS_STAGE0_BUCKET 500000000LL /* MEMORY_OPT_ALLREDUCE_SIZE, elements (§2.1) */
+
+enum shard_mode {
+	SH_NONE = 0, /* replicated states (DDP, DeepSpeed stage 0, Megatron) */
+	SH_OPT,      /* optimizer states partitioned (ZeRO-1, Megatron distributed optimizer) */
+	SH_GRAD,     /* + gradients (ZeRO-2) */
+	SH_PARAM     /* + parameters (ZeRO-3, FSDP FULL/SHARD_GRAD_OP/HYBRID) */
+};
+
+struct buf_info {
+	int64_t bytes;
+	uint8_t cat, dev;
+};
+
+struct p2p_ctr {
+	int64_t peer;
+	int64_t sent[PLAN_P2P_KINDS], recvd[PLAN_P2P_KINDS];
+};
+
+/* one gradient-reduction stream of buckets: dense params over dp, experts over edp */
+struct red {
+	enum job_group group;
+	int64_t pending;        /* elements waiting for a bucket */
+	int64_t n;              /* group size */
+};
+
+struct pb {
+	const struct job *j;
+	const struct model *m;
+	const struct strategy *s;
+	struct plan *p;
+	struct tw_err *err;
+	int64_t rank;
+	struct job_coord c;
+
+	/* degrees and sizes */
+	int64_t tp, pp, dp, cp, ep, vp, nmicro, mb, seq, T; /* T: tokens per micro-batch here */
+	int64_t h, heads, kvh, hd, qd, kvd, f, V, E, topk, fe, fs, El;
+	bool swiglu, sp, ulysses, flash, rope, lora, ds, megatron, fsdp;
+	int ab;                 /* activation bytes per element (16-bit: 2) */
+	int pbytes;             /* parameter bytes per element */
+	int gbytes;             /* gradient accumulation bytes per element */
+	int obytes;             /* optimizer-state bytes per trainable parameter */
+	bool mixed;             /* 16-bit params with fp32 master weights */
+	enum tw_dtype pdt, gemm_dt, comm_dt;
+	enum shard_mode shard;
+	int64_t nz;             /* partition count of sharded states */
+	enum job_group zgroup;  /* the group ZeRO/FSDP shards over */
+	enum job_group dgroup;  /* dense gradient reduction group */
+
+	/* layers of each model chunk on this stage */
+	int64_t first[MAX_VP], nl[MAX_VP];
+	int64_t nlayers;        /* layers on this stage (all chunks) */
+
+	/* tags of the next op */
+	uint8_t phase, flags;
+	int32_t layer, micro, stage;
+
+	/* last op per stream the next compute op must wait for */
+	uint32_t wait[PLAN_NUM_STREAMS];
+	uint32_t last_compute;
+
+	int64_t coll_seq[JOB_NUM_GROUPS];
+	struct p2p_ctr peers[8];
+	int npeers;
+
+	struct buf_info *bufs;
+	size_t bufs_cap;
+
+	/* ZeRO-3 / FSDP: modules are 0 = embedding, 1..L = layers, L+1 = head */
+	int32_t *gbuf;          /* gathered buffer of a module, -1: not gathered */
+	uint32_t *gop;          /* its all-gather */
+	bool *keep_fwd;         /* kept gathered from forward to backward (reuse distance) */
+	int64_t upl;            /* gathering units per layer: 4 DeepSpeed (leaf modules), 1 FSDP */
+	int64_t head_uid, nunits;
+	int64_t u_lo, u_hi;     /* units of the chunk being run */
+	int32_t ugrad;          /* full grads of the unit in backward */
+	int64_t live_gathered;  /* elements */
+	int64_t persist_elems;  /* parameters kept whole (persistence threshold) */
+
+	/* saved activations per (micro, layer of stage) */
+	int32_t *act, *ckpt;
+
+	/* gradient reduction */
+	struct red dense, expert;
+	int32_t bucket_buf;     /* IPG buffers of the current backward */
+	int32_t grads_full;     /* ZeRO-1: full 16-bit grads during the accumulation */
+	int32_t grads_part;     /* ZeRO-2: grads_in_partition of the current backward */
+	int32_t pend_bufs[64];  /* ZeRO-3/FSDP: full grads waiting for their reduce-scatter */
+	int npend;
+	uint32_t last_red;      /* last gradient collective or copy */
+	int64_t psi, psit;      /* parameters on this rank: all, trainable (elements) */
+	int64_t psi_layers;     /* of which in transformer layers */
+	uint32_t last_d2h;
+};
+
+/* ---- op emission ------------------------------------------------------------------------ */
+
+static uint32_t emit(struct pb *b, enum plan_kind k, enum plan_stream st, const char *name,
+		     const uint32_t *deps, int nd, bool consume_waits)
+{
+	uint32_t d[PLAN_NUM_STREAMS + 8];
+	int n = 0;
+	for (int i = 0; i < nd && n < 8; i++)
+		d[n++] = deps[i];
+	if (consume_waits && st == PLAN_STREAM_COMPUTE) {
+		for (int i = 0; i < PLAN_NUM_STREAMS; i++) {
+			if (b->wait[i] != PLAN_NONE)
+				d[n++] = b->wait[i];
+			b->wait[i] = PLAN_NONE;
+		}
+	}
+	struct plan_op *op = plan_push(b->p, k, st, name, d, n);
+	op->phase = b->phase;
+	op->flags = b->flags;
+	op->layer = b->layer;
+	op->micro = b->micro;
+	op->stage = b->stage;
+	if (st == PLAN_STREAM_COMPUTE && k == PLAN_COMPUTE)
+		b->last_compute = op->id;
+	return op->id;
+}
+
+static void wait_on(struct pb *b, uint32_t id)
+{
+	if (id != PLAN_NONE)
+		b->wait[b->p->ops[id].stream] = id;
+}
+
+static uint32_t compute_d(struct pb *b, enum plan_kernel kern, const char *name, double flops,
+			  double bytes, enum plan_stream st, uint32_t dep)
+{
+	uint32_t id = emit(b, PLAN_COMPUTE, st, name, &dep, dep == PLAN_NONE ? 0 : 1, true);
+	struct plan_op *op = &b->p->ops[id];
+	op->u.compute.kernel = (uint8_t)kern;
+	op->u.compute.dtype = (uint8_t)(kern == PLAN_K_OPTIM ? TW_FP32 : b->pdt);
+	op->u.compute.flops = flops;
+	op->u.compute.bytes = bytes;
+	b->p->hw_flops += flops;
+	return id;
+}
+
+static uint32_t compute(struct pb *b, enum plan_kernel kern, const char *name, double flops,
+			double bytes, enum plan_stream st)
+{
+	return compute_d(b, kern, name, flops, bytes, st, PLAN_NONE);
+}
+
+static uint32_t elem(struct pb *b, enum plan_kernel kern, const char *name, double bytes)
+{
+	return compute(b, kern, name, 0, bytes, PLAN_STREAM_COMPUTE);
+}
+
+/* GEMM batch x (m x k)(k x n). flops_elems: when > 0, the exact m*batch (MoE loads). In the
+ * forward pass a model GEMM adds 3x its FLOPs to the model FLOPs (forward + backward). */
+static uint32_t gemm(struct pb *b, const char *name, int64_t m, int64_t n, int64_t k,
+		     int64_t batch, double exact_mb, bool model)
+{
+	double mb = exact_mb > 0 ? exact_mb : (double)m * (double)batch;
+	double flops = 2.0 * mb * (double)n * (double)k;
+	enum tw_dtype dt = model && !(b->flags & PLAN_F_LORA) ? b->gemm_dt : b->pdt;
+	double bytes = (mb * (double)k + (double)k * (double)n * (double)batch + mb * (double)n) *
+		       tw_dtype_bytes(dt);
+	uint32_t id = compute(b, PLAN_K_GEMM, name, flops, bytes, PLAN_STREAM_COMPUTE);
+	struct plan_op *op = &b->p->ops[id];
+	op->u.compute.dtype = (uint8_t)dt;
+	op->u.compute.m = m;
+	op->u.compute.n = n;
+	op->u.compute.k = k;
+	op->u.compute.batch = batch;
+	if (model && b->phase == PLAN_PHASE_FWD && !(b->flags & (PLAN_F_RECOMPUTE | PLAN_F_LORA)))
+		b->p->model_flops += 3.0 * flops;
+	return id;
+}
+
+/* Fused attention. Forward: 4*b*heads*s_q*s_kv*d FLOPs (QK^T and AV), halved when causal.
+ * Backward: 2x forward, and 2.5x with flash attention (it recomputes QK^T). */
+static uint32_t attn(struct pb *b, const char *name, int64_t heads, int64_t sq, int64_t skv,
+		     bool bwd)
+{
+	double fwd = 4.0 * (double)b->mb * (double)heads * (double)sq * (double)skv *
+		     (double)b->hd * 0.5;
+	double flops = bwd ? fwd * (b->flash ? 2.5 : 2.0) : fwd;
+	double bytes = (double)b->mb * (double)heads * (double)b->hd *
+		       (2.0 * (double)sq + 2.0 * (double)skv) * b->ab * (bwd ? 2.0 : 1.0);
+	uint32_t id = compute(b, PLAN_K_ATTN, name, flops, bytes, PLAN_STREAM_COMPUTE);
+	struct plan_op *op = &b->p->ops[id];
+	op->u.compute.b = b->mb;
+	op->u.compute.heads = heads;
+	op->u.compute.s_q = sq;
+	op->u.compute.s_kv = skv;
+	op->u.compute.head_dim = b->hd;
+	op->u.compute.causal = 1;
+	if (!bwd && b->phase == PLAN_PHASE_FWD && !(b->flags & PLAN_F_RECOMPUTE))
+		b->p->model_flops += 3.0 * fwd;
+	return id;
+}
+
+static uint32_t coll(struct pb *b, enum plan_coll c, enum job_group g, enum plan_stream st,
+		     const char *name, int64_t count, enum tw_dtype dt, uint32_t dep)
+{
+	if (count <= 0 || job_group_size(b->j, g) <= 1)
+		return PLAN_NONE;
+	uint32_t id = emit(b, PLAN_COLL, st, name, &dep, dep == PLAN_NONE ? 0 : 1,
+			   st == PLAN_STREAM_COMPUTE);
+	struct plan_op *op = &b->p->ops[id];
+	op->u.coll.coll = (uint8_t)c;
+	op->u.coll.group = (uint8_t)g;
+	op->u.coll.dtype = (uint8_t)dt;
+	op->u.coll.count = count;
+	op->u.coll.bytes = count * tw_dtype_bytes(dt);
+	op->u.coll.seq = b->coll_seq[g]++;
+	return id;
+}
+
+/* A TP/SP/CP/EP collective on the critical path: after the last kernel, before the next. */
+static void coll_tp(struct pb *b, enum plan_coll c, enum job_group g, const char *name,
+		    int64_t count)
+{
+	wait_on(b, coll(b, c, g, PLAN_STREAM_COMM_TP, name, count, b->pdt, b->last_compute));
+}
+
+static struct p2p_ctr *peer_ctr(struct pb *b, int64_t peer)
+{
+	for (int i = 0; i < b->npeers; i++)
+		if (b->peers[i].peer == peer)
+			return &b->peers[i];
+	struct p2p_ctr *c = &b->peers[b->npeers < 7 ? b->npeers++ : 7];
+	memset(c, 0, sizeof(*c));
+	c->peer = peer;
+	return c;
+}
+
+static uint32_t p2p(struct pb *b, bool send, int64_t peer, int kind, int64_t bytes,
+		    const char *name)
+{
+	uint32_t dep = send ? b->last_compute : PLAN_NONE;
+	uint32_t id = emit(b, PLAN_P2P, PLAN_STREAM_P2P, name, &dep, dep == PLAN_NONE ? 0 : 1,
+			   false);
+	struct p2p_ctr *c = peer_ctr(b, peer);
+	int64_t idx = send ? c->sent[kind]++ : c->recvd[kind]++;
+	struct plan_op *op = &b->p->ops[id];
+	op->flags |= send ? PLAN_F_SEND : 0;
+	op->u.p2p.peer = peer;
+	op->u.p2p.bytes = bytes;
+	op->u.p2p.seq = idx * PLAN_P2P_KINDS + kind;
+	if (!send)
+		wait_on(b, id);
+	return id;
+}
+
+static uint32_t copy(struct pb *b, enum plan_copy dir, const char *name, int64_t bytes,
+		     uint32_t dep)
+{
+	if (bytes <= 0)
+		return PLAN_NONE;
+	enum plan_stream st = dir == PLAN_H2D || dir == PLAN_NVME_READ ? PLAN_STREAM_COPY_IN
+								       : PLAN_STREAM_COPY_OUT;
+	if (dep == PLAN_NONE) /* issued where the compute stream has got to, not ahead of it */
+		dep = b->last_compute;
+	uint32_t id = emit(b, PLAN_COPY, st, name, &dep, dep == PLAN_NONE ? 0 : 1, false);
+	b->p->ops[id].u.copy.dir = (uint8_t)dir;
+	b->p->ops[id].u.copy.bytes = bytes;
+	return id;
+}
+
+static int32_t mem_alloc(struct pb *b, enum plan_mem_cat cat, enum plan_device dev, int64_t bytes,
+			 const char *name, enum plan_stream st)
+{
+	if (bytes <= 0)
+		return -1;
+	/* a side stream allocates when the compute stream reaches this point (ZeRO-3 fetches
+	 * are driven by the module hooks), so a walk in time order cannot run ahead */
+	uint32_t dep = st == PLAN_STREAM_COMPUTE ? PLAN_NONE : b->last_compute;
+	uint32_t id = emit(b, PLAN_ALLOC, st, name, &dep, dep == PLAN_NONE ? 0 : 1, false);
+	int32_t buf = b->p->nbufs++;
+	TW_GROW(b->bufs, b->bufs_cap, (size_t)buf + 1);
+	b->bufs[buf] = (struct buf_info){bytes, (uint8_t)cat, (uint8_t)dev};
+	struct plan_op *op = &b->p->ops[id];
+	op->u.mem.cat = (uint8_t)cat;
+	op->u.mem.dev = (uint8_t)dev;
+	op->u.mem.buf = buf;
+	op->u.mem.bytes = bytes;
+	return buf;
+}
+
+static void mem_free(struct pb *b, int32_t buf, const char *name, enum plan_stream st)
+{
+	if (buf < 0)
+		return;
+	uint32_t id = emit(b, PLAN_FREE, st, name, NULL, 0, false);
+	struct plan_op *op = &b->p->ops[id];
+	op->u.mem.cat = b->bufs[buf].cat;
+	op->u.mem.dev = b->bufs[buf].dev;
+	op->u.mem.buf = buf;
+	op->u.mem.bytes = b->bufs[buf].bytes;
+}
+
+/* ---- model shapes (elements on this rank, after TP/EP division) --------------------------- */
+
+static int64_t mlp_w(const struct pb *b, int64_t f)
+{
+	const struct model *m = b->m;
+	int64_t w = b->h * f * (b->swiglu ? 3 : 2);
+	if (m->mlp_bias)
+		w += f * (b->swiglu ? 2 : 1) + b->h;
+	return w;
+}
+
+static int64_t attn_w(const struct pb *b)
+{
+	const struct model *m = b->m;
+	int64_t w;
+	if (m->kv_lora_rank > 0) { /* MLA */
+		int64_t qk = m->qk_nope_head_dim + m->qk_rope_head_dim;
+		int64_t v = m->v_head_dim > 0 ? m->v_head_dim : qk;
+		w = m->q_lora_rank > 0 ? b->h * m->q_lora_rank + m->q_lora_rank * b->heads * qk
+				       : b->h * b->heads * qk;
+		w += b->h * (m->kv_lora_rank + m->qk_rope_head_dim) +
+		     m->kv_lora_rank * b->heads * (m->qk_nope_head_dim + v) + b->heads * v * b->h;
+	} else {
+		w = b->h * b->qd + 2 * b->h * b->kvd + b->qd * b->h;
+	}
+	if (m->qkv_bias)
+		w += b->qd + 2 * b->kvd;
+	if (m->out_bias)
+		w += b->h;
+	return w;
+}
+
+static bool layer_moe(const struct pb *b, int64_t l)
+{
+	const struct model *m = b->m;
+	if (m->experts <= 0 || l < m->dense_layers)
+		return false;
+	int64_t freq = m->moe_layer_freq > 0 ? m->moe_layer_freq : 1;
+	return (l - m->dense_layers) % freq == freq - 1 || freq == 1;
+}
+
+static int64_t norm_w(const struct pb *b) { return b->h * (b->m->norm_bias ? 2 : 1); }
+
+/* Weights of layer l on this rank: dense part (reduced over dp) and experts (over edp). */
+static void layer_params(const struct pb *b, int64_t l, int64_t *dense, int64_t *expert)
+{
+	const struct model *m = b->m;
+	int64_t npl = m->norms_per_layer > 0 ? m->norms_per_layer : 2;
+	int64_t d = attn_w(b) / b->tp + npl * norm_w(b), e = 0;
+	if (layer_moe(b, l)) {
+		d += b->E * b->h; /* router, replicated */
+		if (b->fs > 0)
+			d += mlp_w(b, b->fs) / b->tp + (m->shared_expert_gate ? b->h : 0);
+		e = b->El * mlp_w(b, b->fe) / b->tp;
+	} else {
+		d += mlp_w(b, b->f) / b->tp;
+	}
+	*dense = d;
+	*expert = e;
+}
+
+/* LoRA adapter parameters of one layer: r x (in + out) per target module. */
+static int64_t lora_params(const struct pb *b, int64_t l)
+{
+	unsigned t = b->s->lora_targets;
+	int64_t r = b->s->lora_rank, h = b->h, n = 0;
+	if (t & STRAT_LORA_Q)
+		n += r * (h + b->qd);
+	if (t & STRAT_LORA_K)
+		n += r * (h + b->kvd);
+	if (t & STRAT_LORA_V)
+		n += r * (h + b->kvd);
+	if (t & STRAT_LORA_O)
+		n += r * (b->qd + h);
+	int64_t f = layer_moe(b, l) ? b->fs : b->f;
+	if (t & STRAT_LORA_GATE && b->swiglu)
+		n += r * (h + f);
+	if (t & STRAT_LORA_UP)
+		n += r * (h + f);
+	if (t & STRAT_LORA_DOWN)
+		n += r * (f + h);
+	return n;
+}
+
+static int64_t embed_params(const struct pb *b)
+{
+	const struct model *m = b->m;
+	int64_t n = b->V * b->h / b->tp;
+	if (m->pos == MODEL_POS_LEARNED)
+		n += m->max_pos * b->h;
+	if (m->embed_norm)
+		n += norm_w(b);
+	return n;
+}
+
+static int64_t head_params(const struct pb *b)
+{
+	int64_t n = b->m->tied_embeddings && b->pp == 1 ? 0 : b->V * b->h / b->tp;
+	return n + (b->m->no_final_norm ? 0 : norm_w(b));
+}
+
+/* Gathering units (ZeRO-3 fetches leaf modules, FSDP wrapped blocks): uid 0 is the
+ * embedding, 1 + l * upl + u is unit u of layer l, head_uid the final norm and lm_head.
+ * DeepSpeed's units per layer: 0 norm1 + qkv, 1 out-proj + norm2, 2 fc1 (MoE: router,
+ * experts, shared experts), 3 fc2. */
+static int64_t npl_of(const struct pb *b)
+{
+	return b->m->norms_per_layer > 0 ? b->m->norms_per_layer : 2;
+}
+
+static void unit_split(const struct pb *b, int64_t uid, int64_t *dense, int64_t *expert)
+{
+	*expert = 0;
+	if (uid == 0) {
+		*dense = embed_params(b);
+		return;
+	}
+	if (uid == b->head_uid) {
+		*dense = head_params(b);
+		return;
+	}
+	int64_t l = (uid - 1) / b->upl, u = (uid - 1) % b->upl, d, e;
+	layer_params(b, l, &d, &e);
+	if (b->upl == 1) {
+		*dense = d, *expert = e;
+		return;
+	}
+	int64_t o = b->qd * b->h / b->tp + (npl_of(b) >= 2 ? norm_w(b) : 0);
+	int64_t qkv = attn_w(b) / b->tp - b->qd * b->h / b->tp + norm_w(b);
+	int64_t fc2 = layer_moe(b, l) ? 0 : b->f * b->h / b->tp;
+	switch (u) {
+	case 0:
+		*dense = qkv;
+		break;
+	case 1:
+		*dense = o;
+		break;
+	case 2:
+		*dense = d - qkv - o - fc2, *expert = e;
+		break;
+	default:
+		*dense = fc2;
+	}
+}
+
+static int64_t unit_params(const struct pb *b, int64_t uid)
+{
+	int64_t d, e;
+	unit_split(b, uid, &d, &e);
+	return d + e;
+}
+
+static int64_t unit_trainable(const struct pb *b, int64_t uid)
+{
+	if (!b->lora)
+		return unit_params(b, uid);
+	if (uid == 0 || uid == b->head_uid)
+		return 0;
+	int64_t l = (uid - 1) / b->upl, u = (uid - 1) % b->upl;
+	if (b->upl == 1)
+		return lora_params(b, l);
+	static const unsigned mask[4] = {STRAT_LORA_Q | STRAT_LORA_K | STRAT_LORA_V, STRAT_LORA_O,
+					 STRAT_LORA_GATE | STRAT_LORA_UP, STRAT_LORA_DOWN};
+	struct pb c = *b;
+	struct strategy s = *b->s;
+	s.lora_targets &= mask[u];
+	c.s = &s;
+	return lora_params(&c, l);
+}
+
+/* Parameters of a unit that stay whole (ZeRO-3 persistence threshold: the norms). */
+static int64_t unit_persistent(const struct pb *b, int64_t uid)
+{
+	if (b->s->framework != STRAT_DEEPSPEED || norm_w(b) > b->s->param_persistence_threshold)
+		return 0;
+	if (uid == 0)
+		return 0;
+	if (uid == b->head_uid)
+		return b->m->no_final_norm ? 0 : norm_w(b);
+	int64_t u = (uid - 1) % b->upl;
+	if (b->upl == 1)
+		return npl_of(b) * norm_w(b);
+	return u == 0 || (u == 1 && npl_of(b) >= 2) ? norm_w(b) : 0;
+}
+
+/* ---- activations (Korthikanti et al. 2022, generalised; docs/memory.md) ------------------- */
+
+struct act_sizes {
+	int64_t saved;  /* bytes kept for backward without recompute */
+	int64_t input;  /* layer input (full-recompute checkpoint) */
+	int64_t work;   /* largest transient tensor of the backward */
+};
+
+static struct act_sizes layer_act(const struct pb *b, int64_t l)
+{
+	struct act_sizes a;
+	int64_t T = b->T, h = b->h, ab = b->ab, tp = b->tp;
+	/* replicated across TP ranks without SP: two norm inputs, QKV and fc1 inputs, two
+	 * dropout masks (1 byte each) = 10 sbh for 16-bit activations */
+	int64_t rep = T * h * (4 * ab + 2);
+	/* split by TP: q, k, v, out-proj input (8 sbh for MHA) */
+	int64_t split = T * ab * (2 * b->qd + 2 * b->kvd);
+	int64_t mlpw = b->swiglu ? 3 : 2; /* gelu: act in + fc2 in; swiglu: gate, up, fc2 in */
+	int64_t work;
+	if (layer_moe(b, l)) {
+		rep += T * b->E * 4 + T * b->topk * h * ab;
+		split += T * b->topk * mlpw * b->fe * ab + T * mlpw * b->fs * ab;
+		work = T * b->topk * (b->swiglu ? 2 : 1) * b->fe * ab;
+	} else {
+		split += T * mlpw * b->f * ab;
+		work = T * (b->swiglu ? 2 : 1) * b->f * ab;
+	}
+	/* attention scores: softmax out, dropout mask and output = 5 a s^2 b; gone with flash
+	 * attention and with selective recompute */
+	int64_t scores = 0;
+	if (!b->flash && b->s->recompute != STRAT_RECOMPUTE_SELECTIVE)
+		scores = 5 * b->heads * T * (b->ulysses ? b->seq / b->cp * b->cp : b->seq);
+	if (b->sp)
+		a.saved = (rep + split + scores) / tp;
+	else
+		a.saved = rep + (split + scores) / tp;
+	a.input = T * h * ab;
+	if (b->sp || (b->ds && b->s->partition_activations))
+		a.input /= tp;
+	a.work = work / tp + T * h * ab;
+	return a;
+}
+
+/* ---- ZeRO-3 / FSDP parameter gathering ------------------------------------------------------ */
+
+static void gather(struct pb *b, int64_t mid)
+{
+	if (b->shard != SH_PARAM || b->gbuf[mid] >= 0)
+		return;
+	int64_t n = unit_params(b, mid) - unit_persistent(b, mid);
+	if (n <= 0)
+		return;
+	b->gbuf[mid] = mem_alloc(b, PLAN_MEM_GATHERED, PLAN_DEV_GPU, n * b->pbytes, "gathered",
+				 PLAN_STREAM_COMM);
+	int64_t part = (n + b->nz - 1) / b->nz;
+	uint32_t dep = PLAN_NONE;
+	if (b->s->offload_param != STRAT_OFFLOAD_NONE) /* partition lives on the host */
+		dep = copy(b, PLAN_H2D, "param_h2d", part * b->pbytes, PLAN_NONE);
+	b->gop[mid] = coll(b, PLAN_ALL_GATHER, b->zgroup, PLAN_STREAM_COMM, "ag_params", part,
+			   b->pdt, dep);
+	b->live_gathered += n;
+}
+
+static void release(struct pb *b, int64_t mid)
+{
+	if (b->shard != SH_PARAM || b->gbuf[mid] < 0)
+		return;
+	mem_free(b, b->gbuf[mid], "gathered", PLAN_STREAM_COMPUTE);
+	b->gbuf[mid] = -1;
+	b->live_gathered -= unit_params(b, mid) - unit_persistent(b, mid);
+}
+
+/* Fetch a module before its compute, and prefetch the next one in execution order within
+ * stage3_prefetch_bucket_size and stage3_max_live_parameters (FSDP: one unit ahead). */
+static void fetch(struct pb *b, int64_t mid, int64_t next)
+{
+	if (b->shard != SH_PARAM)
+		return;
+	gather(b, mid);
+	if (next >= 0 && next < b->nunits && b->gbuf[next] < 0) {
+		int64_t n = unit_params(b, next);
+		bool ok = b->fsdp || (n <= b->s->prefetch_bucket_size &&
+				      b->live_gathered + n <= b->s->max_live_parameters);
+		if (ok)
+			gather(b, next);
+	}
+	wait_on(b, b->gop[mid]);
+}
+
+/* ---- gradient reduction ---------------------------------------------------------------------- */
+
+static bool reduces_now(const struct pb *b)
+{
+	return b->shard >= SH_GRAD || b->micro == b->nmicro - 1;
+}
+
+static enum plan_stream red_stream(const struct pb *b)
+{
+	return b->s->overlap_comm || b->shard == SH_PARAM ? PLAN_STREAM_COMM : PLAN_STREAM_COMPUTE;
+}
+
+static int64_t bucket_elems(const struct pb *b)
+{
+	if (b->ds && b->s->zero_stage == 0)
+		return DS_STAGE0_BUCKET;
+	return b->s->reduce_bucket_size > 0 ? b->s->reduce_bucket_size : DS_STAGE0_BUCKET;
+}
+
+/* One bucket of dense-path gradients (stages 0-2, Megatron, FSDP NO_SHARD). */
+static void reduce_bucket(struct pb *b, struct red *r, int64_t n)
+{
+	bool rs = b->megatron && b->s->distributed_optimizer;
+	uint32_t dep = b->last_compute;
+	uint32_t id = rs ? coll(b, PLAN_REDUCE_SCATTER, r->group, red_stream(b), "rs_grads",
+				(n + r->n - 1) / r->n, b->comm_dt, dep)
+			 : coll(b, PLAN_ALL_REDUCE, r->group, red_stream(b), "ar_grads", n,
+				b->comm_dt, dep);
+	if (id != PLAN_NONE)
+		b->last_red = id;
+	/* ZeRO-1/2 + offload: the partition's slice goes D2H as fp32 (§3.2) */
+	if (b->ds && b->shard >= SH_OPT && b->s->offload_optimizer != STRAT_OFFLOAD_NONE) {
+		uint32_t c = copy(b, PLAN_D2H, "grad_d2h", n / r->n * 4, b->last_red);
+		if (c != PLAN_NONE)
+			b->last_d2h = c;
+	}
+}
+
+static void flush_dense(struct pb *b, struct red *r, bool all)
+{
+	int64_t B = bucket_elems(b);
+	while (r->pending >= B || (all && r->pending > 0)) {
+		int64_t n = r->pending < B ? r->pending : B;
+		reduce_bucket(b, r, n);
+		r->pending -= n;
+	}
+}
+
+/* ZeRO-3 / FSDP: reduce-scatter the waiting full gradients into the partition buffer. */
+static void reduce_scatter_pending(struct pb *b, struct red *r)
+{
+	if (r->pending <= 0)
+		return;
+	uint32_t id = coll(b, PLAN_REDUCE_SCATTER, r->group, PLAN_STREAM_COMM, "rs_grads",
+			   (r->pending + r->n - 1) / r->n, b->comm_dt, b->last_compute);
+	if (id != PLAN_NONE)
+		b->last_red = id;
+	if (b->fsdp && b->s->fsdp_sharding == STRAT_FSDP_HYBRID_SHARD) {
+		id = coll(b, PLAN_ALL_REDUCE, JOB_GROUP_REPLICA, PLAN_STREAM_COMM, "ar_grads",
+			  (r->pending + r->n - 1) / r->n, b->comm_dt, b->last_red);
+		if (id != PLAN_NONE)
+			b->last_red = id;
+	}
+	if (b->ds && b->s->offload_optimizer != STRAT_OFFLOAD_NONE) {
+		int64_t part = r->pending / r->n * b->gbytes;
+		uint32_t d = b->last_red;
+		if (b->micro > 0) /* accumulate on the GPU: H2D, add, D2H (§3.3) */
+			d = copy(b, PLAN_H2D, "grad_h2d", part, d);
+		uint32_t c = copy(b, PLAN_D2H, "grad_d2h", part, d);
+		if (c != PLAN_NONE)
+			b->last_d2h = c;
+	}
+	for (int i = 0; i < b->npend; i++)
+		mem_free(b, b->pend_bufs[i], "grads_full", PLAN_STREAM_COMM);
+	b->npend = 0;
+	r->pending = 0;
+}
+
+/* ZeRO-3 / FSDP: the module's full gradients appear during its backward. */
+static int32_t grads_begin(struct pb *b, int64_t mid)
+{
+	if (b->shard != SH_PARAM)
+		return -1;
+	return mem_alloc(b, PLAN_MEM_GRADS, PLAN_DEV_GPU, unit_trainable(b, mid) * b->pbytes,
+			 "grads_full", PLAN_STREAM_COMPUTE);
+}
+
+/* Gradients of a module became ready in this backward (g: from grads_begin). */
+static void grads_ready(struct pb *b, int64_t mid, int32_t g)
+{
+	int64_t n = unit_trainable(b, mid), e = 0, d = n;
+	if (!b->lora) {
+		unit_split(b, mid, &d, &e);
+		n = d + e;
+	}
+	if (b->shard == SH_PARAM) {
+		/* DeepSpeed copies each grad into the persistent IPG bucket at once
+		 * (contiguous_gradients); FSDP and the non-contiguous path hold it until the
+		 * reduce-scatter */
+		if (b->ds && b->dense.pending > 0 && b->dense.pending + n > bucket_elems(b))
+			reduce_scatter_pending(b, &b->dense); /* the bucket would overflow */
+		if (b->ds && b->s->contiguous_gradients)
+			mem_free(b, g, "grads_full", PLAN_STREAM_COMPUTE);
+		else if (g >= 0 && b->npend < 64)
+			b->pend_bufs[b->npend++] = g;
+		b->dense.pending += n; /* experts reduce-scatter together with the dense grads */
+		if (b->fsdp || b->npend == 64)
+			reduce_scatter_pending(b, &b->dense);
+		return;
+	}
+	if (n <= 0 || !reduces_now(b))
+		return;
+	b->dense.pending += d;
+	b->expert.pending += e;
+	if (b->s->overlap_comm) {
+		flush_dense(b, &b->dense, false);
+		flush_dense(b, &b->expert, false);
+	}
+}
+
+/* Enter and leave a gathering unit: fetch (and prefetch the next unit in execution order);
+ * on leaving, release it (forward: unless kept for backward) and hand its grads on. The
+ * recompute pass of full recomputation only fetches: backward follows at once. */
+static void unit_in(struct pb *b, int64_t uid)
+{
+	bool bwd = b->phase == PLAN_PHASE_BWD && !(b->flags & PLAN_F_RECOMPUTE);
+	int64_t next = uid + (bwd ? -1 : 1);
+	if (next < b->u_lo || next > b->u_hi)
+		next = -1;
+	fetch(b, uid, next);
+	if (bwd)
+		b->ugrad = grads_begin(b, uid);
+}
+
+static void unit_out(struct pb *b, int64_t uid)
+{
+	if (b->flags & PLAN_F_RECOMPUTE)
+		return;
+	if (b->phase == PLAN_PHASE_BWD) {
+		release(b, uid);
+		grads_ready(b, uid, b->ugrad);
+		b->ugrad = -1;
+	} else if (b->shard == SH_PARAM && !b->keep_fwd[uid]) {
+		release(b, uid);
+	}
+}
+
+/* units inside a layer (DeepSpeed's leaf modules); FSDP handles the block in layer_fwd/bwd */
+static void sub_in(struct pb *b, int64_t l, int64_t u)
+{
+	if (b->upl > 1)
+		unit_in(b, 1 + l * b->upl + u);
+}
+static void sub_out(struct pb *b, int64_t l, int64_t u)
+{
+	if (b->upl > 1)
+		unit_out(b, 1 + l * b->upl + u);
+}
+
+/* ---- layers ------------------------------------------------------------------------------------ */
+
+static int64_t cp_peer(const struct pb *b, int64_t d)
+{
+	struct job_coord c = b->c;
+	c.cp = (c.cp + d + b->cp) % b->cp;
+	return job_rank_of(b->j, &c);
+}
+
+/* attention core with the context-parallel exchange around it */
+static void attention(struct pb *b, bool bwd)
+{
+	int64_t hl = b->heads / b->tp;
+	if (b->cp > 1 && b->ulysses) {
+		int64_t in = b->T * (b->qd + 2 * b->kvd) / b->tp, out = b->T * b->qd / b->tp;
+		coll_tp(b, PLAN_ALL_TO_ALL, JOB_GROUP_CP, "a2a_cp", bwd ? out : in);
+		attn(b, bwd ? "attn_bwd" : "attn", hl / b->cp, b->seq, b->seq, bwd);
+		coll_tp(b, PLAN_ALL_TO_ALL, JOB_GROUP_CP, "a2a_cp", bwd ? in : out);
+	} else if (b->cp > 1) { /* ring: cp rounds over KV blocks, load-balanced causal */
+		int64_t sl = b->seq / b->cp;
+		int64_t kv = b->T * 2 * b->kvd / b->tp * b->ab * (bwd ? 2 : 1);
+		for (int64_t r = 0; r < b->cp; r++) {
+			if (r > 0) {
+				p2p(b, true, cp_peer(b, 1), PLAN_P2P_KV, kv, "kv_send");
+				p2p(b, false, cp_peer(b, -1), PLAN_P2P_KV, kv, "kv_recv");
+			}
+			attn(b, bwd ? "attn_bwd" : "attn", hl, sl, sl, bwd);
+		}
+	} else {
+		attn(b, bwd ? "attn_bwd" : "attn", hl, b->seq, b->seq, bwd);
+	}
+}
+
+static void lora_gemm(struct pb *b, int64_t l, bool attn_part, bool bwd)
+{
+	if (!b->lora)
+		return;
+	unsigned t = b->s->lora_targets;
+	int64_t r = b->s->lora_rank, n = 0, f = layer_moe(b, l) ? b->fs : b->f;
+	if (attn_part) {
+		n += t & STRAT_LORA_Q ? b->h + b->qd : 0;
+		n += t & STRAT_LORA_K ? b->h + b->kvd : 0;
+		n += t & STRAT_LORA_V ? b->h + b->kvd : 0;
+		n += t & STRAT_LORA_O ? b->qd + b->h : 0;
+	} else {
+		n += t & STRAT_LORA_GATE && b->swiglu ? b->h + f : 0;
+		n += t & STRAT_LORA_UP ? b->h + f : 0;
+		n += t & STRAT_LORA_DOWN ? b->h + f : 0;
+	}
+	if (n == 0)
+		return;
+	uint8_t fl = b->flags;
+	b->flags |= PLAN_F_LORA;
+	gemm(b, bwd ? "lora_bwd" : "lora", b->T, n, r, bwd ? 2 : 1, 0, false);
+	b->flags = fl;
+}
+
+/* MLP or MoE block between the second norm and the residual. */
+static void mlp_block(struct pb *b, int64_t l, bool bwd)
+{
+	int64_t T = b->T, tp = b->tp, g = bwd ? (b->lora ? 1 : 2) : 1;
+	int64_t wide = b->swiglu ? 2 : 1;
+	if (!layer_moe(b, l)) {
+		if (!bwd) {
+			sub_in(b, l, 2);
+			gemm(b, "fc1", T, wide * b->f / tp, b->h, 1, 0, true);
+			elem(b, PLAN_K_ELEMWISE, "act", (double)T * wide * b->f / tp * b->ab * 1.5);
+			sub_out(b, l, 2);
+			sub_in(b, l, 3);
+			gemm(b, "fc2", T, b->h, b->f / tp, 1, 0, true);
+			lora_gemm(b, l, false, bwd);
+			sub_out(b, l, 3);
+		} else {
+			sub_in(b, l, 3);
+			lora_gemm(b, l, false, bwd);
+			gemm(b, "fc2_bwd", T, b->h, b->f / tp, g, 0, false);
+			sub_out(b, l, 3);
+			sub_in(b, l, 2);
+			elem(b, PLAN_K_ELEMWISE, "act_bwd", (double)T * wide * b->f / tp * b->ab * 2.5);
+			gemm(b, "fc1_bwd", T, wide * b->f / tp, b->h, g, 0, false);
+			sub_out(b, l, 2);
+		}
+		return;
+	}
+	/* MoE: router, permutation, dispatch all-to-all, grouped expert GEMMs with the top-k load,
+	 * combine all-to-all, unpermutation; the shared experts run beside */
+	double load = (double)T * (double)b->topk; /* token copies processed on this rank */
+	int64_t per = (int64_t)ceil(load / (double)b->El);
+	int64_t a2a = T * b->topk * b->h;
+	sub_in(b, l, 2);
+	if (!bwd) {
+		uint32_t r = gemm(b, "router", T, b->E, b->h, 1, 0, false);
+		/* every TP rank runs the whole router: count a 1/tp share as model FLOPs */
+		if (!(b->flags & PLAN_F_RECOMPUTE))
+			b->p->model_flops += 3.0 * b->p->ops[r].u.compute.flops / (double)tp;
+		compute(b, PLAN_K_SOFTMAX, "router_softmax", 0, (double)T * b->E * 8,
+			PLAN_STREAM_COMPUTE);
+		elem(b, PLAN_K_PERMUTE, "permute", load * b->h * b->ab * 2);
+		coll_tp(b, PLAN_ALL_TO_ALL, JOB_GROUP_EP, "a2a_dispatch", a2a);
+		gemm(b, "expert_fc1", per, wide * b->fe / tp, b->h, b->El, load, true);
+		elem(b, PLAN_K_ELEMWISE, "expert_act", load * wide * b->fe / tp * b->ab * 1.5);
+		gemm(b, "expert_fc2", per, b->h, b->fe / tp, b->El, load, true);
+		coll_tp(b, PLAN_ALL_TO_ALL, JOB_GROUP_EP, "a2a_combine", a2a);
+		elem(b, PLAN_K_PERMUTE, "unpermute", load * b->h * b->ab * 2);
+		if (b->fs > 0) {
+			gemm(b, "shared_fc1", T, wide * b->fs / tp, b->h, 1, 0, true);
+			elem(b, PLAN_K_ELEMWISE, "shared_act", (double)T * wide * b->fs / tp * b->ab * 1.5);
+			gemm(b, "shared_fc2", T, b->h, b->fs / tp, 1, 0, true);
+		}
+	} else {
+		if (b->fs > 0) {
+			gemm(b, "shared_fc2_bwd", T, b->h, b->fs / tp, g, 0, false);
+			gemm(b, "shared_fc1_bwd", T, wide * b->fs / tp, b->h, g, 0, false);
+		}
+		elem(b, PLAN_K_PERMUTE, "unpermute_bwd", load * b->h * b->ab * 2);
+		coll_tp(b, PLAN_ALL_TO_ALL, JOB_GROUP_EP, "a2a_combine_bwd", a2a);
+		gemm(b, "expert_fc2_bwd", per, b->h, b->fe / tp, b->El * (b->lora ? 1 : 2),
+		     load * (b->lora ? 1 : 2), false);
+		elem(b, PLAN_K_ELEMWISE, "expert_act_bwd", load * wide * b->fe / tp * b->ab * 2.5);
+		gemm(b, "expert_fc1_bwd", per, wide * b->fe / tp, b->h, b->El * (b->lora ? 1 : 2),
+		     load * (b->lora ? 1 : 2), false);
+		coll_tp(b, PLAN_ALL_TO_ALL, JOB_GROUP_EP, "a2a_dispatch_bwd", a2a);
+		elem(b, PLAN_K_PERMUTE, "permute_bwd", load * b->h * b->ab * 2);
+		gemm(b, "router_bwd", T, b->E, b->h, b->lora ? 1 : 2, 0, false);
+	}
+	lora_gemm(b, l, false, bwd);
+	sub_out(b, l, 2);
+}
+
+/* TP entry/exit of a block (Megatron f/g): SP all-gathers the sequence-sharded input and
+ * reduce-scatters the output; plain TP all-reduces the output (forward) or input grad. */
+static void tp_enter(struct pb *b, bool bwd)
+{
+	if (b->sp)
+		coll_tp(b, PLAN_ALL_GATHER, JOB_GROUP_TP, bwd ? "ag_sp_bwd" : "ag_sp",
+			b->T / b->tp * b->h);
+}
+static void tp_exit(struct pb *b, bool bwd)
+{
+	if (b->tp <= 1)
+		return;
+	if (b->sp)
+		coll_tp(b, PLAN_REDUCE_SCATTER, JOB_GROUP_TP, bwd ? "rs_sp_bwd" : "rs_sp",
+			b->T / b->tp * b->h);
+	else
+		coll_tp(b, PLAN_ALL_REDUCE, JOB_GROUP_TP, bwd ? "ar_tp_bwd" : "ar_tp", b->T * b->h);
+}
+
+static void layer_fwd_ops(struct pb *b, int64_t l)
+{
+	int64_t T = b->T, tp = b->tp, h = b->h;
+	double tn = (double)(b->sp ? T / tp : T) * h * b->ab;
+	sub_in(b, l, 0);
+	elem(b, PLAN_K_NORM, "norm1", tn * 2);
+	tp_enter(b, false);
+	gemm(b, "qkv", T, (b->qd + 2 * b->kvd) / tp, h, 1, 0, true);
+	lora_gemm(b, l, true, false);
+	sub_out(b, l, 0);
+	if (b->rope)
+		elem(b, PLAN_K_ELEMWISE, "rope", (double)T * (b->qd + b->kvd) / tp * b->ab * 2);
+	attention(b, false);
+	sub_in(b, l, 1);
+	gemm(b, "out_proj", T, h, b->qd / tp, 1, 0, true);
+	tp_exit(b, false);
+	elem(b, PLAN_K_ELEMWISE, "residual1", tn * 3);
+	elem(b, PLAN_K_NORM, "norm2", tn * 2);
+	sub_out(b, l, 1);
+	tp_enter(b, false);
+	mlp_block(b, l, false);
+	tp_exit(b, false);
+	elem(b, PLAN_K_ELEMWISE, "residual2", tn * 3);
+}
+
+static void layer_bwd_ops(struct pb *b, int64_t l)
+{
+	int64_t T = b->T, tp = b->tp, h = b->h, g = b->lora ? 1 : 2;
+	double tn = (double)(b->sp ? T / tp : T) * h * b->ab;
+	elem(b, PLAN_K_ELEMWISE, "residual2_bwd", tn * 2);
+	tp_enter(b, true); /* SP: gather the output grad */
+	mlp_block(b, l, true);
+	tp_enter(b, true); /* SP: gather the saved norm output again for the weight grads */
+	tp_exit(b, true);
+	sub_in(b, l, 1);
+	elem(b, PLAN_K_NORM, "norm2_bwd", tn * 3);
+	elem(b, PLAN_K_ELEMWISE, "residual1_bwd", tn * 2);
+	tp_enter(b, true);
+	gemm(b, "out_proj_bwd", T, h, b->qd / tp, g, 0, false);
+	sub_out(b, l, 1);
+	attention(b, true);
+	if (b->rope)
+		elem(b, PLAN_K_ELEMWISE, "rope_bwd", (double)T * (b->qd + b->kvd) / tp * b->ab * 2);
+	sub_in(b, l, 0);
+	lora_gemm(b, l, true, true);
+	gemm(b, "qkv_bwd", T, (b->qd + 2 * b->kvd) / tp, h, g, 0, false);
+	tp_enter(b, true);
+	tp_exit(b, true);
+	elem(b, PLAN_K_NORM, "norm1_bwd", tn * 3);
+	sub_out(b, l, 0);
+}
+
+static int64_t act_index(const struct pb *b, int64_t l)
+{
+	/* layer l of this stage -> its slot among the stage's layers */
+	int64_t k = 0;
+	for (int64_t c = 0; c < b->vp; c++) {
+		if (l >= b->first[c] && l < b->first[c] + b->nl[c])
+			return (int64_t)b->micro * b->nlayers + k + (l - b->first[c]);
+		k += b->nl[c];
+	}
+	return 0;
+}
+
+static void layer_fwd(struct pb *b, int64_t l)
+{
+	b->layer = (int32_t)l;
+	struct act_sizes a = layer_act(b, l);
+	int64_t ai = act_index(b, l);
+	if (b->upl == 1)
+		unit_in(b, 1 + l);
+	if (b->s->recompute == STRAT_RECOMPUTE_FULL) {
+		bool host = b->ds && b->s->cpu_checkpointing;
+		b->ckpt[ai] = mem_alloc(b, PLAN_MEM_CKPT, host ? PLAN_DEV_HOST : PLAN_DEV_GPU,
+					a.input, "ckpt", PLAN_STREAM_COMPUTE);
+		int32_t t = mem_alloc(b, PLAN_MEM_ACTIV, PLAN_DEV_GPU, a.saved, "activations",
+				      PLAN_STREAM_COMPUTE);
+		if (host)
+			copy(b, PLAN_D2H, "ckpt_d2h", a.input, b->last_compute);
+		layer_fwd_ops(b, l);
+		mem_free(b, t, "activations", PLAN_STREAM_COMPUTE);
+	} else {
+		b->act[ai] = mem_alloc(b, PLAN_MEM_ACTIV, PLAN_DEV_GPU, a.saved, "activations",
+				       PLAN_STREAM_COMPUTE);
+		layer_fwd_ops(b, l);
+	}
+	if (b->upl == 1)
+		unit_out(b, 1 + l);
+}
+
+static void layer_bwd(struct pb *b, int64_t l)
+{
+	b->layer = (int32_t)l;
+	struct act_sizes a = layer_act(b, l);
+	int64_t ai = act_index(b, l);
+	if (b->s->recompute == STRAT_RECOMPUTE_FULL) {
+		if (b->ds && b->s->cpu_checkpointing)
+			wait_on(b, copy(b, PLAN_H2D, "ckpt_h2d", a.input, PLAN_NONE));
+		b->act[ai] = mem_alloc(b, PLAN_MEM_ACTIV, PLAN_DEV_GPU, a.saved, "activations",
+				       PLAN_STREAM_COMPUTE);
+		b->flags |= PLAN_F_RECOMPUTE;
+		layer_fwd_ops(b, l);
+		b->flags &= (uint8_t)~PLAN_F_RECOMPUTE;
+	} else if (b->s->recompute == STRAT_RECOMPUTE_SELECTIVE && !b->flash) {
+		b->flags |= PLAN_F_RECOMPUTE;
+		uint8_t ph = b->phase;
+		b->phase = PLAN_PHASE_BWD;
+		attn(b, "attn_recompute", b->heads / b->tp / (b->ulysses ? b->cp : 1),
+		     b->ulysses ? b->seq : b->seq / b->cp, b->seq, false);
+		b->phase = ph;
+		b->flags &= (uint8_t)~PLAN_F_RECOMPUTE;
+	}
+	if (b->upl == 1)
+		unit_in(b, 1 + l);
+	int32_t w = mem_alloc(b, PLAN_MEM_WORKSPACE, PLAN_DEV_GPU, a.work, "workspace",
+			      PLAN_STREAM_COMPUTE);
+	layer_bwd_ops(b, l);
+	mem_free(b, w, "workspace", PLAN_STREAM_COMPUTE);
+	mem_free(b, b->act[ai], "activations", PLAN_STREAM_COMPUTE);
+	b->act[ai] = -1;
+	if (b->ckpt[ai] >= 0) {
+		mem_free(b, b->ckpt[ai], "ckpt", PLAN_STREAM_COMPUTE);
+		b->ckpt[ai] = -1;
+	}
+	if (b->upl == 1)
+		unit_out(b, 1 + l);
+}
+
+/* ---- embedding and head ------------------------------------------------------------------------- */
+
+static void embed(struct pb *b, bool bwd)
+{
+	b->layer = -1;
+	unit_in(b, 0);
+	double bytes = (double)b->T * b->h * b->ab * 2;
+	if (!bwd) {
+		compute(b, PLAN_K_EMBED, "embed", 0, bytes, PLAN_STREAM_COMPUTE);
+		if (b->tp > 1) /* vocab-parallel embedding: partial rows summed over TP */
+			tp_exit(b, false);
+	} else if (!b->lora) {
+		compute(b, PLAN_K_EMBED, "embed_bwd", 0, bytes * 2, PLAN_STREAM_COMPUTE);
+	}
+	unit_out(b, 0);
+}
+
+static int32_t head_fwd(struct pb *b)
+{
+	int64_t mid = b->head_uid, vl = b->V / b->tp;
+	b->layer = -1;
+	unit_in(b, mid);
+	/* logits in 16 bits and the fp32 copy the cross-entropy works on */
+	int32_t buf = mem_alloc(b, PLAN_MEM_LOGITS, PLAN_DEV_GPU, b->T * vl * (b->ab + 4),
+				"logits", PLAN_STREAM_COMPUTE);
+	double tn = (double)(b->sp ? b->T / b->tp : b->T) * b->h * b->ab;
+	elem(b, PLAN_K_NORM, "final_norm", tn * 2);
+	tp_enter(b, false);
+	gemm(b, "logits", b->T, vl, b->h, 1, 0, true);
+	compute(b, PLAN_K_LOSS, "loss", 0, (double)b->T * vl * (b->ab + 8), PLAN_STREAM_COMPUTE);
+	if (b->tp > 1) /* vocab-parallel cross-entropy: max, sum of exp, target logit */
+		coll_tp(b, PLAN_ALL_REDUCE, JOB_GROUP_TP, "ar_loss", 3 * b->T);
+	unit_out(b, mid);
+	return buf;
+}
+
+static void head_bwd(struct pb *b, int32_t logits)
+{
+	int64_t mid = b->head_uid, vl = b->V / b->tp;
+	b->layer = -1;
+	unit_in(b, mid);
+	compute(b, PLAN_K_LOSS, "loss_bwd", 0, (double)b->T * vl * (b->ab + 4),
+		PLAN_STREAM_COMPUTE);
+	gemm(b, "logits_bwd", b->T, vl, b->h, b->lora ? 1 : 2, 0, false);
+	mem_free(b, logits, "logits", PLAN_STREAM_COMPUTE);
+	tp_exit(b, true);
+	double tn = (double)(b->sp ? b->T / b->tp : b->T) * b->h * b->ab;
+	elem(b, PLAN_K_NORM, "final_norm_bwd", tn * 3);
+	unit_out(b, mid);
+}
+
+/* ---- pipeline schedule --------------------------------------------------------------------------- */
+
+struct item {
+	bool fwd;
+	int32_t micro, chunk;
+};
+
+/* The order of forward/backward items on this stage (reference/deepspeed.md §5; Megatron's
+ * schedules.py for 1F1B and interleaved). */
+static size_t schedule(const struct pb *b, struct item *it)
+{
+	int64_t m = b->nmicro, s = b->c.pp, P = b->pp, n = 0;
+	enum strat_schedule kind = b->pp > 1 ? b->s->schedule : STRAT_SCHED_GPIPE;
+	if (b->pp == 1) { /* no pipeline: forward then backward of each micro-batch */
+		for (int64_t i = 0; i < m; i++) {
+			it[n++] = (struct item){true, (int32_t)i, 0};
+			it[n++] = (struct item){false, (int32_t)i, 0};
+		}
+		return (size_t)n;
+	}
+	if (kind == STRAT_SCHED_GPIPE) {
+		for (int64_t i = 0; i < m; i++)
+			it[n++] = (struct item){true, (int32_t)i, 0};
+		for (int64_t i = 0; i < m; i++)
+			it[n++] = (struct item){false, (int32_t)i, 0};
+		return (size_t)n;
+	}
+	if (kind == STRAT_SCHED_INTERLEAVED && b->vp > 1) {
+		int64_t V = b->vp, total = m * V;
+		int64_t warm = (P - s - 1) * 2 + (V - 1) * P;
+		if (warm > total)
+			warm = total;
+		int64_t fk = 0, bk = 0;
+#define F_ITEM(k) (struct item){true, (int32_t)(((k) / (P * V)) * P + (k) % P), (int32_t)(((k) / P) % V)}
+#define B_ITEM(k) (struct item){false, (int32_t)(((k) / (P * V)) * P + (k) % P), (int32_t)(V - 1 - ((k) / P) % V)}
+		for (; fk < warm; fk++)
+			it[n++] = F_ITEM(fk);
+		while (fk < total) {
+			it[n++] = F_ITEM(fk);
+			fk++;
+			it[n++] = B_ITEM(bk);
+			bk++;
+		}
+		for (; bk < total; bk++)
+			it[n++] = B_ITEM(bk);
+#undef F_ITEM
+#undef B_ITEM
+		return (size_t)n;
+	}
+	/* 1F1B: DeepSpeed's TrainSchedule warms up with stages - s forwards and then runs
+	 * B before F; Megatron warms up with pp - s - 1 and runs F before B. Both keep
+	 * min(pp - s, m) micro-batches in flight. */
+	bool ds = kind == STRAT_SCHED_DS_1F1B;
+	int64_t warm = ds ? P - s : P - s - 1;
+	if (warm > m)
+		warm = m;
+	int64_t fi = 0, bi = 0;
+	for (; fi < warm; fi++)
+		it[n++] = (struct item){true, (int32_t)fi, 0};
+	while (bi < m) {
+		if (ds) {
+			it[n++] = (struct item){false, (int32_t)bi++, 0};
+			if (fi < m)
+				it[n++] = (struct item){true, (int32_t)fi++, 0};
+		} else {
+			if (fi < m)
+				it[n++] = (struct item){true, (int32_t)fi++, 0};
+			it[n++] = (struct item){false, (int32_t)bi++, 0};
+		}
+	}
+	return (size_t)n;
+}
+
+static int64_t stage_rank(const struct pb *b, int64_t stage)
+{
+	struct job_coord c = b->c;
+	c.pp = (stage + b->pp) % b->pp;
+	return job_rank_of(b->j, &c);
+}
+
+static int64_t p2p_bytes(const struct pb *b)
+{
+	return b->T * b->h * b->ab / (b->sp ? b->tp : 1);
+}
+
+static void run_item(struct pb *b, const struct item *it, int32_t *logits)
+{
+	int64_t vs = (int64_t)it->chunk * b->pp + b->c.pp, nvs = b->pp * b->vp;
+	bool first = vs == 0, last = vs == nvs - 1;
+	int64_t lo = b->first[it->chunk], n = b->nl[it->chunk];
+	int64_t prev = stage_rank(b, b->c.pp - 1), next = stage_rank(b, b->c.pp + 1);
+	b->micro = it->micro;
+	b->stage = (int32_t)vs;
+	b->u_lo = first ? 0 : 1 + lo * b->upl;
+	b->u_hi = last ? b->head_uid : (lo + n) * b->upl;
+	if (it->fwd) {
+		b->phase = PLAN_PHASE_FWD;
+		if (first)
+			embed(b, false);
+		else
+			p2p(b, false, prev, PLAN_P2P_ACT, p2p_bytes(b), "recv_act");
+		for (int64_t l = lo; l < lo + n; l++)
+			layer_fwd(b, l);
+		if (last)
+			logits[it->micro] = head_fwd(b);
+		else
+			p2p(b, true, next, PLAN_P2P_ACT, p2p_bytes(b), "send_act");
+		return;
+	}
+	b->phase = PLAN_PHASE_BWD;
+	bool red = reduces_now(b) && b->shard != SH_PARAM;
+	bool ipg = red && b->ds && b->shard >= SH_OPT && b->s->contiguous_gradients &&
+		   b->s->offload_optimizer == STRAT_OFFLOAD_NONE;
+	if (ipg) /* IPG bucket(s), two when overlap_comm (§2.3) */
+		b->bucket_buf = mem_alloc(b, PLAN_MEM_BUCKETS, PLAN_DEV_GPU,
+					  bucket_elems(b) * tw_dtype_bytes(b->comm_dt) *
+						  (b->s->overlap_comm ? 2 : 1),
+					  "ipg_bucket", PLAN_STREAM_COMPUTE);
+	if (b->ds && b->shard == SH_GRAD && b->s->offload_optimizer == STRAT_OFFLOAD_NONE)
+		b->grads_part = mem_alloc(b, PLAN_MEM_GRADS, PLAN_DEV_GPU,
+					  b->psit / b->nz * b->pbytes, "grads_in_partition",
+					  PLAN_STREAM_COMPUTE);
+	if (b->ds && b->shard == SH_OPT && b->grads_full < 0) /* param.grad, whole, 16-bit */
+		b->grads_full = mem_alloc(b, PLAN_MEM_GRADS, PLAN_DEV_GPU, b->psit * b->pbytes,
+					  "grads", PLAN_STREAM_COMPUTE);
+	if (last)
+		head_bwd(b, logits[it->micro]);
+	else
+		p2p(b, false, next, PLAN_P2P_GRAD, p2p_bytes(b), "recv_grad");
+	for (int64_t l = lo + n - 1; l >= lo; l--)
+		layer_bwd(b, l);
+	if (first)
+		embed(b, true);
+	else
+		p2p(b, true, prev, PLAN_P2P_GRAD, p2p_bytes(b), "send_grad");
+	b->layer = -1;
+	if (b->shard == SH_PARAM) {
+		reduce_scatter_pending(b, &b->dense);
+	} else if (red) {
+		flush_dense(b, &b->dense, true);
+		flush_dense(b, &b->expert, true);
+	}
+	if (ipg) {
+		mem_free(b, b->bucket_buf, "ipg_bucket", PLAN_STREAM_COMPUTE);
+		b->bucket_buf = -1;
+	}
+	if (b->grads_part >= 0) {
+		mem_free(b, b->grads_part, "grads_in_partition", PLAN_STREAM_COMPUTE);
+		b->grads_part = -1;
+	}
+}
+
+/* ---- model states and the optimizer step ------------------------------------------------------ */
+
+static int opt_state_bytes(enum strat_optimizer o)
+{
+	switch (o) {
+	case STRAT_OPT_ADAM:
+	case STRAT_OPT_ADAMW:
+		return 8; /* exp_avg, exp_avg_sq in fp32 */
+	default:
+		return 4; /* one fp32 state: momentum (SGD), Lion, Adagrad */
+	}
+}
+
+static enum plan_device off_dev(enum strat_offload o)
+{
+	return o == STRAT_OFFLOAD_NVME ? PLAN_DEV_NVME : o == STRAT_OFFLOAD_CPU ? PLAN_DEV_HOST
+										  : PLAN_DEV_GPU;
+}
+
+/* The persistent model states (reference/deepspeed.md §2.3, §2.5; docs/memory.md). */
+static void alloc_states(struct pb *b)
+{
+	const struct strategy *s = b->s;
+	int64_t P = b->psi, Pt = b->psit, N = b->nz, pb = b->pbytes;
+	int64_t master = b->mixed ? 4 : 0, os = b->obytes;
+	enum plan_stream st = PLAN_STREAM_COMPUTE;
+	enum plan_device od = b->ds ? off_dev(s->offload_optimizer) : PLAN_DEV_GPU;
+	enum plan_device pd = b->ds && b->shard == SH_PARAM ? off_dev(s->offload_param)
+							    : PLAN_DEV_GPU;
+	bool offo = od != PLAN_DEV_GPU;
+	if (b->fsdp && b->shard == SH_PARAM) {
+		/* FSDP keeps the fp32 flat parameter sharded; 16-bit copies only when gathered */
+		mem_alloc(b, b->mixed ? PLAN_MEM_MASTER : PLAN_MEM_PARAMS, PLAN_DEV_GPU,
+			  P / N * 4, "flat_param_shard", st);
+		mem_alloc(b, PLAN_MEM_GRADS, PLAN_DEV_GPU, Pt / N * 4, "grad_shard", st);
+		mem_alloc(b, PLAN_MEM_OPTIM, PLAN_DEV_GPU, Pt / N * os, "optimizer", st);
+		return;
+	}
+	int64_t pn = b->shard == SH_PARAM ? N : 1;      /* parameter partitions */
+	int64_t on = b->shard >= SH_OPT ? N : 1;        /* optimizer partitions */
+	mem_alloc(b, PLAN_MEM_PARAMS, pd, P / pn * pb, "params", st);
+	if (b->shard == SH_PARAM && b->persist_elems > 0)
+		mem_alloc(b, PLAN_MEM_PARAMS, PLAN_DEV_GPU, b->persist_elems * pb,
+			  "persistent_params", st);
+	if (s->fp8_gemm) /* Transformer Engine keeps fp8 copies of the GEMM weights */
+		mem_alloc(b, PLAN_MEM_PARAMS, PLAN_DEV_GPU, b->psi_layers / pn, "fp8_weights", st);
+	if (od == PLAN_DEV_NVME) {
+		/* master and states on NVMe, swapped through pinned buffers per sub-group */
+		int64_t sg = s->sub_group_size > 0 && s->sub_group_size < Pt / on
+				     ? s->sub_group_size
+				     : Pt / on;
+		mem_alloc(b, PLAN_MEM_MASTER, PLAN_DEV_NVME, Pt / on * master, "master", st);
+		mem_alloc(b, PLAN_MEM_OPTIM, PLAN_DEV_NVME, Pt / on * os, "optimizer", st);
+		mem_alloc(b, PLAN_MEM_BUCKETS, PLAN_DEV_HOST, 4 * sg * 4, "nvme_swap_buffers", st);
+	} else {
+		mem_alloc(b, PLAN_MEM_MASTER, od, Pt / on * master, "master", st);
+		mem_alloc(b, PLAN_MEM_OPTIM, od, Pt / on * os, "optimizer", st);
+	}
+	if (pd == PLAN_DEV_NVME) /* param swap buffers: buffer_count 5 x buffer_size 1e8 */
+		mem_alloc(b, PLAN_MEM_BUCKETS, PLAN_DEV_HOST, 5LL * 100000000 * pb,
+			  "param_swap_buffers", st);
+	/* gradients */
+	if (!b->ds || b->shard == SH_NONE) {
+		mem_alloc(b, PLAN_MEM_GRADS, PLAN_DEV_GPU, Pt * b->gbytes, "grads", st);
+	} else if (b->shard == SH_GRAD && !offo) {
+		mem_alloc(b, PLAN_MEM_GRADS, PLAN_DEV_GPU, Pt / N * pb, "grads_accumulated", st);
+	} else if (b->shard == SH_PARAM) {
+		mem_alloc(b, PLAN_MEM_GRADS, offo ? PLAN_DEV_HOST : PLAN_DEV_GPU, Pt / N * b->gbytes,
+			  "grad_partitions", st);
+	}
+	if (offo) { /* pinned fp32 gradient partition for the CPU optimizer */
+		mem_alloc(b, PLAN_MEM_GRADS, PLAN_DEV_HOST, Pt / N * 4, "grads_fp32", st);
+		if (b->shard <= SH_GRAD && b->nmicro > 1)
+			mem_alloc(b, PLAN_MEM_GRADS, PLAN_DEV_HOST, Pt / N * pb,
+				  "accumulated_grads_in_cpu", st);
+	}
+	if (b->ds && b->shard == SH_PARAM && s->contiguous_gradients)
+		mem_alloc(b, PLAN_MEM_BUCKETS, PLAN_DEV_GPU,
+			  2 * bucket_elems(b) * tw_dtype_bytes(b->comm_dt), "ipg_bucket", st);
+}
+
+static uint32_t optim_op(struct pb *b, int64_t n, enum plan_stream st, uint32_t dep)
+{
+	/* read and write master and states, read the fp32 grad; the GPU writes the 16-bit copy */
+	int64_t bpp = 2 * (4 + b->obytes) + 4 + (st == PLAN_STREAM_HOST ? 0 : b->pbytes);
+	uint32_t id = compute_d(b, PLAN_K_OPTIM, "optimizer", 0, (double)n * (double)bpp, st, dep);
+	struct plan_op *op = &b->p->ops[id];
+	op->u.compute.m = n;
+	op->u.compute.k = bpp;
+	op->u.compute.flops = 12.0 * (double)n; /* FMA-counted Adam arithmetic, for reference */
+	return id;
+}
+
+static void optimizer_step(struct pb *b)
+{
+	const struct strategy *s = b->s;
+	int64_t Pt = b->psit, N = b->nz;
+	b->phase = PLAN_PHASE_OPT;
+	b->layer = b->micro = b->stage = -1;
+	wait_on(b, b->last_red);
+	wait_on(b, b->last_d2h);
+	int64_t on = b->shard >= SH_OPT ? N : 1;
+	int64_t part = Pt / on;
+	bool offo = b->ds && s->offload_optimizer != STRAT_OFFLOAD_NONE && b->shard >= SH_OPT;
+	int32_t zero1_part = -1;
+	if (b->ds && b->shard == SH_OPT) { /* the accumulated partition replaces full grads */
+		if (!offo)
+			zero1_part = mem_alloc(b, PLAN_MEM_GRADS, PLAN_DEV_GPU, part * b->pbytes,
+					       "grads_partition", PLAN_STREAM_COMPUTE);
+		mem_free(b, b->grads_full, "grads", PLAN_STREAM_COMPUTE);
+		b->grads_full = -1;
+	}
+	enum job_group g = b->dgroup;
+	if (s->loss_scaling)
+		coll(b, PLAN_ALL_REDUCE, g, PLAN_STREAM_COMPUTE, "overflow_check", 1, TW_FP32,
+		     PLAN_NONE);
+	if (s->gradient_clipping > 0 || b->ds)
+		coll(b, PLAN_ALL_REDUCE, g, PLAN_STREAM_COMPUTE, "grad_norm", 1, TW_FP32, PLAN_NONE);
+	int64_t sg = b->shard == SH_PARAM && s->sub_group_size > 0 ? s->sub_group_size : part;
+	if (sg <= 0)
+		sg = 1;
+	if (offo) {
+		/* CPU optimizer per sub-group (NVMe: swap in, step, swap out), then the 16-bit
+		 * partition goes back H2D (reference/deepspeed.md §3) */
+		uint32_t last = PLAN_NONE;
+		bool nvme = s->offload_optimizer == STRAT_OFFLOAD_NVME;
+		for (int64_t done = 0; done < part; done += sg) {
+			int64_t n = part - done < sg ? part - done : sg;
+			uint32_t dep = b->last_d2h;
+			if (nvme)
+				dep = copy(b, PLAN_NVME_READ, "swap_in", n * (8 + b->obytes), dep);
+			optim_op(b, n, PLAN_STREAM_HOST, dep);
+			uint32_t after = compute(b, PLAN_K_ELEMWISE, "cast_16bit", 0,
+						 (double)n * (4 + b->pbytes), PLAN_STREAM_HOST);
+			if (nvme)
+				copy(b, PLAN_NVME_WRITE, "swap_out", n * (4 + b->obytes), after);
+			last = copy(b, PLAN_H2D, "param_h2d", n * b->pbytes, after);
+		}
+		wait_on(b, last);
+	} else {
+		bool temp = b->shard >= SH_OPT && (b->ds ? b->gbytes != 4 || b->shard < SH_PARAM
+						       : false);
+		for (int64_t done = 0; done < part; done += sg) {
+			int64_t n = part - done < sg ? part - done : sg;
+			int32_t t = temp ? mem_alloc(b, PLAN_MEM_GRADS, PLAN_DEV_GPU, n * 4,
+						     "grads_fp32", PLAN_STREAM_COMPUTE)
+					 : -1;
+			optim_op(b, n, PLAN_STREAM_COMPUTE, PLAN_NONE);
+			mem_free(b, t, "grads_fp32", PLAN_STREAM_COMPUTE);
+		}
+	}
+	mem_free(b, zero1_part, "grads_partition", PLAN_STREAM_COMPUTE);
+	/* updated parameters back to every replica */
+	if ((b->ds && (b->shard == SH_OPT || b->shard == SH_GRAD)) ||
+	    (b->megatron && s->distributed_optimizer))
+		coll(b, PLAN_ALL_GATHER, b->zgroup, PLAN_STREAM_COMPUTE, "ag_params", part, b->pdt,
+		     PLAN_NONE);
+	else if (b->ds && b->shard == SH_PARAM && b->persist_elems > 0)
+		coll(b, PLAN_ALL_GATHER, b->zgroup, PLAN_STREAM_COMPUTE, "ag_persistent",
+		     (b->persist_elems + N - 1) / N, b->pdt, PLAN_NONE);
+	if (b->ds && b->pp > 1) /* _aggregate_total_loss: the last stage broadcasts the loss */
+		coll(b, PLAN_BROADCAST, JOB_GROUP_PP, PLAN_STREAM_COMPUTE, "loss_broadcast", 1,
+		     TW_FP32, PLAN_NONE);
+}
+
+/* ---- plan_rank ------------------------------------------------------------------------------------- */
+
+static enum tw_result check_job(const struct job *j, struct tw_err *err)
+{
+	const struct strategy *s = &j->strat;
+	const struct model *m = &j->model;
+	if (s->tp < 1 || s->pp < 1 || s->dp < 1 || s->cp < 1 || s->micro_batch < 1 ||
+	    s->grad_accum < 1)
+		return tw_errf(err, TW_ERR_INVALID,
+			       "strategy: tp=%lld pp=%lld dp=%lld cp=%lld micro_batch=%lld "
+			       "grad_accum=%lld must all be >= 1",
+			       (long long)s->tp, (long long)s->pp, (long long)s->dp, (long long)s->cp,
+			       (long long)s->micro_batch, (long long)s->grad_accum);
+	if (s->tp * s->pp * s->dp * s->cp != j->gpus)
+		return tw_errf(err, TW_ERR_INVALID,
+			       "strategy: tp x pp x dp x cp = %lld is not the job's %lld GPUs",
+			       (long long)(s->tp * s->pp * s->dp * s->cp), (long long)j->gpus);
+	if (m->layers < 1 || m->hidden < 1 || m->heads < 1 || m->vocab < 1)
+		return tw_errf(err, TW_ERR_INVALID, "model %s: layers, hidden, heads and vocab "
+			       "must be >= 1", m->name);
+	if (m->layers < s->pp)
+		return tw_errf(err, TW_ERR_INVALID,
+			       "strategy.pp=%lld exceeds model.layers=%lld: a stage needs a layer",
+			       (long long)s->pp, (long long)m->layers);
+	int64_t vp = s->schedule == STRAT_SCHED_INTERLEAVED && s->vp > 1 ? s->vp : 1;
+	if (vp > MAX_VP)
+		return tw_errf(err, TW_ERR_LIMIT, "strategy.vp=%lld exceeds the plan's limit of %d",
+			       (long long)vp, MAX_VP);
+	if (vp > 1 && m->layers % (s->pp * vp))
+		return tw_errf(err, TW_ERR_INVALID,
+			       "strategy.vp=%lld does not divide the layers per pipeline stage "
+			       "(model.layers=%lld / pp=%lld)",
+			       (long long)vp, (long long)m->layers, (long long)s->pp);
+	if (vp > 1 && s->grad_accum % s->pp)
+		return tw_errf(err, TW_ERR_INVALID,
+			       "interleaved schedule: micro-batches per step (grad_accum=%lld) must "
+			       "be a multiple of pp=%lld",
+			       (long long)s->grad_accum, (long long)s->pp);
+	if (m->heads % s->tp)
+		return tw_errf(err, TW_ERR_INVALID, "strategy.tp=%lld does not divide model.heads=%lld",
+			       (long long)s->tp, (long long)m->heads);
+	int64_t seq = j->seq > 0 ? j->seq : m->seq_len;
+	if (seq < 1 || seq % s->cp)
+		return tw_errf(err, TW_ERR_INVALID,
+			       "strategy.cp=%lld does not divide the sequence length %lld",
+			       (long long)s->cp, (long long)seq);
+	if (s->sequence_parallel && (s->micro_batch * seq / s->cp) % s->tp)
+		return tw_errf(err, TW_ERR_INVALID,
+			       "sequence parallel: tokens per micro-batch (%lld) not divisible by tp=%lld",
+			       (long long)(s->micro_batch * seq / s->cp), (long long)s->tp);
+	if (s->cp > 1 && s->cp_kind == STRAT_CP_ULYSSES && m->heads % (s->tp * s->cp))
+		return tw_errf(err, TW_ERR_INVALID,
+			       "Ulysses: tp x cp = %lld does not divide model.heads=%lld",
+			       (long long)(s->tp * s->cp), (long long)m->heads);
+	if (m->experts > 0 && s->ep > 1 && m->experts % s->ep)
+		return tw_errf(err, TW_ERR_INVALID,
+			       "strategy.ep=%lld does not divide model.experts=%lld", (long long)s->ep,
+			       (long long)m->experts);
+	if (s->ep > 1 && s->dp % s->ep)
+		return tw_errf(err, TW_ERR_INVALID,
+			       "strategy.ep=%lld does not divide dp=%lld (expert groups are carved "
+			       "out of the data-parallel ranks)",
+			       (long long)s->ep, (long long)s->dp);
+	if (s->framework == STRAT_DEEPSPEED && s->pp > 1 && s->zero_stage >= 2)
+		return tw_errf(err, TW_ERR_INVALID,
+			       "strategy: zero_optimization.stage=%d with pp=%lld: ZeRO-2 and ZeRO-3 "
+			       "are incompatible with pipeline parallelism (DeepSpeed)",
+			       s->zero_stage, (long long)s->pp);
+	if (s->lora_rank > 0 && s->lora_targets == 0)
+		return tw_errf(err, TW_ERR_INVALID, "strategy: lora rank %lld with no target modules",
+			       (long long)s->lora_rank);
+	return TW_OK;
+}
+
+static void setup(struct pb *b)
+{
+	const struct job *j = b->j;
+	const struct model *m = b->m;
+	const struct strategy *s = b->s;
+	job_coord_of(j, b->rank, &b->c);
+	b->tp = s->tp, b->pp = s->pp, b->dp = s->dp, b->cp = s->cp;
+	b->ep = s->ep > 1 ? s->ep : 1;
+	b->vp = s->schedule == STRAT_SCHED_INTERLEAVED && s->vp > 1 && s->pp > 1 ? s->vp : 1;
+	b->nmicro = s->grad_accum;
+	b->mb = s->micro_batch;
+	b->seq = j->seq > 0 ? j->seq : m->seq_len;
+	b->T = b->mb * b->seq / b->cp;
+	b->h = m->hidden, b->heads = m->heads;
+	b->kvh = m->kv_heads > 0 ? m->kv_heads : m->heads;
+	b->hd = m->head_dim > 0 ? m->head_dim : m->hidden / m->heads;
+	if (m->kv_lora_rank > 0)
+		b->hd = m->qk_nope_head_dim + m->qk_rope_head_dim;
+	b->qd = b->heads * b->hd;
+	b->kvd = b->kvh * b->hd;
+	b->f = m->ffn_hidden, b->V = m->vocab;
+	b->E = m->experts > 0 ? m->experts : 0;
+	b->topk = m->top_k > 0 ? m->top_k : 1;
+	b->fe = m->expert_ffn_hidden, b->fs = m->shared_ffn_hidden;
+	b->El = b->E > 0 ? b->E / b->ep : 0;
+	b->swiglu = m->act == MODEL_ACT_SWIGLU;
+	b->sp = s->sequence_parallel && s->tp > 1;
+	b->ulysses = s->cp > 1 && s->cp_kind == STRAT_CP_ULYSSES;
+	b->flash = s->flash_attention;
+	b->rope = m->pos == MODEL_POS_ROPE;
+	b->lora = s->lora_rank > 0;
+	b->ds = s->framework == STRAT_DEEPSPEED;
+	b->megatron = s->framework == STRAT_MEGATRON;
+	b->fsdp = s->framework == STRAT_FSDP;
+	b->pdt = s->param_dtype;
+	b->pbytes = tw_dtype_bytes(b->pdt);
+	b->ab = b->pbytes;
+	b->mixed = b->pdt != TW_FP32;
+	b->gemm_dt = s->fp8_gemm ? TW_FP8 : b->pdt;
+	b->comm_dt = s->comm_dtype;
+	b->gbytes = tw_dtype_bytes(s->grad_accum_dtype);
+	b->obytes = opt_state_bytes(s->optimizer);
+
+	b->dgroup = b->cp > 1 ? JOB_GROUP_DP_CP : JOB_GROUP_DP;
+	b->zgroup = b->dgroup;
+	b->shard = SH_NONE;
+	if (b->ds)
+		b->shard = s->zero_stage >= 3 ? SH_PARAM : (enum shard_mode)s->zero_stage;
+	else if (b->megatron)
+		b->shard = s->distributed_optimizer ? SH_OPT : SH_NONE;
+	else if (b->fsdp && s->fsdp_sharding != STRAT_FSDP_NO_SHARD)
+		b->shard = SH_PARAM;
+	if (b->fsdp && s->fsdp_sharding == STRAT_FSDP_HYBRID_SHARD)
+		b->zgroup = JOB_GROUP_SHARD;
+	b->nz = job_group_size(j, b->zgroup);
+	if (b->nz < 1)
+		b->nz = 1;
+	b->dense = (struct red){b->dgroup, 0, job_group_size(j, b->dgroup)};
+	b->expert = (struct red){b->ep > 1 ? JOB_GROUP_EDP : b->dgroup, 0,
+				 job_group_size(j, b->ep > 1 ? JOB_GROUP_EDP : b->dgroup)};
+
+	/* layers of each chunk: virtual stage v = chunk * pp + stage (Megatron's layout) */
+	int64_t L = m->layers, P = b->pp, sidx = b->c.pp;
+	b->nlayers = 0;
+	for (int64_t c = 0; c < b->vp; c++) {
+		if (b->vp > 1) {
+			int64_t per = L / (P * b->vp);
+			b->first[c] = (c * P + sidx) * per;
+			b->nl[c] = per;
+		} else { /* uneven: the first L % pp stages take one more */
+			int64_t per = L / P, extra = L % P;
+			b->first[c] = sidx * per + (sidx < extra ? sidx : extra);
+			b->nl[c] = per + (sidx < extra ? 1 : 0);
+		}
+		b->nlayers += b->nl[c];
+	}
+	for (int64_t i = 0; i < PLAN_NUM_STREAMS; i++)
+		b->wait[i] = PLAN_NONE;
+	b->last_compute = b->last_red = b->last_d2h = PLAN_NONE;
+	b->bucket_buf = b->grads_full = b->grads_part = -1;
+	b->layer = b->micro = b->stage = -1;
+	b->phase = PLAN_PHASE_OTHER;
+
+	/* gathering units: DeepSpeed's leaf modules, FSDP's wrapped blocks */
+	b->upl = b->fsdp ? 1 : 4;
+	b->head_uid = 1 + L * b->upl;
+	b->nunits = b->head_uid + 1;
+	b->ugrad = -1;
+
+	/* parameters of this rank */
+	bool first = sidx == 0, last = sidx == P - 1;
+	b->psi = b->psit = b->psi_layers = 0;
+	for (int64_t c = 0; c < b->vp; c++)
+		for (int64_t u = 1 + b->first[c] * b->upl; u < 1 + (b->first[c] + b->nl[c]) * b->upl;
+		     u++) {
+			int64_t n = unit_params(b, u);
+			b->psi += n;
+			b->psi_layers += n;
+			b->psit += unit_trainable(b, u);
+			if (b->shard == SH_PARAM)
+				b->persist_elems += unit_persistent(b, u);
+		}
+	if (first) {
+		b->psi += embed_params(b);
+		b->psit += unit_trainable(b, 0);
+	}
+	if (last) {
+		b->psi += head_params(b);
+		b->psit += unit_trainable(b, b->head_uid);
+		if (b->shard == SH_PARAM)
+			b->persist_elems += unit_persistent(b, b->head_uid);
+	}
+
+	/* ZeRO-3: modules kept gathered from the end of forward into backward (reuse distance) */
+	int64_t nm = b->nunits;
+	b->gbuf = TW_NEW_ARRAY(int32_t, (size_t)nm);
+	b->gop = TW_NEW_ARRAY(uint32_t, (size_t)nm);
+	b->keep_fwd = TW_NEW_ARRAY(bool, (size_t)nm);
+	for (int64_t i = 0; i < nm; i++) {
+		b->gbuf[i] = -1;
+		b->gop[i] = PLAN_NONE;
+	}
+	if (b->shard == SH_PARAM) {
+		if (b->fsdp) {
+			bool keep = s->fsdp_sharding == STRAT_FSDP_SHARD_GRAD_OP;
+			for (int64_t i = 0; i < nm; i++)
+				b->keep_fwd[i] = keep;
+			b->keep_fwd[b->head_uid] = true; /* the root unit stays gathered */
+		} else {
+			int64_t acc = 0;
+			for (int64_t i = nm - 1; i >= 0; i--) {
+				acc += unit_params(b, i);
+				if (acc > s->max_reuse_distance)
+					break;
+				b->keep_fwd[i] = true;
+			}
+		}
+	}
+	size_t na = (size_t)(b->nmicro * (b->nlayers > 0 ? b->nlayers : 1));
+	b->act = tw_malloc(na * sizeof(int32_t));
+	b->ckpt = tw_malloc(na * sizeof(int32_t));
+	for (size_t i = 0; i < na; i++)
+		b->act[i] = b->ckpt[i] = -1;
+}
+
+enum tw_result plan_rank(const struct job *j, int64_t rank, struct plan *out, struct tw_err *err)
+{
+	memset(out, 0, sizeof(*out));
+	if (rank < 0 || rank >= j->gpus)
+		return tw_errf(err, TW_ERR_INVALID, "plan: rank %lld outside 0..%lld", (long long)rank,
+			       (long long)j->gpus - 1);
+	TW_CHECK(check_job(j, err));
+	struct pb b;
+	memset(&b, 0, sizeof(b));
+	b.j = j, b.m = &j->model, b.s = &j->strat, b.p = out, b.err = err, b.rank = rank;
+	out->rank = rank;
+	setup(&b);
+	alloc_states(&b);
+	/* DeepSpeed's pipeline buffers: max(2, min(stages - s, m)) received inputs (§5) */
+	if (b.ds && b.pp > 1) {
+		int64_t nb = b.pp - b.c.pp < b.nmicro ? b.pp - b.c.pp : b.nmicro;
+		mem_alloc(&b, PLAN_MEM_BUCKETS, PLAN_DEV_GPU, (nb > 2 ? nb : 2) * p2p_bytes(&b),
+			  "pipe_buffers", PLAN_STREAM_COMPUTE);
+	}
+	size_t nitems = (size_t)(2 * b.nmicro * b.vp);
+	struct item *items = TW_NEW_ARRAY(struct item, nitems);
+	int32_t *logits = TW_NEW_ARRAY(int32_t, (size_t)b.nmicro);
+	size_t n = schedule(&b, items);
+	for (size_t i = 0; i < n; i++)
+		run_item(&b, &items[i], logits);
+	optimizer_step(&b);
+	free(items);
+	free(logits);
+	free(b.bufs);
+	free(b.gbuf);
+	free(b.gop);
+	free(b.keep_fwd);
+	free(b.act);
+	free(b.ckpt);
+	return TW_OK;
+}
+
+/* Roles: with a symmetric layout every rank of a pipeline stage runs the same ops up to
+ * renaming of peers and groups, so there is one role per stage (rank with tp = cp = dp = 0). */
+int64_t plan_roles(const struct job *j, int64_t *reps, int64_t *weights, int64_t n)
+{
+	int64_t P = j->strat.pp > 0 ? j->strat.pp : 1, k = 0;
+	for (int64_t s = 0; s < P && k < n; s++) {
+		struct job_coord c = {0, 0, 0, s};
+		reps[k] = job_rank_of(j, &c);
+		weights[k] = j->gpus / P;
+		k++;
+	}
+	return k;
+}

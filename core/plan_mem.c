@@ -1,0 +1,95 @@
+/* plan_mem — the memory walk: apply a plan's ALLOC/FREE in op order and keep, per device, the
+ * peak of live bytes with the breakdown by category at that moment (docs/memory.md). */
+#include "plan.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static bool is_state(int cat)
+{
+	return cat == PLAN_MEM_PARAMS || cat == PLAN_MEM_MASTER || cat == PLAN_MEM_GRADS ||
+	       cat == PLAN_MEM_OPTIM || cat == PLAN_MEM_GATHERED;
+}
+
+enum tw_result plan_memory(const struct job *j, const struct plan *p, struct plan_mem *out,
+			   struct tw_err *err)
+{
+	memset(out, 0, sizeof(*out));
+	int64_t live[PLAN_NUM_DEVICES][PLAN_NUM_MEM_CATS] = {{0}};
+	int64_t total[PLAN_NUM_DEVICES] = {0}, states[PLAN_NUM_DEVICES] = {0};
+	for (size_t i = 0; i < p->nops; i++) {
+		const struct plan_op *op = &p->ops[i];
+		if (op->kind != PLAN_ALLOC && op->kind != PLAN_FREE)
+			continue;
+		int d = op->u.mem.dev, c = op->u.mem.cat;
+		if (d >= PLAN_NUM_DEVICES || c >= PLAN_NUM_MEM_CATS)
+			return tw_errf(err, TW_ERR_INTERNAL, "plan op %zu: bad device or category", i);
+		int64_t delta = op->kind == PLAN_ALLOC ? op->u.mem.bytes : -op->u.mem.bytes;
+		live[d][c] += delta;
+		total[d] += delta;
+		if (is_state(c))
+			states[d] += delta;
+		if (live[d][c] < 0)
+			return tw_errf(err, TW_ERR_INTERNAL,
+				       "plan op %zu frees more %s than was allocated", i,
+				       plan_mem_cat_name((enum plan_mem_cat)c));
+		if (live[d][c] > out->max_cat[d][c])
+			out->max_cat[d][c] = live[d][c];
+		if (states[d] > out->states_peak[d])
+			out->states_peak[d] = states[d];
+		if (total[d] > out->peak[d]) {
+			out->peak[d] = total[d];
+			out->peak_op[d] = op->id;
+			memcpy(out->at_peak[d], live[d], sizeof(live[d]));
+		}
+	}
+	const struct cluster *cl = &j->cluster;
+	out->context_bytes = (int64_t)(cl->gpu.context_gib * (double)TW_GIB);
+	double frag = cl->eff.alloc_fragmentation > 1.0 ? cl->eff.alloc_fragmentation : 1.0;
+	out->fragmentation_bytes = (int64_t)((frag - 1.0) * (double)out->peak[PLAN_DEV_GPU]);
+	out->gpu_total = out->peak[PLAN_DEV_GPU] + out->context_bytes + out->fragmentation_bytes;
+	out->gpu_capacity = (int64_t)(cl->gpu.memory_gib * (double)TW_GIB);
+	int per = cl->node.gpus > 0 ? cl->node.gpus : 1;
+	out->host_capacity = (int64_t)(cl->node.host_memory_gib * (double)TW_GIB / per);
+	out->nvme_bytes = out->peak[PLAN_DEV_NVME];
+	return TW_OK;
+}
+
+struct item {
+	const char *name;
+	int64_t bytes;
+};
+
+bool plan_mem_fits(const struct plan_mem *m, char *verdict, size_t len)
+{
+	const double gib = (double)TW_GIB;
+	if (m->gpu_total <= m->gpu_capacity) {
+		snprintf(verdict, len, "fits, %.2f GiB free",
+			 (double)(m->gpu_capacity - m->gpu_total) / gib);
+		return true;
+	}
+	/* the three largest items at the peak, context and fragmentation included */
+	struct item it[PLAN_NUM_MEM_CATS + 2];
+	int n = 0;
+	for (int c = 0; c < PLAN_NUM_MEM_CATS; c++)
+		if (m->at_peak[PLAN_DEV_GPU][c] > 0)
+			it[n++] = (struct item){plan_mem_cat_name((enum plan_mem_cat)c),
+						   m->at_peak[PLAN_DEV_GPU][c]};
+	if (m->context_bytes > 0)
+		it[n++] = (struct item){"cuda context", m->context_bytes};
+	if (m->fragmentation_bytes > 0)
+		it[n++] = (struct item){"fragmentation", m->fragmentation_bytes};
+	for (int a = 0; a < n; a++)
+		for (int k = a + 1; k < n; k++)
+			if (it[k].bytes > it[a].bytes) {
+				struct item t = it[a];
+				it[a] = it[k];
+				it[k] = t;
+			}
+	int w = snprintf(verdict, len, "does not fit: needs %.2f GiB more — largest items:",
+			 (double)(m->gpu_total - m->gpu_capacity) / gib);
+	for (int a = 0; a < n && a < 3 && w > 0 && (size_t)w < len; a++)
+		w += snprintf(verdict + w, len - (size_t)w, "%s %s %.2f GiB", a ? "," : "",
+			      it[a].name, (double)it[a].bytes / gib);
+	return false;
+}

@@ -1,0 +1,1250 @@
+/* strategy — resolving how a job is parallelised: our strategy JSON (docs/strategy.md), the
+ * DeepSpeed config (strategy_ds.c), --set overrides, defaults per framework, the derived
+ * degrees and batch, and every rule the frameworks check. Each resolved value records where it
+ * came from in s->prov. */
+#include <ctype.h>
+#include <dirent.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cluster.h"
+#include "strategy_int.h"
+
+#define DEFAULT_DS_VERSION "0.19.6"
+#define MAX_DEGREE (1 << 20)
+
+/* ---- provenance and set bookkeeping --------------------------------------------------------- */
+
+void strat_prov(struct strategy *s, const char *path, enum strat_src src, const char *why,
+		const char *fmt, ...)
+{
+	int i;
+	for (i = 0; i < s->nprov; i++)
+		if (!strcmp(s->prov[i].path, path))
+			break;
+	if (i == s->nprov) {
+		if (s->nprov >= STRAT_MAX_PROV)
+			return; /* the table is sized for every field; extra entries are dropped */
+		s->nprov++;
+	}
+	struct strat_prov *p = &s->prov[i];
+	snprintf(p->path, sizeof(p->path), "%s", path);
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(p->value, sizeof(p->value), fmt, ap);
+	va_end(ap);
+	p->src = src;
+	snprintf(p->why, sizeof(p->why), "%s", why ? why : "");
+}
+
+const struct strat_set *strat_find_set(const struct strat_rd *r, enum strat_tree t,
+				       const char *path)
+{
+	/* the last --set wins; a set of a parent object covers its children */
+	for (int i = r->nsets - 1; i >= 0; i--) {
+		const struct strat_set *x = &r->sets[i];
+		size_t n = strlen(x->path);
+		if (x->tree == t && !strncmp(path, x->path, n) && (path[n] == '\0' || path[n] == '.'))
+			return x;
+	}
+	return NULL;
+}
+
+const char *strat_label(const struct strat_rd *r, enum strat_tree t, const char *path)
+{
+	const struct strat_set *x = strat_find_set(r, t, path);
+	if (x)
+		return x->label;
+	const char *f = t == STRAT_TREE_DS ? r->ds_file : r->our_file;
+	return f ? f : "strategy";
+}
+
+enum strat_src strat_src_of(const struct strat_rd *r, enum strat_tree t, const char *path,
+			    char *why, size_t len)
+{
+	const struct strat_set *x = strat_find_set(r, t, path);
+	if (why && len) {
+		/* labels may be longer than why: keep the start */
+		const char *l = strat_label(r, t, path);
+		size_t n = strlen(l) < len - 1 ? strlen(l) : len - 1;
+		memcpy(why, l, n);
+		why[n] = '\0';
+	}
+	return x ? STRAT_SRC_SET : STRAT_SRC_FILE;
+}
+
+bool strat_is_auto(const cJSON *v)
+{
+	return v && cJSON_IsString(v) && !strcmp(v->valuestring, "auto");
+}
+
+const char *strat_src_name(enum strat_src s)
+{
+	static const char *const names[] = {"default", "file", "derived", "set", "option"};
+	return (int)s >= 0 && s <= STRAT_SRC_OPTION ? names[s] : "?";
+}
+
+/* ---- presets ---------------------------------------------------------------------------------- */
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+void strategy_list_presets(const char *strategies_dir, char *buf, size_t len)
+{
+	char *names[256];
+	int n = 0;
+	if (len)
+		buf[0] = '\0';
+	DIR *d = strategies_dir ? opendir(strategies_dir) : NULL;
+	if (!d)
+		return;
+	struct dirent *e;
+	while ((e = readdir(d)) && n < 256) {
+		size_t l = strlen(e->d_name);
+		if (l > 5 && !strcmp(e->d_name + l - 5, ".json") && e->d_name[0] != '.') {
+			names[n] = tw_strdup(e->d_name);
+			names[n][l - 5] = '\0';
+			n++;
+		}
+	}
+	closedir(d);
+	qsort(names, (size_t)n, sizeof(names[0]), cmp_str);
+	for (int i = 0; i < n; i++) {
+		size_t used = strlen(buf);
+		snprintf(buf + used, len - used, "%s%s", i ? ", " : "", names[i]);
+		free(names[i]);
+	}
+}
+
+static bool is_path(const char *s)
+{
+	size_t n = strlen(s);
+	return strchr(s, '/') || (n > 5 && !strcmp(s + n - 5, ".json"));
+}
+
+/* ---- --set routing -------------------------------------------------------------------------- */
+
+static const char *const our_keys[] = {
+	"name", "description", "note", "framework", "deepspeed_version", "tp", "pp", "cp", "cp_kind",
+	"ep", "vp", "sequence_parallel", "schedule", "recompute", "flash_attention", "fp8",
+	"precision", "optimizer", "distributed_optimizer", "fsdp", "lora", "seq_len", "micro_batch",
+	"global_batch", "grad_accum", "hf_trainer", "ds_config", NULL};
+
+static bool is_our_key(const char *k)
+{
+	for (int i = 0; our_keys[i]; i++)
+		if (!strcmp(k, our_keys[i]))
+			return true;
+	return false;
+}
+
+/* Decide the tree of each --set: our keys go to the strategy, DeepSpeed's to the ds_config;
+ * "ds_config." and "strategy." prefixes say it explicitly. */
+static enum tw_result route_sets(struct strat_rd *r, const struct strat_inputs *in)
+{
+	r->nsets = 0;
+	for (int i = 0; i < in->nsets; i++) {
+		const char *a = in->sets[i];
+		const char *eq = strchr(a, '=');
+		if (!eq || eq == a)
+			return tw_errf(r->err, TW_ERR_USAGE, "--set %s: expected PATH=VALUE", a);
+		if (r->nsets >= (int)(sizeof(r->sets) / sizeof(r->sets[0])))
+			return tw_errf(r->err, TW_ERR_USAGE, "--set: too many strategy overrides");
+		struct strat_set *x = &r->sets[r->nsets++];
+		x->assignment = a;
+		snprintf(x->label, sizeof(x->label), "--set %s", a);
+		size_t plen = (size_t)(eq - a);
+		if (plen >= sizeof(x->path))
+			return tw_errf(r->err, TW_ERR_USAGE, "--set %s: path too long", a);
+		char path[128], first[128];
+		memcpy(path, a, plen);
+		path[plen] = '\0';
+		const char *p = path;
+		if (!strncmp(p, "ds_config.", 10)) {
+			x->tree = STRAT_TREE_DS;
+			p += 10;
+		} else if (!strncmp(p, "strategy.", 9)) {
+			x->tree = STRAT_TREE_OURS;
+			p += 9;
+		} else {
+			size_t fl = strcspn(p, ".");
+			memcpy(first, p, fl);
+			first[fl] = '\0';
+			if (is_our_key(first) && !(strcmp(first, "optimizer") == 0 && p[fl] == '.'))
+				x->tree = STRAT_TREE_OURS;
+			else if (strat_ds_top_key(first))
+				x->tree = STRAT_TREE_DS;
+			else
+				return tw_errf(r->err, TW_ERR_INVALID,
+					       "--set %s: unknown strategy field '%s' (strategy keys: "
+					       "framework, tp, pp, cp, ep, vp, schedule, recompute, "
+					       "precision, micro_batch, ...; or a ds_config key such as "
+					       "zero_optimization.stage)",
+					       a, first);
+		}
+		if (!*p)
+			return tw_errf(r->err, TW_ERR_USAGE, "--set %s: empty path", a);
+		if (x->tree == STRAT_TREE_OURS && !strcmp(p, "ds_config"))
+			return tw_errf(r->err, TW_ERR_USAGE,
+				       "--set %s: give a DeepSpeed config with --ds-config FILE, or set "
+				       "its keys (zero_optimization.stage=3, ...)",
+				       a);
+		snprintf(x->path, sizeof(x->path), "%s", p);
+	}
+	return TW_OK;
+}
+
+/* json_set_path wants "PATH=VALUE" with the path inside the tree. */
+static enum tw_result apply_sets(struct strat_rd *r, enum strat_tree t, cJSON *root)
+{
+	for (int i = 0; i < r->nsets; i++) {
+		const struct strat_set *x = &r->sets[i];
+		if (x->tree != t)
+			continue;
+		const char *eq = strchr(x->assignment, '=');
+		size_t n = strlen(x->path) + strlen(eq) + 1;
+		char *as = tw_malloc(n);
+		snprintf(as, n, "%s%s", x->path, eq);
+		enum tw_result rc = json_set_path(root, as, false, "--set", r->err);
+		free(as);
+		TW_CHECK(rc);
+	}
+	return TW_OK;
+}
+
+static bool any_sets(const struct strat_rd *r, enum strat_tree t)
+{
+	for (int i = 0; i < r->nsets; i++)
+		if (r->sets[i].tree == t)
+			return true;
+	return false;
+}
+
+/* ---- our strategy JSON ------------------------------------------------------------------------ */
+
+struct oval {
+	bool given;
+	enum strat_src src;
+	char why[96];
+};
+
+static void opath(const char *prefix, const char *key, char *out, size_t len)
+{
+	if (prefix)
+		snprintf(out, len, "%s.%s", prefix, key);
+	else
+		snprintf(out, len, "%s", key);
+}
+
+static void oval_fill(struct strat_rd *r, const char *path, struct oval *ov)
+{
+	if (ov->given)
+		ov->src = strat_src_of(r, STRAT_TREE_OURS, path, ov->why, sizeof(ov->why));
+}
+
+static enum tw_result oint(struct strat_rd *r, const cJSON *o, const char *prefix,
+			   const char *key, int64_t min, int64_t max, int64_t *out, struct oval *ov)
+{
+	char path[128];
+	opath(prefix, key, path, sizeof(path));
+	struct json_ctx c = {strat_label(r, STRAT_TREE_OURS, path), prefix, r->err};
+	memset(ov, 0, sizeof(*ov));
+	TW_CHECK(json_get_int(&c, o, key, min, max, out, &ov->given));
+	oval_fill(r, path, ov);
+	return TW_OK;
+}
+
+static enum tw_result obool(struct strat_rd *r, const cJSON *o, const char *prefix,
+			    const char *key, bool *out, struct oval *ov)
+{
+	char path[128];
+	opath(prefix, key, path, sizeof(path));
+	struct json_ctx c = {strat_label(r, STRAT_TREE_OURS, path), prefix, r->err};
+	memset(ov, 0, sizeof(*ov));
+	TW_CHECK(json_get_bool(&c, o, key, out, &ov->given));
+	oval_fill(r, path, ov);
+	return TW_OK;
+}
+
+static enum tw_result oenum(struct strat_rd *r, const cJSON *o, const char *prefix,
+			    const char *key, const char *const *choices, int *out, struct oval *ov)
+{
+	char path[128];
+	opath(prefix, key, path, sizeof(path));
+	struct json_ctx c = {strat_label(r, STRAT_TREE_OURS, path), prefix, r->err};
+	memset(ov, 0, sizeof(*ov));
+	TW_CHECK(json_get_enum(&c, o, key, choices, out, &ov->given));
+	oval_fill(r, path, ov);
+	return TW_OK;
+}
+
+static enum tw_result onum(struct strat_rd *r, const cJSON *o, const char *prefix,
+			   const char *key, double min, double max, double *out, struct oval *ov)
+{
+	char path[128];
+	opath(prefix, key, path, sizeof(path));
+	struct json_ctx c = {strat_label(r, STRAT_TREE_OURS, path), prefix, r->err};
+	memset(ov, 0, sizeof(*ov));
+	TW_CHECK(json_get_num(&c, o, key, min, max, out, &ov->given));
+	oval_fill(r, path, ov);
+	return TW_OK;
+}
+
+static enum tw_result oobj(struct strat_rd *r, const cJSON *o, const char *key,
+			   const char *const *allowed, const cJSON **out)
+{
+	struct json_ctx c = {strat_label(r, STRAT_TREE_OURS, key), NULL, r->err};
+	TW_CHECK(json_get_obj(&c, o, key, out));
+	if (*out && allowed) {
+		c.prefix = key;
+		TW_CHECK(json_check_keys(&c, *out, allowed));
+	}
+	return TW_OK;
+}
+
+/* "0.19.6" -> STRAT_VERSION(0, 19, 6); "0.14" is 0.14.0 */
+static bool parse_version(const char *s, int *out)
+{
+	int part[3] = {0, 0, 0}, n = 0;
+	const char *p = s;
+	while (n < 3) {
+		if (!isdigit((unsigned char)*p))
+			return false;
+		long v = 0;
+		while (isdigit((unsigned char)*p) && v < 1000)
+			v = v * 10 + (*p++ - '0');
+		if (v >= 1000)
+			return false;
+		part[n++] = (int)v;
+		if (*p == '\0')
+			break;
+		if (*p != '.')
+			return false;
+		p++;
+	}
+	if (*p || n < 2)
+		return false;
+	*out = STRAT_VERSION(part[0], part[1], part[2]);
+	return true;
+}
+
+static const char *const framework_names[] = {"deepspeed", "megatron", "fsdp", NULL};
+static const char *const schedule_names[] = {"ds-1f1b", "1f1b", "interleaved", "gpipe", NULL};
+static const char *const recompute_names[] = {"none", "selective", "full", NULL};
+static const char *const cp_kind_names[] = {"ring", "ulysses", NULL};
+static const char *const precision_names[] = {"fp32", "bf16", "fp16", NULL};
+static const enum tw_dtype precision_types[] = {TW_FP32, TW_BF16, TW_FP16};
+static const char *const optimizer_names[] = {"adamw", "adam", "sgd", "lion", "adagrad", NULL};
+static const char *const fsdp_names[] = {"FULL_SHARD", "SHARD_GRAD_OP", "HYBRID_SHARD",
+					 "NO_SHARD", NULL};
+static const char *const offload_names[] = {"none", "cpu", "nvme"};
+
+/* Values our file gives, kept until the defaults (which depend on the framework) are known. */
+struct ours {
+	struct oval framework, version, tp, pp, cp, cp_kind, ep, vp, sp, schedule, recompute, flash,
+		fp8, precision, optimizer, distopt, fsdp_sharding, fsdp_group, lora_rank,
+		lora_targets, seq_len;
+	int framework_i, schedule_i, recompute_i, cp_kind_i, precision_i, optimizer_i, fsdp_i;
+	int64_t tp_v, pp_v, cp_v, ep_v, vp_v, seq_v, fsdp_group_v, lora_rank_v;
+	bool sp_v, flash_v, fp8_v, distopt_v;
+	char version_v[16];
+	unsigned lora_targets_v;
+	bool has_fsdp, has_lora;
+};
+
+static enum tw_result parse_lora_targets(struct strat_rd *r, const cJSON *lora, unsigned *out,
+					 struct oval *ov)
+{
+	memset(ov, 0, sizeof(*ov));
+	const cJSON *t = cJSON_GetObjectItemCaseSensitive(lora, "targets");
+	const char *label = strat_label(r, STRAT_TREE_OURS, "lora.targets");
+	*out = STRAT_LORA_Q | STRAT_LORA_V; /* PEFT's default for Llama: q_proj, v_proj */
+	if (!t || cJSON_IsNull(t))
+		return TW_OK;
+	if (cJSON_IsString(t) && (!strcmp(t->valuestring, "all-linear") ||
+				  !strcmp(t->valuestring, "all"))) {
+		*out = STRAT_LORA_Q | STRAT_LORA_K | STRAT_LORA_V | STRAT_LORA_O | STRAT_LORA_GATE |
+		       STRAT_LORA_UP | STRAT_LORA_DOWN;
+	} else {
+		if (!cJSON_IsArray(t) || cJSON_GetArraySize(t) == 0)
+			return tw_errf(r->err, TW_ERR_INVALID,
+				       "%s: lora.targets: must be a non-empty array of module names "
+				       "or \"all-linear\"",
+				       label);
+		static const char *const names[] = {"q", "k", "v", "o", "gate", "up", "down"};
+		*out = 0;
+		const cJSON *e;
+		cJSON_ArrayForEach(e, t)
+		{
+			int hit = -1;
+			for (int i = 0; i < 7 && e && cJSON_IsString(e); i++) {
+				char a[16], b[16];
+				snprintf(a, sizeof(a), "%s", names[i]);
+				snprintf(b, sizeof(b), "%s_proj", names[i]);
+				if (!strcmp(e->valuestring, a) || !strcmp(e->valuestring, b))
+					hit = i;
+			}
+			if (hit < 0)
+				return tw_errf(r->err, TW_ERR_INVALID,
+					       "%s: lora.targets: unknown module %s (known: q, k, v, o, "
+					       "gate, up, down, or q_proj ... down_proj)",
+					       label, cJSON_IsString(e) ? e->valuestring : "(not a string)");
+			*out |= 1u << hit;
+		}
+	}
+	ov->given = true;
+	oval_fill(r, "lora.targets", ov);
+	return TW_OK;
+}
+
+static enum tw_result parse_ours(struct strat_rd *r, const cJSON *o, struct ours *u)
+{
+	static const char *const fsdp_keys[] = {"sharding_strategy", "shard_group_size", NULL};
+	static const char *const lora_keys[] = {"rank", "targets", "alpha", NULL};
+	static const char *const hf_keys[] = {"per_device_train_batch_size",
+					      "gradient_accumulation_steps", "max_grad_norm", "bf16",
+					      "fp16", NULL};
+	memset(u, 0, sizeof(*u));
+	struct json_ctx c = {r->our_file ? r->our_file : "strategy", NULL, r->err};
+	if (o) {
+		/* a set of an unknown key was refused when routing; an unknown key here is the file's */
+		const cJSON *it;
+		cJSON_ArrayForEach(it, o)
+		{
+			if (!is_our_key(it->string)) {
+				c.file = strat_label(r, STRAT_TREE_OURS, it->string);
+				return json_fail(&c, it->string, "unknown key (see docs/strategy.md)");
+			}
+			if (strat_is_auto(it) && strcmp(it->string, "ds_config"))
+				return tw_errf(r->err, TW_ERR_INVALID,
+					       "%s: %s: \"auto\" is a ds_config value; give a value here",
+					       strat_label(r, STRAT_TREE_OURS, it->string), it->string);
+		}
+	}
+	TW_CHECK(oenum(r, o, NULL, "framework", framework_names, &u->framework_i, &u->framework));
+	char ver[16] = DEFAULT_DS_VERSION;
+	c.file = strat_label(r, STRAT_TREE_OURS, "deepspeed_version");
+	TW_CHECK(json_get_str(&c, o, "deepspeed_version", ver, sizeof(ver), &u->version.given));
+	oval_fill(r, "deepspeed_version", &u->version);
+	if (!parse_version(ver, &r->version))
+		return json_fail(&c, "deepspeed_version", "'%s' is not a version like 0.19.6", ver);
+	snprintf(u->version_v, sizeof(u->version_v), "%s", ver);
+
+	TW_CHECK(oint(r, o, NULL, "tp", 1, MAX_DEGREE, &u->tp_v, &u->tp));
+	TW_CHECK(oint(r, o, NULL, "pp", 1, MAX_DEGREE, &u->pp_v, &u->pp));
+	TW_CHECK(oint(r, o, NULL, "cp", 1, MAX_DEGREE, &u->cp_v, &u->cp));
+	TW_CHECK(oenum(r, o, NULL, "cp_kind", cp_kind_names, &u->cp_kind_i, &u->cp_kind));
+	TW_CHECK(oint(r, o, NULL, "ep", 1, MAX_DEGREE, &u->ep_v, &u->ep));
+	TW_CHECK(oint(r, o, NULL, "vp", 1, MAX_DEGREE, &u->vp_v, &u->vp));
+	TW_CHECK(obool(r, o, NULL, "sequence_parallel", &u->sp_v, &u->sp));
+	TW_CHECK(oenum(r, o, NULL, "schedule", schedule_names, &u->schedule_i, &u->schedule));
+	TW_CHECK(oenum(r, o, NULL, "recompute", recompute_names, &u->recompute_i, &u->recompute));
+	TW_CHECK(obool(r, o, NULL, "flash_attention", &u->flash_v, &u->flash));
+	TW_CHECK(obool(r, o, NULL, "fp8", &u->fp8_v, &u->fp8));
+	TW_CHECK(oenum(r, o, NULL, "precision", precision_names, &u->precision_i, &u->precision));
+	TW_CHECK(oenum(r, o, NULL, "optimizer", optimizer_names, &u->optimizer_i, &u->optimizer));
+	TW_CHECK(obool(r, o, NULL, "distributed_optimizer", &u->distopt_v, &u->distopt));
+	TW_CHECK(oint(r, o, NULL, "seq_len", 1, INT64_MAX, &u->seq_v, &u->seq_len));
+
+	const cJSON *fs = NULL, *lo = NULL, *hf = NULL;
+	TW_CHECK(oobj(r, o, "fsdp", fsdp_keys, &fs));
+	u->has_fsdp = fs != NULL;
+	TW_CHECK(oenum(r, fs, "fsdp", "sharding_strategy", fsdp_names, &u->fsdp_i, &u->fsdp_sharding));
+	TW_CHECK(oint(r, fs, "fsdp", "shard_group_size", 1, MAX_DEGREE, &u->fsdp_group_v,
+		      &u->fsdp_group));
+	TW_CHECK(oobj(r, o, "lora", lora_keys, &lo));
+	u->has_lora = lo != NULL;
+	if (lo) {
+		TW_CHECK(oint(r, lo, "lora", "rank", 1, 1 << 20, &u->lora_rank_v, &u->lora_rank));
+		if (!u->lora_rank.given)
+			return tw_errf(r->err, TW_ERR_INVALID, "%s: lora.rank: missing (LoRA needs a rank)",
+				       strat_label(r, STRAT_TREE_OURS, "lora"));
+		double alpha;
+		struct oval ov;
+		TW_CHECK(onum(r, lo, "lora", "alpha", 0, 1e9, &alpha, &ov));
+		TW_CHECK(parse_lora_targets(r, lo, &u->lora_targets_v, &u->lora_targets));
+	}
+
+	/* batch keys (for deepspeed they meet the ds_config's in strat_ds_batch) */
+	struct oval ov;
+	TW_CHECK(oint(r, o, NULL, "micro_batch", 1, INT64_MAX, &r->our_mb.v, &ov));
+	r->our_mb.given = ov.given;
+	r->our_mb.from_set = ov.given && ov.src == STRAT_SRC_SET;
+	snprintf(r->our_mb.why, sizeof(r->our_mb.why), "%s", ov.why);
+	TW_CHECK(oint(r, o, NULL, "grad_accum", 1, INT64_MAX, &r->our_ga.v, &ov));
+	r->our_ga.given = ov.given;
+	r->our_ga.from_set = ov.given && ov.src == STRAT_SRC_SET;
+	snprintf(r->our_ga.why, sizeof(r->our_ga.why), "%s", ov.why);
+	TW_CHECK(oint(r, o, NULL, "global_batch", 1, INT64_MAX, &r->our_gb.v, &ov));
+	r->our_gb.given = ov.given;
+	r->our_gb.from_set = ov.given && ov.src == STRAT_SRC_SET;
+	snprintf(r->our_gb.why, sizeof(r->our_gb.why), "%s", ov.why);
+
+	/* HF TrainingArguments that fill "auto" */
+	TW_CHECK(oobj(r, o, "hf_trainer", hf_keys, &hf));
+	r->hf_max_grad_norm = 1.0; /* TrainingArguments default */
+	TW_CHECK(oint(r, hf, "hf_trainer", "per_device_train_batch_size", 1, INT64_MAX, &r->hf_micro,
+		      &ov));
+	r->hf_micro_given = ov.given;
+	TW_CHECK(oint(r, hf, "hf_trainer", "gradient_accumulation_steps", 1, INT64_MAX, &r->hf_gas,
+		      &ov));
+	r->hf_gas_given = ov.given;
+	TW_CHECK(onum(r, hf, "hf_trainer", "max_grad_norm", 0, 1e300, &r->hf_max_grad_norm, &ov));
+	TW_CHECK(obool(r, hf, "hf_trainer", "bf16", &r->hf_bf16, &ov));
+	TW_CHECK(obool(r, hf, "hf_trainer", "fp16", &r->hf_fp16, &ov));
+
+	r->precision_given = u->precision.given;
+	r->precision = precision_types[u->precision_i];
+	r->optimizer_given = u->optimizer.given;
+	return TW_OK;
+}
+
+/* ---- loading the inputs ----------------------------------------------------------------------- */
+
+/* DeepSpeed loads with dict_raise_error_on_duplicate_keys; cJSON would keep the first. */
+static enum tw_result check_dups(struct strat_rd *r, const char *file, const cJSON *o,
+				 const char *prefix, int depth)
+{
+	const cJSON *a, *b;
+	if (depth > 32)
+		return TW_OK;
+	cJSON_ArrayForEach(a, o)
+	{
+		char path[256];
+		snprintf(path, sizeof(path), "%s%s%s", prefix, *prefix ? "." : "", a->string);
+		for (b = a->next; b; b = b->next)
+			if (!strcmp(a->string, b->string))
+				return tw_errf(r->err, TW_ERR_INVALID, "%s: %s: duplicate key", file, path);
+		if (cJSON_IsObject(a))
+			TW_CHECK(check_dups(r, file, a, path, depth + 1));
+	}
+	return TW_OK;
+}
+
+struct trees {
+	cJSON *ours, *ds;
+	char our_file[512], ds_file[512]; /* paths as opened */
+	char our_label[512], ds_label[512]; /* as messages name them: presets relative to the repo */
+};
+
+static enum tw_result load_trees(struct strat_rd *r, const struct strat_inputs *in,
+				 struct trees *t)
+{
+	if (in->strategy_path) {
+		if (is_path(in->strategy_path)) {
+			snprintf(t->our_file, sizeof(t->our_file), "%s", in->strategy_path);
+		} else {
+			const char *dir = in->strategies_dir ? in->strategies_dir : ".";
+			snprintf(t->our_file, sizeof(t->our_file), "%s/%s.json", dir, in->strategy_path);
+			size_t dl = strlen(dir), sl = strlen("examples/strategies");
+			if (dl >= sl && !strcmp(dir + dl - sl, "examples/strategies"))
+				snprintf(t->our_label, sizeof(t->our_label), "examples/strategies/%s.json",
+					 in->strategy_path);
+			if (access(t->our_file, R_OK) != 0) {
+				char known[1024];
+				strategy_list_presets(in->strategies_dir, known, sizeof(known));
+				return tw_errf(r->err, TW_ERR_INVALID,
+					       "unknown strategy preset '%s' (known: %s)",
+					       in->strategy_path, known[0] ? known : "none");
+			}
+		}
+		if (!t->our_label[0])
+			snprintf(t->our_label, sizeof(t->our_label), "%s", t->our_file);
+		TW_CHECK(json_load_object(t->our_file, &t->ours, r->err));
+		r->our_file = t->our_label;
+		TW_CHECK(check_dups(r, t->our_label, t->ours, "", 0));
+		cJSON *emb = cJSON_GetObjectItemCaseSensitive(t->ours, "ds_config");
+		if (emb && !cJSON_IsNull(emb)) {
+			if (in->ds_config_path)
+				return tw_errf(r->err, TW_ERR_INVALID,
+					       "%s: ds_config: the strategy embeds a ds_config and "
+					       "--ds-config gives another; give one of them",
+					       t->our_label);
+			if (cJSON_IsObject(emb)) {
+				t->ds = cJSON_DetachItemViaPointer(t->ours, emb);
+				if (snprintf(t->ds_label, sizeof(t->ds_label), "%s (ds_config)",
+					     t->our_label) >= (int)sizeof(t->ds_label))
+					return tw_errf(r->err, TW_ERR_LIMIT, "%s: path too long",
+						       t->our_label);
+			} else if (cJSON_IsString(emb)) {
+				/* a path, relative to the strategy file */
+				const char *slash = strrchr(t->our_file, '/');
+				const char *lslash = strrchr(t->our_label, '/');
+				if (emb->valuestring[0] == '/' || !slash) {
+					snprintf(t->ds_file, sizeof(t->ds_file), "%s", emb->valuestring);
+					snprintf(t->ds_label, sizeof(t->ds_label), "%s", emb->valuestring);
+				} else {
+					snprintf(t->ds_file, sizeof(t->ds_file), "%.*s/%s",
+						 (int)(slash - t->our_file), t->our_file,
+						 emb->valuestring);
+					snprintf(t->ds_label, sizeof(t->ds_label), "%.*s/%s",
+						 lslash ? (int)(lslash - t->our_label) : 0, t->our_label,
+						 emb->valuestring);
+				}
+				TW_CHECK(json_load_object(t->ds_file, &t->ds, r->err));
+				TW_CHECK(check_dups(r, t->ds_label, t->ds, "", 0));
+				cJSON_DeleteItemFromObjectCaseSensitive(t->ours, "ds_config");
+			} else {
+				return tw_errf(r->err, TW_ERR_INVALID,
+					       "%s: ds_config: must be an object or a path", t->our_label);
+			}
+			r->ds_file = t->ds_label;
+		}
+	}
+	if (in->ds_config_path) {
+		snprintf(t->ds_file, sizeof(t->ds_file), "%s", in->ds_config_path);
+		TW_CHECK(json_load_object(t->ds_file, &t->ds, r->err));
+		TW_CHECK(check_dups(r, t->ds_file, t->ds, "", 0));
+		r->ds_file = t->ds_file;
+	}
+	if (!t->ours && any_sets(r, STRAT_TREE_OURS)) {
+		t->ours = cJSON_CreateObject();
+		r->our_file = NULL;
+	}
+	if (!t->ds && any_sets(r, STRAT_TREE_DS)) {
+		t->ds = cJSON_CreateObject();
+		snprintf(t->ds_file, sizeof(t->ds_file), "--set");
+		r->ds_file = t->ds_file;
+	}
+	if (t->ours)
+		TW_CHECK(apply_sets(r, STRAT_TREE_OURS, t->ours));
+	if (t->ds)
+		TW_CHECK(apply_sets(r, STRAT_TREE_DS, t->ds));
+	return TW_OK;
+}
+
+/* ---- the resolution --------------------------------------------------------------------------- */
+
+static const char *fw_name(enum strat_framework f)
+{
+	return framework_names[f];
+}
+
+/* Prov for a value of our file: its source when given, else the default with why. */
+static void oprov(struct strategy *s, const char *path, const struct oval *ov, const char *defwhy,
+		  const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static void oprov(struct strategy *s, const char *path, const struct oval *ov, const char *defwhy,
+		  const char *fmt, ...)
+{
+	char v[64];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(v, sizeof(v), fmt, ap);
+	va_end(ap);
+	strat_prov(s, path, ov->given ? ov->src : STRAT_SRC_DEFAULT, ov->given ? ov->why : defwhy,
+		   "%s", v);
+}
+
+static enum tw_result sfail(struct strat_rd *r, const char *path, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* An error about a strategy value: the label is where the value came from. */
+static enum tw_result sfail(struct strat_rd *r, const char *path, const char *fmt, ...)
+{
+	char rule[400];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(rule, sizeof(rule), fmt, ap);
+	va_end(ap);
+	const char *label = path ? strat_label(r, STRAT_TREE_OURS, path)
+				 : (r->our_file ? r->our_file : "strategy");
+	return tw_errf(r->err, TW_ERR_INVALID, "%s: %s", label, rule);
+}
+
+/* Degrees from our keys and the ds_config's hints (AutoTP, Ulysses). */
+static enum tw_result resolve_degrees(struct strat_rd *r, const struct strat_inputs *in,
+				      struct ours *u)
+{
+	struct strategy *s = r->s;
+	s->gpus = in->gpus > 0 ? in->gpus : (r->c && r->c->node.gpus > 0 ? r->c->node.gpus : 1);
+	strat_prov(s, "gpus", in->gpus > 0 ? STRAT_SRC_OPTION : STRAT_SRC_DEFAULT,
+		   in->gpus > 0 ? "--gpus" : "one node of the cluster", "%" PRId64, s->gpus);
+
+	s->tp = u->tp.given ? u->tp_v : 1;
+	if (r->ds_autotp > 0) {
+		if (u->tp.given && u->tp_v != r->ds_autotp)
+			return sfail(r, "tp", "tp=%" PRId64 " disagrees with %s: "
+					      "tensor_parallel.autotp_size=%" PRId64,
+				     u->tp_v, r->ds_file, r->ds_autotp);
+		if (!u->tp.given) {
+			s->tp = r->ds_autotp;
+			u->tp.given = true;
+			u->tp.src = strat_src_of(r, STRAT_TREE_DS, "tensor_parallel.autotp_size",
+						 u->tp.why, sizeof(u->tp.why));
+			strncat(u->tp.why, " (autotp_size)", sizeof(u->tp.why) - strlen(u->tp.why) - 1);
+		}
+	}
+	oprov(s, "tp", &u->tp, "no tensor parallel", "%" PRId64, s->tp);
+	s->pp = u->pp.given ? u->pp_v : 1;
+	oprov(s, "pp", &u->pp, "no pipeline parallel", "%" PRId64, s->pp);
+	s->cp = u->cp.given ? u->cp_v : 1;
+	s->cp_kind = u->cp_kind.given ? (enum strat_cp_kind)u->cp_kind_i : STRAT_CP_RING;
+	const char *kind_why = s->framework == STRAT_DEEPSPEED ? "DeepSpeed runs Ulysses"
+							       : "Megatron context parallel (ring)";
+	if (!u->cp_kind.given && s->framework == STRAT_DEEPSPEED)
+		s->cp_kind = STRAT_CP_ULYSSES;
+	if (r->ds_sp > 0) {
+		if (u->cp.given && u->cp_v != r->ds_sp)
+			return sfail(r, "cp", "cp=%" PRId64 " disagrees with %s: "
+					      "sequence_parallel_size=%" PRId64,
+				     u->cp_v, r->ds_file, r->ds_sp);
+		if (!u->cp.given) {
+			s->cp = r->ds_sp;
+			u->cp.given = true;
+			u->cp.src = strat_src_of(r, STRAT_TREE_DS, "sequence_parallel_size", u->cp.why,
+						 sizeof(u->cp.why));
+			strncat(u->cp.why, " (sequence_parallel_size)",
+				sizeof(u->cp.why) - strlen(u->cp.why) - 1);
+		}
+		if (u->cp_kind.given && s->cp_kind != STRAT_CP_ULYSSES)
+			return sfail(r, "cp_kind", "cp_kind=ring, but DeepSpeed's "
+						   "sequence_parallel_size is Ulysses");
+		s->cp_kind = STRAT_CP_ULYSSES;
+	}
+	oprov(s, "cp", &u->cp, "no context parallel", "%" PRId64, s->cp);
+	if (s->cp > 1)
+		oprov(s, "cp_kind", &u->cp_kind, kind_why, "%s", cp_kind_names[s->cp_kind]);
+
+	int64_t tpp, mp;
+	if (!tw_mul64(s->tp, s->pp, &tpp) || !tw_mul64(tpp, s->cp, &mp))
+		return sfail(r, NULL, "tp x pp x cp overflows 64 bits");
+	if (s->gpus % mp)
+		return tw_errf(r->err, TW_ERR_INVALID,
+			       "--gpus %" PRId64 " is not divisible by tp x pp x cp = %" PRId64
+			       " x %" PRId64 " x %" PRId64 " = %" PRId64,
+			       s->gpus, s->tp, s->pp, s->cp, mp);
+	s->dp = s->gpus / mp;
+	strat_prov(s, "dp", STRAT_SRC_DERIVED, "gpus / (tp * pp * cp)", "%" PRId64, s->dp);
+
+	s->ep = u->ep.given ? u->ep_v : 1;
+	oprov(s, "ep", &u->ep, "no expert parallel", "%" PRId64, s->ep);
+	s->vp = u->vp.given ? u->vp_v : 1;
+	oprov(s, "vp", &u->vp, "no virtual pipeline stages", "%" PRId64, s->vp);
+
+	/* sequence parallel: Megatron turns it off when tp == 1 */
+	s->sequence_parallel = u->sp.given ? u->sp_v : false;
+	if (s->sequence_parallel && s->tp == 1) {
+		s->sequence_parallel = false;
+		strat_prov(s, "sequence_parallel", STRAT_SRC_DERIVED,
+			   "off: Megatron disables it when tp = 1", "false");
+	} else {
+		oprov(s, "sequence_parallel", &u->sp, "Megatron default", "%s",
+		      s->sequence_parallel ? "true" : "false");
+	}
+
+	/* schedule */
+	if (u->schedule.given) {
+		s->schedule = (enum strat_schedule)u->schedule_i;
+		oprov(s, "schedule", &u->schedule, "", "%s", schedule_names[s->schedule]);
+	} else {
+		const char *why;
+		if (s->framework == STRAT_DEEPSPEED) {
+			s->schedule = STRAT_SCHED_DS_1F1B;
+			why = "DeepSpeed's TrainSchedule";
+		} else if (s->vp > 1) {
+			s->schedule = STRAT_SCHED_INTERLEAVED;
+			why = "vp > 1: Megatron interleaved 1F1B";
+		} else {
+			s->schedule = STRAT_SCHED_1F1B;
+			why = s->framework == STRAT_MEGATRON ? "Megatron 1F1B" : "torch Schedule1F1B";
+		}
+		strat_prov(s, "schedule", STRAT_SRC_DEFAULT, why, "%s", schedule_names[s->schedule]);
+	}
+	return TW_OK;
+}
+
+/* Rules between degrees and framework, independent of the model. */
+static enum tw_result check_framework(struct strat_rd *r, const struct ours *u)
+{
+	struct strategy *s = r->s;
+	const char *sched = schedule_names[s->schedule];
+	if (s->framework == STRAT_DEEPSPEED) {
+		if (s->schedule != STRAT_SCHED_DS_1F1B)
+			return sfail(r, "schedule",
+				     "schedule %s: DeepSpeed's pipeline runs only its TrainSchedule "
+				     "(ds-1f1b)",
+				     sched);
+		if (s->vp > 1)
+			return sfail(r, "vp",
+				     "vp=%" PRId64 ": DeepSpeed's pipeline has no interleaved schedule "
+				     "(vp must be 1 with framework deepspeed)",
+				     s->vp);
+		if (s->pp > 1 && s->zero_stage >= 2)
+			return tw_errf(r->err, TW_ERR_INVALID,
+				       "%s: zero_optimization.stage=%d with pp=%" PRId64
+				       ": ZeRO-2 and ZeRO-3 are incompatible with pipeline "
+				       "parallelism (DeepSpeed)",
+				       strat_label(r, STRAT_TREE_DS, "zero_optimization.stage"),
+				       s->zero_stage, s->pp);
+		if (u->distopt.given && u->distopt_v)
+			return sfail(r, "distributed_optimizer",
+				     "distributed_optimizer is Megatron's; with DeepSpeed use "
+				     "zero_optimization.stage 1");
+	} else {
+		if (s->schedule == STRAT_SCHED_DS_1F1B)
+			return sfail(r, "schedule",
+				     "schedule ds-1f1b is DeepSpeed's; framework %s runs 1f1b, "
+				     "interleaved or gpipe",
+				     fw_name(s->framework));
+		if (s->framework == STRAT_FSDP && u->distopt.given && u->distopt_v)
+			return sfail(r, "distributed_optimizer",
+				     "distributed_optimizer is Megatron's; FSDP shards by "
+				     "fsdp.sharding_strategy");
+	}
+	if (u->has_fsdp && s->framework != STRAT_FSDP)
+		return sfail(r, "fsdp", "fsdp options need framework fsdp (framework is %s)",
+			     fw_name(s->framework));
+	if (s->schedule == STRAT_SCHED_INTERLEAVED && s->vp < 2)
+		return sfail(r, "schedule", "schedule interleaved needs vp >= 2 (vp=%" PRId64 ")",
+			     s->vp);
+	if (s->vp > 1 && s->schedule != STRAT_SCHED_INTERLEAVED)
+		return sfail(r, "vp", "vp=%" PRId64 " needs schedule interleaved (schedule is %s)",
+			     s->vp, sched);
+	if (s->vp > 1 && s->pp < 2)
+		return sfail(r, "vp", "vp=%" PRId64 " needs pp > 1 (pp=%" PRId64 ")", s->vp, s->pp);
+	if (s->ep > 1 && s->dp % s->ep)
+		return sfail(r, "ep",
+			     "strategy.ep=%" PRId64 " does not divide dp=%" PRId64
+			     " (expert-parallel groups are formed from data-parallel ranks)",
+			     s->ep, s->dp);
+	return TW_OK;
+}
+
+/* Batch for Megatron and FSDP: global = micro x grad_accum x dp (Megatron's wording). */
+static enum tw_result batch_megatron(struct strat_rd *r)
+{
+	struct strategy *s = r->s;
+	int64_t mb = r->our_mb.given ? r->our_mb.v : 1, ga, gb, unit;
+	strat_prov(s, "micro_batch", r->our_mb.given ? (r->our_mb.from_set ? STRAT_SRC_SET : STRAT_SRC_FILE)
+						     : STRAT_SRC_DEFAULT,
+		   r->our_mb.given ? r->our_mb.why : "twin default", "%" PRId64, mb);
+	if (!tw_mul64(mb, s->dp, &unit))
+		return sfail(r, "micro_batch", "micro_batch x dp overflows 64 bits");
+	if (r->our_gb.given) {
+		gb = r->our_gb.v;
+		if (gb % unit)
+			return sfail(r, "global_batch",
+				     "global batch size (%" PRId64 ") is not divisible by micro batch "
+				     "size (%" PRId64 ") times data parallel size (%" PRId64 ")",
+				     gb, mb, s->dp);
+		ga = gb / unit;
+		if (r->our_ga.given && r->our_ga.v != ga)
+			return sfail(r, "grad_accum",
+				     "grad_accum=%" PRId64 " but global_batch / (micro_batch x dp) = %" PRId64
+				     " / (%" PRId64 " x %" PRId64 ") = %" PRId64,
+				     r->our_ga.v, gb, mb, s->dp, ga);
+		strat_prov(s, "grad_accum", STRAT_SRC_DERIVED, "global_batch / (micro_batch * dp)",
+			   "%" PRId64, ga);
+		strat_prov(s, "global_batch", r->our_gb.from_set ? STRAT_SRC_SET : STRAT_SRC_FILE,
+			   r->our_gb.why, "%" PRId64, gb);
+	} else {
+		ga = r->our_ga.given ? r->our_ga.v : 1;
+		strat_prov(s, "grad_accum",
+			   r->our_ga.given ? (r->our_ga.from_set ? STRAT_SRC_SET : STRAT_SRC_FILE)
+					   : STRAT_SRC_DEFAULT,
+			   r->our_ga.given ? r->our_ga.why : "no accumulation", "%" PRId64, ga);
+		if (!tw_mul64(unit, ga, &gb))
+			return sfail(r, "grad_accum", "micro_batch x grad_accum x dp overflows 64 bits");
+		strat_prov(s, "global_batch", STRAT_SRC_DERIVED, "micro_batch * grad_accum * dp",
+			   "%" PRId64, gb);
+	}
+	s->micro_batch = mb;
+	s->grad_accum = ga;
+	s->global_batch = gb;
+	return TW_OK;
+}
+
+/* Rules between the strategy and the model. */
+static enum tw_result check_model(struct strat_rd *r)
+{
+	struct strategy *s = r->s;
+	const struct model *m = r->m;
+	if (!m)
+		return TW_OK;
+	const char *mn = m->name[0] ? m->name : "model";
+	if (m->heads > 0 && m->heads % s->tp)
+		return sfail(r, "tp", "strategy.tp=%" PRId64 " does not divide model.heads=%" PRId64 " (%s)",
+			     s->tp, m->heads, mn);
+	if (m->kv_heads > 0 && m->kv_heads % s->tp)
+		return sfail(r, "tp",
+			     "strategy.tp=%" PRId64 " does not divide model.kv_heads=%" PRId64 " (%s)",
+			     s->tp, m->kv_heads, mn);
+	if (m->ffn_hidden > 0 && m->ffn_hidden % s->tp)
+		return sfail(r, "tp",
+			     "strategy.tp=%" PRId64 " does not divide model.ffn_hidden=%" PRId64 " (%s)",
+			     s->tp, m->ffn_hidden, mn);
+	if (m->experts > 0 && m->expert_ffn_hidden > 0 && m->expert_ffn_hidden % s->tp)
+		return sfail(r, "tp",
+			     "strategy.tp=%" PRId64 " does not divide model.expert_ffn_hidden=%" PRId64
+			     " (%s): experts are tensor-parallel like the MLP",
+			     s->tp, m->expert_ffn_hidden, mn);
+	if (m->layers > 0 && s->pp > m->layers)
+		return sfail(r, "pp",
+			     "strategy.pp=%" PRId64 " is larger than model.layers=%" PRId64
+			     " (%s): every stage needs a layer",
+			     s->pp, m->layers, mn);
+	if (m->layers > 0 && s->framework != STRAT_DEEPSPEED && m->layers % s->pp)
+		return sfail(r, "pp",
+			     "strategy.pp=%" PRId64 " does not divide model.layers=%" PRId64
+			     " (%s): %s needs equal stages",
+			     s->pp, m->layers, mn, fw_name(s->framework));
+	if (s->vp > 1 && m->layers > 0 && (m->layers / s->pp) % s->vp)
+		return sfail(r, "vp",
+			     "strategy.vp=%" PRId64 " does not divide the %" PRId64
+			     " layers per stage (model.layers=%" PRId64 " / pp=%" PRId64 ")",
+			     s->vp, m->layers / s->pp, m->layers, s->pp);
+	if (s->ep > 1 && m->experts <= 0)
+		return sfail(r, "ep", "strategy.ep=%" PRId64 " but %s has no experts", s->ep, mn);
+	if (s->ep > 1 && m->experts % s->ep)
+		return sfail(r, "ep",
+			     "strategy.ep=%" PRId64 " does not divide model.experts=%" PRId64 " (%s)",
+			     s->ep, m->experts, mn);
+	int64_t seq = s->seq_len;
+	if (s->cp > 1 && s->cp_kind == STRAT_CP_RING && seq % (2 * s->cp))
+		return sfail(r, "cp",
+			     "strategy.cp=%" PRId64 ": seq_len=%" PRId64
+			     " must be divisible by 2 x cp (ring attention splits the sequence into "
+			     "2 x cp chunks)",
+			     s->cp, seq);
+	if (s->cp > 1 && s->cp_kind == STRAT_CP_ULYSSES) {
+		if (seq % s->cp)
+			return sfail(r, "cp",
+				     "strategy.cp=%" PRId64 " does not divide seq_len=%" PRId64,
+				     s->cp, seq);
+		if (m->heads > 0 && (m->heads / s->tp) % s->cp)
+			return sfail(r, "cp",
+				     "strategy.cp=%" PRId64 " (Ulysses) does not divide the %" PRId64
+				     " attention heads per tensor-parallel rank",
+				     s->cp, m->heads / s->tp);
+	}
+	if (s->sequence_parallel && seq % s->tp)
+		return sfail(r, "sequence_parallel",
+			     "sequence parallel splits the sequence over tp: seq_len=%" PRId64
+			     " is not divisible by tp=%" PRId64,
+			     seq, s->tp);
+	if (s->lora_rank > 0 && m->hidden > 0 && s->lora_rank > m->hidden)
+		return sfail(r, "lora.rank",
+			     "lora.rank=%" PRId64 " is larger than model.hidden=%" PRId64,
+			     s->lora_rank, m->hidden);
+	return TW_OK;
+}
+
+static void put_degree_placeholders(struct strategy *s)
+{
+	/* fix the print order: identity, degrees, batch first */
+	static const char *const order[] = {"framework", "deepspeed_version", "gpus", "tp", "pp",
+					    "cp", "cp_kind", "dp", "ep", "vp", "sequence_parallel",
+					    "schedule", "train_batch_size",
+					    "train_micro_batch_size_per_gpu",
+					    "gradient_accumulation_steps", "micro_batch", "grad_accum",
+					    "global_batch", "micro_batches_per_step", "seq_len", NULL};
+	for (int i = 0; order[i]; i++)
+		strat_prov(s, order[i], STRAT_SRC_DEFAULT, "", "%s", "");
+}
+
+static void drop_placeholders(struct strategy *s)
+{
+	int k = 0;
+	for (int i = 0; i < s->nprov; i++)
+		if (s->prov[i].value[0])
+			s->prov[k++] = s->prov[i];
+	s->nprov = k;
+}
+
+static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in, struct trees *t)
+{
+	struct strategy *s = r->s;
+	struct ours u;
+	TW_CHECK(parse_ours(r, t->ours, &u));
+
+	s->framework = u.framework.given ? (enum strat_framework)u.framework_i : STRAT_DEEPSPEED;
+	put_degree_placeholders(s);
+	oprov(s, "framework", &u.framework, "twin default", "%s", fw_name(s->framework));
+	snprintf(s->deepspeed_version, sizeof(s->deepspeed_version), "%s", u.version_v);
+	if (s->framework == STRAT_DEEPSPEED)
+		oprov(s, "deepspeed_version", &u.version, "DeepSpeed master at the time of writing",
+		      "%s", s->deepspeed_version);
+	if (t->ds && s->framework != STRAT_DEEPSPEED)
+		return tw_errf(r->err, TW_ERR_INVALID,
+			       "%s: a ds_config is read only with framework deepspeed (framework is %s)",
+			       r->ds_file, fw_name(s->framework));
+
+	/* DeepSpeed semantics; for the other frameworks only to fill the ZeRO fields */
+	r->ds_prov = s->framework == STRAT_DEEPSPEED;
+	cJSON *empty = NULL;
+	const cJSON *ds = t->ds;
+	if (!ds)
+		ds = empty = cJSON_CreateObject();
+	enum tw_result rc = strat_ds_parse(r, ds);
+	cJSON_Delete(empty);
+	TW_CHECK(rc);
+
+	/* precision: for deepspeed the ds_config decides; our key must agree */
+	if (s->framework == STRAT_DEEPSPEED && u.precision.given && !t->ds) {
+		/* no ds_config: our precision stands for its fp16/bf16 sections */
+		enum tw_dtype d = precision_types[u.precision_i];
+		s->param_dtype = s->grad_accum_dtype = s->comm_dtype = d;
+		s->loss_scaling = d == TW_FP16;
+		oprov(s, "precision", &u.precision, "", "%s", tw_dtype_name(d));
+		strat_prov(s, "fp16.enabled", STRAT_SRC_DERIVED, "strategy precision", "%s",
+			   d == TW_FP16 ? "true" : "false");
+		strat_prov(s, "bf16.enabled", STRAT_SRC_DERIVED, "strategy precision", "%s",
+			   d == TW_BF16 ? "true" : "false");
+		strat_prov(s, "data_types.grad_accum_dtype", STRAT_SRC_DERIVED, "the model dtype",
+			   "%s", tw_dtype_name(d));
+		strat_prov(s, "communication_data_type", STRAT_SRC_DERIVED, "the model dtype", "%s",
+			   tw_dtype_name(d));
+	}
+	if (s->framework == STRAT_DEEPSPEED) {
+		if (u.precision.given && !r->fp16_auto && !r->bf16_auto &&
+		    precision_types[u.precision_i] != s->param_dtype)
+			return sfail(r, "precision",
+				     "precision=%s disagrees with %s, which runs %s (fp16.enabled / "
+				     "bf16.enabled)",
+				     precision_names[u.precision_i],
+				     r->ds_file ? r->ds_file : "the DeepSpeed defaults",
+				     tw_dtype_name(s->param_dtype));
+		if (u.optimizer.given && !r->ds_optimizer_given) {
+			s->optimizer = (enum strat_optimizer)u.optimizer_i;
+			oprov(s, "optimizer", &u.optimizer, "", "%s", optimizer_names[u.optimizer_i]);
+		}
+	} else {
+		s->param_dtype = u.precision.given ? precision_types[u.precision_i] : TW_BF16;
+		oprov(s, "precision", &u.precision, "twin default for megatron and fsdp", "%s",
+		      tw_dtype_name(s->param_dtype));
+		if (s->framework == STRAT_MEGATRON && s->param_dtype == TW_BF16) {
+			s->grad_accum_dtype = TW_FP32;
+			strat_prov(s, "grad_accum_dtype", STRAT_SRC_DERIVED,
+				   "Megatron accumulates bf16 grads in fp32", "fp32");
+		} else {
+			s->grad_accum_dtype = s->param_dtype;
+			strat_prov(s, "grad_accum_dtype", STRAT_SRC_DERIVED,
+				   s->framework == STRAT_FSDP ? "FSDP reduce_dtype = param_dtype"
+							      : "the model dtype",
+				   "%s", tw_dtype_name(s->grad_accum_dtype));
+		}
+		s->comm_dtype = s->grad_accum_dtype;
+		s->loss_scaling = s->param_dtype == TW_FP16;
+		s->check_grad_overflow = false;
+		s->gradient_clipping = 1.0;
+		strat_prov(s, "gradient_clipping", STRAT_SRC_DEFAULT,
+			   s->framework == STRAT_MEGATRON ? "Megatron default clip_grad"
+							  : "HF Trainer max_grad_norm default",
+			   "1");
+		s->optimizer = u.optimizer.given ? (enum strat_optimizer)u.optimizer_i
+						 : STRAT_OPT_ADAMW;
+		oprov(s, "optimizer", &u.optimizer,
+		      s->framework == STRAT_MEGATRON ? "Megatron default (adam, decoupled decay)"
+						     : "twin default",
+		      "%s", optimizer_names[s->optimizer]);
+		s->offload_optimizer = s->offload_param = STRAT_OFFLOAD_NONE;
+		s->partition_activations = s->cpu_checkpointing = false;
+	}
+	if (s->framework == STRAT_MEGATRON) {
+		s->distributed_optimizer = u.distopt.given && u.distopt_v;
+		oprov(s, "distributed_optimizer", &u.distopt, "Megatron default", "%s",
+		      s->distributed_optimizer ? "true" : "false");
+		s->zero_stage = s->distributed_optimizer ? 1 : 0;
+		strat_prov(s, "zero_stage", STRAT_SRC_DERIVED,
+			   s->distributed_optimizer ? "distributed optimizer shards states like ZeRO-1"
+						    : "optimizer states replicated",
+			   "%d", s->zero_stage);
+		s->overlap_comm = false;
+	} else if (s->framework == STRAT_FSDP) {
+		s->fsdp_sharding = u.fsdp_sharding.given ? (enum strat_fsdp)u.fsdp_i
+							 : STRAT_FSDP_FULL_SHARD;
+		oprov(s, "fsdp.sharding_strategy", &u.fsdp_sharding, "PyTorch FSDP default", "%s",
+		      fsdp_names[s->fsdp_sharding]);
+		static const int zs[] = {3, 2, 3, 0};
+		s->zero_stage = zs[s->fsdp_sharding];
+		strat_prov(s, "zero_stage", STRAT_SRC_DERIVED, "what the sharding strategy shards",
+			   "%d", s->zero_stage);
+		s->overlap_comm = true; /* FSDP prefetches and reduces on its own streams */
+	}
+	if (s->framework != STRAT_FSDP && u.fsdp_group.given)
+		return sfail(r, "fsdp.shard_group_size", "needs framework fsdp");
+
+	s->recompute = u.recompute.given ? (enum strat_recompute)u.recompute_i : STRAT_RECOMPUTE_NONE;
+	s->flash_attention = u.flash.given ? u.flash_v : true;
+	s->fp8_gemm = u.fp8.given && u.fp8_v;
+	s->lora_rank = u.has_lora ? u.lora_rank_v : 0;
+	s->lora_targets = u.has_lora ? u.lora_targets_v : 0;
+
+	TW_CHECK(resolve_degrees(r, in, &u));
+	TW_CHECK(check_framework(r, &u));
+	if (s->framework == STRAT_DEEPSPEED && s->pp > 1 && s->zero_stage == 1 && s->overlap_comm) {
+		s->overlap_comm = false;
+		strat_prov(s, "zero_optimization.overlap_comm", STRAT_SRC_DERIVED,
+			   "DeepSpeed's pipeline turns it off for ZeRO-1", "false");
+	}
+
+	/* FSDP HYBRID_SHARD: shard within a node by default */
+	if (s->framework == STRAT_FSDP) {
+		int64_t g;
+		if (u.fsdp_group.given) {
+			g = u.fsdp_group_v;
+			if (s->dp % g)
+				return sfail(r, "fsdp.shard_group_size",
+					     "fsdp.shard_group_size=%" PRId64 " does not divide dp=%" PRId64,
+					     g, s->dp);
+		} else {
+			int64_t per_node = r->c && r->c->node.gpus > 0 ? r->c->node.gpus : s->dp;
+			g = per_node / (s->tp * s->cp) > 0 ? per_node / (s->tp * s->cp) : 1;
+			while (g > 1 && s->dp % g)
+				g--;
+		}
+		s->fsdp_shard_group = s->fsdp_sharding == STRAT_FSDP_HYBRID_SHARD ? g : s->dp;
+		if (s->fsdp_sharding == STRAT_FSDP_HYBRID_SHARD)
+			oprov(s, "fsdp.shard_group_size", &u.fsdp_group,
+			      "data-parallel ranks of one node", "%" PRId64, s->fsdp_shard_group);
+	}
+
+	/* batch */
+	s->seq_len = u.seq_len.given ? u.seq_v : (r->m && r->m->seq_len > 0 ? r->m->seq_len : 0);
+	s->lora_rank = u.has_lora ? u.lora_rank_v : 0;
+	TW_CHECK(check_model(r));
+	if (s->framework == STRAT_DEEPSPEED)
+		TW_CHECK(strat_ds_batch(r));
+	else
+		TW_CHECK(batch_megatron(r));
+	strat_prov(s, "micro_batches_per_step", STRAT_SRC_DERIVED,
+		   s->pp > 1 ? "grad_accum: micro-batches through the pipeline"
+			     : "grad_accum: forward/backward passes per optimizer step",
+		   "%" PRId64, s->grad_accum);
+	if (s->schedule == STRAT_SCHED_INTERLEAVED && s->grad_accum % s->pp)
+		return sfail(r, "vp",
+			     "number of microbatches (%" PRId64 ") is not divisible by "
+			     "pipeline-model-parallel-size (%" PRId64 ") when using interleaved "
+			     "schedule (Megatron)",
+			     s->grad_accum, s->pp);
+	if (s->seq_len > 0)
+		oprov(s, "seq_len", &u.seq_len, "the model's", "%" PRId64, s->seq_len);
+
+	oprov(s, "recompute", &u.recompute, "no activation recomputation", "%s",
+	      recompute_names[s->recompute]);
+	oprov(s, "flash_attention", &u.flash, "twin default: fused attention keeps no s x s scores",
+	      "%s", s->flash_attention ? "true" : "false");
+	oprov(s, "fp8", &u.fp8, "GEMMs in the model dtype", "%s", s->fp8_gemm ? "true" : "false");
+	if (s->fp8_gemm && r->c && r->c->gpu.name[0] && r->c->gpu.peak_tflops[TW_FP8] <= 0)
+		return sfail(r, "fp8", "fp8: GPU %s has no fp8 tensor cores", r->c->gpu.name);
+	if (s->lora_rank > 0) {
+		oprov(s, "lora.rank", &u.lora_rank, "", "%" PRId64, s->lora_rank);
+		char tg[64] = "";
+		static const char *const tn[] = {"q", "k", "v", "o", "gate", "up", "down"};
+		for (int i = 0; i < 7; i++)
+			if (s->lora_targets & (1u << i)) {
+				size_t n = strlen(tg);
+				snprintf(tg + n, sizeof(tg) - n, "%s%s", n ? "," : "", tn[i]);
+			}
+		oprov(s, "lora.targets", &u.lora_targets, "PEFT default for Llama: q_proj, v_proj", "%s",
+		      tg);
+	}
+	strat_ds_auto_model(r);
+	(void)offload_names;
+	drop_placeholders(s);
+	return TW_OK;
+}
+
+enum tw_result strategy_resolve(const struct strat_inputs *in, const struct model *m,
+				const struct cluster *c, struct strategy *out, struct tw_err *err)
+{
+	memset(out, 0, sizeof(*out));
+	struct strat_rd *r = TW_NEW(struct strat_rd);
+	struct trees *t = TW_NEW(struct trees);
+	r->s = out;
+	r->err = err;
+	r->m = m;
+	r->c = c;
+	r->version = STRAT_VERSION(0, 19, 6);
+	enum tw_result rc = route_sets(r, in);
+	if (rc == TW_OK)
+		rc = load_trees(r, in, t);
+	if (rc == TW_OK)
+		rc = resolve(r, in, t);
+	cJSON_Delete(t->ours);
+	cJSON_Delete(t->ds);
+	free(t);
+	free(r);
+	return rc;
+}
+
+/* ---- output ----------------------------------------------------------------------------------- */
+
+struct cJSON *strategy_to_json(const struct strategy *s)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "framework", framework_names[s->framework]);
+	cJSON_AddStringToObject(o, "deepspeed_version", s->deepspeed_version);
+	cJSON *d = cJSON_AddObjectToObject(o, "degrees");
+	cJSON_AddNumberToObject(d, "gpus", (double)s->gpus);
+	cJSON_AddNumberToObject(d, "tp", (double)s->tp);
+	cJSON_AddNumberToObject(d, "pp", (double)s->pp);
+	cJSON_AddNumberToObject(d, "cp", (double)s->cp);
+	cJSON_AddStringToObject(d, "cp_kind", cp_kind_names[s->cp_kind]);
+	cJSON_AddNumberToObject(d, "dp", (double)s->dp);
+	cJSON_AddNumberToObject(d, "ep", (double)s->ep);
+	cJSON_AddNumberToObject(d, "vp", (double)s->vp);
+	cJSON_AddBoolToObject(o, "sequence_parallel", s->sequence_parallel);
+	cJSON_AddStringToObject(o, "schedule", schedule_names[s->schedule]);
+	cJSON *b = cJSON_AddObjectToObject(o, "batch");
+	cJSON_AddNumberToObject(b, "micro_batch", (double)s->micro_batch);
+	cJSON_AddNumberToObject(b, "grad_accum", (double)s->grad_accum);
+	cJSON_AddNumberToObject(b, "global_batch", (double)s->global_batch);
+	cJSON_AddNumberToObject(b, "micro_batches_per_step", (double)s->grad_accum);
+	cJSON_AddNumberToObject(b, "seq_len", (double)s->seq_len);
+	cJSON *p = cJSON_AddObjectToObject(o, "precision");
+	cJSON_AddStringToObject(p, "param_dtype", tw_dtype_name(s->param_dtype));
+	cJSON_AddStringToObject(p, "grad_accum_dtype", tw_dtype_name(s->grad_accum_dtype));
+	cJSON_AddStringToObject(p, "comm_dtype", tw_dtype_name(s->comm_dtype));
+	cJSON_AddBoolToObject(p, "fp8_gemm", s->fp8_gemm);
+	cJSON_AddBoolToObject(p, "loss_scaling", s->loss_scaling);
+	cJSON_AddBoolToObject(p, "check_grad_overflow", s->check_grad_overflow);
+	cJSON_AddStringToObject(o, "optimizer", optimizer_names[s->optimizer]);
+	cJSON_AddNumberToObject(o, "gradient_clipping", s->gradient_clipping);
+	cJSON *z = cJSON_AddObjectToObject(o, "zero");
+	cJSON_AddNumberToObject(z, "stage", s->zero_stage);
+	cJSON_AddBoolToObject(z, "overlap_comm", s->overlap_comm);
+	cJSON_AddBoolToObject(z, "contiguous_gradients", s->contiguous_gradients);
+	cJSON_AddBoolToObject(z, "reduce_scatter", s->reduce_scatter);
+	cJSON_AddBoolToObject(z, "use_multi_rank_bucket_allreduce", s->use_multi_rank_bucket_allreduce);
+	cJSON_AddNumberToObject(z, "reduce_bucket_size", (double)s->reduce_bucket_size);
+	cJSON_AddNumberToObject(z, "allgather_bucket_size", (double)s->allgather_bucket_size);
+	cJSON_AddNumberToObject(z, "prefetch_bucket_size", (double)s->prefetch_bucket_size);
+	cJSON_AddNumberToObject(z, "param_persistence_threshold",
+				(double)s->param_persistence_threshold);
+	cJSON_AddNumberToObject(z, "max_live_parameters", (double)s->max_live_parameters);
+	cJSON_AddNumberToObject(z, "max_reuse_distance", (double)s->max_reuse_distance);
+	cJSON_AddNumberToObject(z, "sub_group_size", (double)s->sub_group_size);
+	cJSON_AddStringToObject(z, "offload_optimizer", offload_names[s->offload_optimizer]);
+	cJSON_AddStringToObject(z, "offload_param", offload_names[s->offload_param]);
+	cJSON_AddBoolToObject(z, "offload_pin_memory", s->offload_pin_memory);
+	cJSON_AddBoolToObject(z, "offload_param_pin_memory", s->offload_param_pin_memory);
+	cJSON_AddNumberToObject(z, "offload_ratio", s->offload_ratio);
+	cJSON_AddBoolToObject(o, "distributed_optimizer", s->distributed_optimizer);
+	cJSON *f = cJSON_AddObjectToObject(o, "fsdp");
+	cJSON_AddStringToObject(f, "sharding_strategy", fsdp_names[s->fsdp_sharding]);
+	cJSON_AddNumberToObject(f, "shard_group_size", (double)s->fsdp_shard_group);
+	cJSON *a = cJSON_AddObjectToObject(o, "activations");
+	cJSON_AddStringToObject(a, "recompute", recompute_names[s->recompute]);
+	cJSON_AddBoolToObject(a, "partition_activations", s->partition_activations);
+	cJSON_AddBoolToObject(a, "cpu_checkpointing", s->cpu_checkpointing);
+	cJSON_AddBoolToObject(a, "flash_attention", s->flash_attention);
+	cJSON *l = cJSON_AddObjectToObject(o, "lora");
+	cJSON_AddNumberToObject(l, "rank", (double)s->lora_rank);
+	cJSON_AddNumberToObject(l, "targets_mask", s->lora_targets);
+	cJSON *pv = cJSON_AddArrayToObject(o, "provenance");
+	for (int i = 0; i < s->nprov; i++) {
+		cJSON *e = cJSON_CreateObject();
+		cJSON_AddStringToObject(e, "path", s->prov[i].path);
+		cJSON_AddStringToObject(e, "value", s->prov[i].value);
+		cJSON_AddStringToObject(e, "source", strat_src_name(s->prov[i].src));
+		cJSON_AddStringToObject(e, "why", s->prov[i].why);
+		cJSON_AddItemToArray(pv, e);
+	}
+	return o;
+}

@@ -1,0 +1,171 @@
+/* export — a trace as Chrome / Perfetto trace JSON with Kineto's fields (reference/profiling.md
+ * §5), so chrome://tracing, ui.perfetto.dev and HTA read it. Streamed: no tree in memory. */
+#include "profile.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void put_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '"' || c == '\\')
+			fprintf(f, "\\%c", c);
+		else if (c < 0x20)
+			fprintf(f, "\\u%04x", c);
+		else
+			fputc(c, f);
+	}
+	fputc('"', f);
+}
+
+/* ns as Kineto writes it: microseconds with three decimals */
+static void put_us(FILE *f, int64_t ns)
+{
+	if (ns < 0) {
+		fputc('-', f);
+		ns = -ns;
+	}
+	fprintf(f, "%" PRId64 ".%03" PRId64, ns / 1000, ns % 1000);
+}
+
+/* NCCL kernel word for a comm category, so HTA's "^nccl" classifier sees communication */
+static const char *nccl_word(int c)
+{
+	switch (c) {
+	case TRACE_ALL_GATHER: return "AllGather";
+	case TRACE_REDUCE_SCATTER: return "ReduceScatter";
+	case TRACE_ALL_REDUCE: return "AllReduce";
+	case TRACE_BROADCAST: return "Broadcast";
+	default: return "SendRecv"; /* p2p, all-to-all */
+	}
+}
+
+/* PyTorch's "Collective name" values */
+static const char *coll_name(int c)
+{
+	switch (c) {
+	case TRACE_ALL_GATHER: return "_allgather_base";
+	case TRACE_REDUCE_SCATTER: return "_reduce_scatter_base";
+	case TRACE_ALL_REDUCE: return "allreduce";
+	case TRACE_BROADCAST: return "broadcast";
+	case TRACE_ALL_TO_ALL: return "all_to_all";
+	default: return "send";
+	}
+}
+
+enum tw_result prof_export_chrome(const struct trace *t, FILE *f, struct tw_err *err)
+{
+	int64_t base = INT64_MAX;
+	int32_t max_rank = -1, min_rank = INT32_MAX;
+	for (size_t i = 0; i < t->nev; i++) {
+		if (t->ev[i].rank < min_rank)
+			min_rank = t->ev[i].rank;
+		if (t->ev[i].start_ns < base)
+			base = t->ev[i].start_ns;
+		if (t->ev[i].rank > max_rank)
+			max_rank = t->ev[i].rank;
+	}
+	if (base == INT64_MAX)
+		base = 0;
+	if (min_rank == INT32_MAX)
+		min_rank = 0;
+	base -= base % 1000; /* whole microseconds, so ts keeps ns precision */
+	fprintf(f, "{\"schemaVersion\": 1, \"displayTimeUnit\": \"ms\", \"baseTimeNanoseconds\": %" PRId64
+		   ",\n \"distributedInfo\": {\"backend\": \"nccl\", \"rank\": %d, \"world_size\": %" PRId64
+		   "},\n \"deviceProperties\": [],\n \"traceEvents\": [\n",
+		base, min_rank, t->nranks > max_rank ? t->nranks : (int64_t)max_rank + 1);
+	/* HTA reads one file per rank and takes distributedInfo.rank; a file of several ranks
+	 * names the lowest, and every event carries its own args.rank */
+	bool first = true;
+	/* process and thread names: one process per rank, one thread per stream */
+	bool *seen = TW_NEW_ARRAY(bool, (size_t)max_rank + 2);
+	for (size_t i = 0; i < t->nev; i++)
+		if (t->ev[i].rank >= 0)
+			seen[t->ev[i].rank] = true;
+	for (int32_t r = 0; r <= max_rank; r++) {
+		if (!seen[r])
+			continue;
+		fprintf(f, "%s  {\"ph\": \"M\", \"name\": \"process_name\", \"pid\": %d, \"tid\": 0, "
+			   "\"args\": {\"name\": \"rank %d\"}}",
+			first ? "" : ",\n", r, r);
+		first = false;
+	}
+	free(seen);
+	for (size_t i = 0; i < t->nev; i++) {
+		const struct trace_event *e = &t->ev[i];
+		const char *name = trace_name(t, e);
+		const char *cat = "kernel";
+		char buf[320];
+		enum trace_cat have;
+		if (e->cat == TRACE_MARKER) {
+			int64_t step;
+			cat = "user_annotation";
+			if (prof_step_marker(name, &step)) {
+				snprintf(buf, sizeof(buf), "ProfilerStep#%" PRId64, step);
+				name = buf;
+			}
+		} else if (e->cat == TRACE_HOST || e->cat == TRACE_NVME || e->device < 0) {
+			cat = "cpu_op";
+		} else if (e->cat == TRACE_H2D || e->cat == TRACE_D2H) {
+			cat = "gpu_memcpy";
+			if ((int)prof_classify_kernel(name) != e->cat) {
+				snprintf(buf, sizeof(buf), "Memcpy %s (%s)",
+					 e->cat == TRACE_H2D ? "HtoD" : "DtoH", name);
+				name = buf;
+			}
+		} else if (trace_cat_is_comm(e->cat) &&
+			   !(prof_classify_nccl(name, &have) && (int)have == e->cat)) {
+			snprintf(buf, sizeof(buf), "ncclDevKernel_%s (%s)", nccl_word(e->cat), name);
+			name = buf;
+		}
+		fprintf(f, "%s  {\"ph\": \"X\", \"cat\": \"%s\", \"name\": ", first ? "" : ",\n", cat);
+		first = false;
+		put_str(f, name);
+		fprintf(f, ", \"pid\": %d, \"tid\": %d, \"ts\": ", e->rank, e->stream);
+		put_us(f, e->start_ns - base);
+		fprintf(f, ", \"dur\": ");
+		put_us(f, e->end_ns - e->start_ns);
+		fprintf(f, ", \"args\": {\"device\": %d, \"stream\": %d, \"correlation\": %zu, "
+			   "\"rank\": %d, \"twin category\": \"%s\", \"step\": %d, \"op\": %d",
+			e->device, e->stream, i + 1, e->rank, trace_cat_name(e->cat), e->step,
+			e->op_id);
+		if (e->bytes)
+			fprintf(f, ", \"bytes\": %" PRId64, e->bytes);
+		if (e->flops > 0)
+			fprintf(f, ", \"flops\": %.17g", e->flops);
+		if (trace_cat_is_comm(e->cat)) {
+			fprintf(f, ", \"Collective name\": \"%s\"", coll_name(e->cat));
+			if (e->group_size)
+				fprintf(f, ", \"Group size\": %d", e->group_size);
+			if (e->comm)
+				fprintf(f, ", \"Process Group Name\": \"twin-%" PRId64 "\"", e->comm);
+		}
+		if (e->cat == TRACE_H2D || e->cat == TRACE_D2H) {
+			int64_t d = e->end_ns - e->start_ns;
+			if (e->bytes && d > 0)
+				fprintf(f, ", \"memory bandwidth (GB/s)\": %.6g",
+					(double)e->bytes / (double)d);
+		}
+		fprintf(f, "}}");
+	}
+	fprintf(f, "\n]}\n");
+	if (ferror(f))
+		return tw_errf(err, TW_ERR_SYSTEM, "writing the Chrome trace: %s", strerror(errno));
+	return TW_OK;
+}
+
+enum tw_result prof_export_chrome_file(const struct trace *t, const char *path,
+				       struct tw_err *err)
+{
+	FILE *f = fopen(path, "w");
+	if (!f)
+		return tw_errf(err, TW_ERR_SYSTEM, "%s: cannot write: %s", path, strerror(errno));
+	enum tw_result rc = prof_export_chrome(t, f, err);
+	if (fclose(f) != 0 && rc == TW_OK)
+		rc = tw_errf(err, TW_ERR_SYSTEM, "%s: cannot write: %s", path, strerror(errno));
+	return rc;
+}

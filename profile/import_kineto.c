@@ -1,0 +1,284 @@
+/* import_kineto — PyTorch profiler (Kineto) Chrome-trace JSON (reference/profiling.md §5).
+ *
+ * GPU work: complete events ("ph": "X") of cat kernel, gpu_memcpy, gpu_memset; ts/dur in us
+ * (relative to baseTimeNanoseconds when present). Collectives: NCCL kernel names, overridden
+ * by the "Collective name" arg Kineto copies from record_param_comms, which also gives the
+ * message size ("In/Out msg nelems" x dtype) and "Group size". Steps: ProfilerStep#N
+ * annotations, projected onto the GPU through the launches' correlation ids. */
+#include "prof_int.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define KINETO_MAX_FILE_BYTES (2LL * TW_GIB)
+
+static const cJSON *arg(const cJSON *args, const char *key)
+{
+	return args ? cJSON_GetObjectItemCaseSensitive(args, key) : NULL;
+}
+
+static bool arg_num(const cJSON *args, const char *key, double *out)
+{
+	const cJSON *v = arg(args, key);
+	if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
+		return false;
+	*out = v->valuedouble;
+	return true;
+}
+
+/* c10 dtype names as record_param_comms writes them */
+static int dtype_bytes(const char *s)
+{
+	static const struct {
+		const char *name;
+		int bytes;
+	} t[] = {{"Float", 4}, {"BFloat16", 2}, {"Half", 2}, {"Double", 8}, {"Int", 4},
+		 {"Long", 8},  {"Short", 2},    {"Byte", 1}, {"Char", 1},   {"Bool", 1},
+		 {"Float8_e4m3fn", 1}, {"Float8_e5m2", 1}};
+	for (size_t i = 0; s && i < sizeof(t) / sizeof(t[0]); i++)
+		if (!strcmp(s, t[i].name))
+			return t[i].bytes;
+	return 0;
+}
+
+/* "Collective name" -> category; false for unknown names (barrier, ...) */
+static bool coll_from_name(const char *s, enum trace_cat *out)
+{
+	if (strstr(s, "reduce_scatter"))
+		*out = TRACE_REDUCE_SCATTER;
+	else if (strstr(s, "allgather") || strstr(s, "all_gather"))
+		*out = TRACE_ALL_GATHER;
+	else if (strstr(s, "allreduce") || strstr(s, "all_reduce"))
+		*out = TRACE_ALL_REDUCE;
+	else if (strstr(s, "all_to_all") || strstr(s, "alltoall"))
+		*out = TRACE_ALL_TO_ALL;
+	else if (strstr(s, "broadcast") || !strcmp(s, "reduce"))
+		*out = TRACE_BROADCAST;
+	else if (strstr(s, "send") || strstr(s, "recv"))
+		*out = TRACE_P2P;
+	else
+		return false;
+	return true;
+}
+
+struct launch {
+	int64_t corr, t_ns;
+};
+
+static int launch_cmp(const void *pa, const void *pb)
+{
+	const struct launch *a = pa, *b = pb;
+	return (a->corr > b->corr) - (a->corr < b->corr);
+}
+
+static enum tw_result bad(struct tw_err *err, const char *path, size_t i, const char *field,
+			  const char *rule)
+{
+	return tw_errf(err, TW_ERR_INVALID, "%s: traceEvents[%zu].%s: %s", path, i, field, rule);
+}
+
+enum tw_result prof_import_kineto(const char *path, int64_t rank, struct trace *t,
+				  struct tw_err *err)
+{
+	char *text;
+	size_t len;
+	TW_CHECK(json_read_file(path, KINETO_MAX_FILE_BYTES, &text, &len, err));
+	cJSON *root;
+	enum tw_result rc = json_parse(path, text, len, &root, err);
+	free(text);
+	TW_CHECK(rc);
+	if (!cJSON_IsObject(root)) {
+		cJSON_Delete(root);
+		return tw_errf(err, TW_ERR_INVALID, "%s: not a PyTorch profiler trace (the top level "
+			       "is not an object)", path);
+	}
+	const cJSON *evs = cJSON_GetObjectItemCaseSensitive(root, "traceEvents");
+	if (!cJSON_IsArray(evs)) {
+		cJSON_Delete(root);
+		return tw_errf(err, TW_ERR_INVALID, "%s: traceEvents: %s (not a PyTorch profiler "
+			       "trace)", path, evs ? "must be an array" : "missing");
+	}
+	const cJSON *di = cJSON_GetObjectItemCaseSensitive(root, "distributedInfo");
+	const cJSON *r = cJSON_IsObject(di) ? cJSON_GetObjectItemCaseSensitive(di, "rank") : NULL;
+	if (r) {
+		if (!cJSON_IsNumber(r) || r->valuedouble < 0 || r->valuedouble > 1e7 ||
+		    r->valuedouble != floor(r->valuedouble)) {
+			cJSON_Delete(root);
+			return tw_errf(err, TW_ERR_INVALID,
+				       "%s: distributedInfo.rank: must be an integer >= 0", path);
+		}
+		rank = (int64_t)r->valuedouble;
+	}
+	const cJSON *ws = cJSON_IsObject(di) ? cJSON_GetObjectItemCaseSensitive(di, "world_size") : NULL;
+	int64_t base = 0;
+	const cJSON *b = cJSON_GetObjectItemCaseSensitive(root, "baseTimeNanoseconds");
+	if (b) {
+		if (!cJSON_IsNumber(b) || !isfinite(b->valuedouble) || b->valuedouble < 0) {
+			cJSON_Delete(root);
+			return tw_errf(err, TW_ERR_INVALID,
+				       "%s: baseTimeNanoseconds: must be a number >= 0", path);
+		}
+		base = (int64_t)b->valuedouble;
+	}
+	size_t first = t->nev;
+	struct launch *launches = NULL;
+	size_t nl = 0, lcap = 0;
+	struct prof_host_step *steps = NULL;
+	size_t ns = 0, scap = 0;
+	int64_t *corr = NULL; /* per imported event: its correlation id, -1: none */
+	size_t ccap = 0;
+	size_t i = 0;
+	int64_t max_rank = rank + 1; /* ranks seen + 1 */
+	const cJSON *e;
+	cJSON_ArrayForEach(e, evs)
+	{
+		if (!cJSON_IsObject(e)) {
+			rc = tw_errf(err, TW_ERR_INVALID, "%s: traceEvents[%zu]: must be an object", path, i);
+			break;
+		}
+		const cJSON *ph = cJSON_GetObjectItemCaseSensitive(e, "ph");
+		if (ph && !cJSON_IsString(ph)) {
+			rc = bad(err, path, i, "ph", "must be a string");
+			break;
+		}
+		if (!ph || strcmp(ph->valuestring, "X") != 0) {
+			i++;
+			continue; /* metadata, instants, counters, flows */
+		}
+		const cJSON *cat = cJSON_GetObjectItemCaseSensitive(e, "cat");
+		const cJSON *name = cJSON_GetObjectItemCaseSensitive(e, "name");
+		const cJSON *ts = cJSON_GetObjectItemCaseSensitive(e, "ts");
+		const cJSON *dur = cJSON_GetObjectItemCaseSensitive(e, "dur");
+		if (!cJSON_IsString(name)) {
+			rc = bad(err, path, i, "name", name ? "must be a string" : "missing");
+			break;
+		}
+		if (cat && !cJSON_IsString(cat)) {
+			rc = bad(err, path, i, "cat", "must be a string");
+			break;
+		}
+		if (!cJSON_IsNumber(ts) || !isfinite(ts->valuedouble)) {
+			rc = bad(err, path, i, "ts", ts ? "must be a number (us)" : "missing");
+			break;
+		}
+		if (!cJSON_IsNumber(dur) || !isfinite(dur->valuedouble) || dur->valuedouble < 0) {
+			rc = bad(err, path, i, "dur", dur ? "must be a number >= 0 (us)" : "missing");
+			break;
+		}
+		const cJSON *args = cJSON_GetObjectItemCaseSensitive(e, "args");
+		if (args && !cJSON_IsObject(args)) {
+			rc = bad(err, path, i, "args", "must be an object");
+			break;
+		}
+		const char *c = cat ? cat->valuestring : "";
+		/* twin's own exports carry each event's rank (one file may hold several) */
+		double rv;
+		int32_t erank = (int32_t)rank;
+		if (arg_num(args, "rank", &rv) && rv >= 0 && rv < 1e7)
+			erank = (int32_t)rv;
+		if (erank + 1 > max_rank)
+			max_rank = erank + 1;
+		int64_t start = base + llround(ts->valuedouble * 1000.0);
+		int64_t end = start + llround(dur->valuedouble * 1000.0);
+		double cv;
+		if (!strcmp(c, "cuda_runtime") || !strcmp(c, "cuda_driver")) {
+			if (arg_num(args, "correlation", &cv)) {
+				TW_GROW(launches, lcap, nl + 1);
+				launches[nl++] = (struct launch){(int64_t)cv, start};
+			}
+		} else if ((!strcmp(c, "user_annotation") || !strcmp(c, "cpu_op")) &&
+			   !strncmp(name->valuestring, "ProfilerStep#", 13)) {
+			int64_t s;
+			if (prof_step_marker(name->valuestring, &s)) {
+				TW_GROW(steps, scap, ns + 1);
+				steps[ns++] = (struct prof_host_step){s, start, end, erank};
+			}
+		} else if (!strcmp(c, "kernel") || !strcmp(c, "gpu_memcpy") ||
+			   !strcmp(c, "gpu_memset")) {
+			struct trace_event ev = prof_blank_event(erank);
+			double v;
+			const cJSON *pid = cJSON_GetObjectItemCaseSensitive(e, "pid");
+			const cJSON *tid = cJSON_GetObjectItemCaseSensitive(e, "tid");
+			if (arg_num(args, "device", &v) || (cJSON_IsNumber(pid) && (v = pid->valuedouble, 1)))
+				ev.device = (int32_t)v;
+			if (arg_num(args, "stream", &v) || (cJSON_IsNumber(tid) && (v = tid->valuedouble, 1)))
+				ev.stream = (int32_t)v;
+			ev.start_ns = start;
+			ev.end_ns = end;
+			ev.cat = !strcmp(c, "gpu_memset") ? TRACE_COMPUTE_OTHER
+							  : prof_classify_kernel(name->valuestring);
+			if (arg_num(args, "bytes", &v) && v > 0)
+				ev.bytes = (int64_t)v;
+			const cJSON *cn = arg(args, "Collective name");
+			enum trace_cat cc;
+			if (cJSON_IsString(cn) && coll_from_name(cn->valuestring, &cc))
+				ev.cat = cc;
+			if (trace_cat_is_comm(ev.cat)) {
+				const cJSON *dt = arg(args, "dtype");
+				int es = cJSON_IsString(dt) ? dtype_bytes(dt->valuestring) : 0;
+				double in = 0, out = 0, gs = 0;
+				arg_num(args, "In msg nelems", &in);
+				arg_num(args, "Out msg nelems", &out);
+				/* the NCCL count argument: per-rank output for reduce-scatter */
+				double nel = ev.cat == TRACE_REDUCE_SCATTER ? out : in;
+				if (es > 0 && nel > 0)
+					ev.bytes = (int64_t)(nel * es);
+				if (arg_num(args, "Group size", &gs) && gs > 0)
+					ev.group_size = (int32_t)gs;
+				/* the process group names the communicator on every member */
+				const cJSON *pg = arg(args, "Process Group Name");
+				if (cJSON_IsString(pg)) {
+					uint64_t h = 1469598103934665603ULL;
+					for (const char *q = pg->valuestring; *q; q++)
+						h = (h ^ (unsigned char)*q) * 1099511628211ULL;
+					ev.comm = (int64_t)(h >> 1) | 1; /* > 0 */
+				}
+			}
+			ev.name = trace_intern(t, name->valuestring);
+			trace_add(t, &ev);
+			TW_GROW(corr, ccap, t->nev - first);
+			corr[t->nev - first - 1] = arg_num(args, "correlation", &cv) ? (int64_t)cv : -1;
+		}
+		i++;
+	}
+	if (rc == TW_OK && ns > 0) {
+		/* launch time of each GPU event, through its correlation id */
+		size_t n = t->nev - first;
+		int64_t *launch = TW_NEW_ARRAY(int64_t, n + 1);
+		if (nl > 1)
+			qsort(launches, nl, sizeof(*launches), launch_cmp);
+		for (size_t k = 0; k < n; k++) {
+			launch[k] = -1;
+			struct launch key = {corr[k], 0};
+			const struct launch *l =
+				corr[k] >= 0 && nl ? bsearch(&key, launches, nl, sizeof(*launches), launch_cmp)
+						   : NULL;
+			if (l)
+				launch[k] = l->t_ns;
+		}
+		/* per rank that has steps */
+		for (size_t k = 0; k < ns; k++) {
+			bool done = false;
+			for (size_t q = 0; q < k && !done; q++)
+				done = steps[q].rank == steps[k].rank;
+			if (!done)
+				prof_steps_to_gpu(t, steps[k].rank, first, n, launch, steps, ns);
+		}
+		free(launch);
+	}
+	if (rc == TW_OK) {
+		int64_t nr = max_rank;
+		if (cJSON_IsNumber(ws) && ws->valuedouble > nr && ws->valuedouble < 1e7)
+			nr = (int64_t)ws->valuedouble;
+		if (nr > t->nranks)
+			t->nranks = nr;
+	} else {
+		t->nev = first; /* leave t as it was (names interned stay, harmless) */
+	}
+	free(corr);
+	free(launches);
+	free(steps);
+	cJSON_Delete(root);
+	return rc;
+}

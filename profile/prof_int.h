@@ -1,0 +1,26 @@
+/* prof_int — helpers shared by the importers (internal to profile/). */
+#ifndef TW_PROF_INT_H
+#define TW_PROF_INT_H
+
+#include "profile.h"
+
+/* A host-side step range (PyTorch ProfilerStep#N, NVTX "step N"), ns. */
+struct prof_host_step {
+	int64_t step, start_ns, end_ns;
+	int32_t rank;
+};
+
+/* Turn host-side step ranges into GPU-side step markers for rank's events t->ev[first ..
+ * first + count):
+ * launch_ns[i - first] is the host time the event was launched (-1: unknown). A GPU event
+ * belongs to the step whose host range holds its launch; step N on the GPU runs from its first
+ * event to the first event of step N+1. Without launch times the host ranges are used as they
+ * are. Only steps and events of `rank` are considered. Adds TRACE_MARKER events named
+ * "ProfilerStep#N". */
+void prof_steps_to_gpu(struct trace *t, int32_t rank, size_t first, size_t count,
+		       const int64_t *launch_ns, const struct prof_host_step *steps, size_t nsteps);
+
+/* A blank event: every tag unknown. */
+struct trace_event prof_blank_event(int32_t rank);
+
+#endif

@@ -1,0 +1,702 @@
+/* store — runs and their traces in one SQLite database (schema: profile/SCHEMA.md).
+ *
+ * WAL mode so readers never block the writer; a busy timeout so several processes (ranks) can
+ * write one file; every write transaction is BEGIN IMMEDIATE so two writers never deadlock on
+ * a read-to-write upgrade. Every statement is finalized on every path. */
+#include "profile.h"
+
+#include <inttypes.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+struct prof_db {
+	sqlite3 *h;
+	char *path;
+};
+
+#define BUSY_TIMEOUT_MS 30000
+
+static const char *const kind_names[] = {"sim", "exec", "import"};
+
+const char *prof_kind_name(enum trace_kind k)
+{
+	return (int)k >= 0 && k <= TRACE_KIND_IMPORT ? kind_names[k] : "unknown";
+}
+
+static enum tw_result sql_fail(struct prof_db *db, struct tw_err *err, const char *what)
+{
+	int rc = sqlite3_errcode(db->h);
+	if (rc == SQLITE_NOTADB || rc == SQLITE_CORRUPT)
+		return tw_errf(err, TW_ERR_INVALID, "%s: not a valid twin database (%s)", db->path,
+			       sqlite3_errmsg(db->h));
+	if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED)
+		return tw_errf(err, TW_ERR_SQLITE, "%s: database busy for %d s while %s", db->path,
+			       BUSY_TIMEOUT_MS / 1000, what);
+	return tw_errf(err, TW_ERR_SQLITE, "%s: %s: %s", db->path, what, sqlite3_errmsg(db->h));
+}
+
+static enum tw_result exec_sql(struct prof_db *db, const char *sql, struct tw_err *err)
+{
+	if (sqlite3_exec(db->h, sql, NULL, NULL, NULL) != SQLITE_OK)
+		return sql_fail(db, err, "executing SQL");
+	return TW_OK;
+}
+
+static enum tw_result prepare(struct prof_db *db, const char *sql, sqlite3_stmt **st,
+			      struct tw_err *err)
+{
+	if (sqlite3_prepare_v2(db->h, sql, -1, st, NULL) != SQLITE_OK) {
+		*st = NULL;
+		return sql_fail(db, err, "preparing a statement");
+	}
+	return TW_OK;
+}
+
+/* ---- schema ------------------------------------------------------------------------------ */
+
+/* Version 1 (the first layout) lacked runs.dropped / runs.source and events.flags / comm;
+ * version 2 adds them and the derived step tables. */
+static const char schema_v2[] =
+	"CREATE TABLE schema_version(version INTEGER NOT NULL);"
+	"CREATE TABLE runs(id INTEGER PRIMARY KEY,"
+	" kind TEXT NOT NULL CHECK(kind IN ('sim','exec','import')),"
+	" name TEXT, backend TEXT, job_json TEXT, tool_version TEXT, host TEXT,"
+	" created_utc TEXT NOT NULL, nranks INTEGER NOT NULL DEFAULT 0,"
+	" complete INTEGER NOT NULL DEFAULT 0, nevents INTEGER NOT NULL DEFAULT 0,"
+	" dropped INTEGER NOT NULL DEFAULT 0, source TEXT);"
+	"CREATE TABLE categories(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);"
+	"CREATE TABLE names(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);"
+	"CREATE TABLE events(run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"
+	" rank INTEGER NOT NULL, device INTEGER NOT NULL, stream INTEGER NOT NULL,"
+	" category INTEGER NOT NULL REFERENCES categories(id), step INTEGER NOT NULL,"
+	" op_id INTEGER NOT NULL, layer INTEGER NOT NULL, micro INTEGER NOT NULL,"
+	" stage INTEGER NOT NULL, phase INTEGER NOT NULL,"
+	" start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL, bytes INTEGER NOT NULL,"
+	" flops REAL NOT NULL, group_size INTEGER NOT NULL,"
+	" name_id INTEGER NOT NULL REFERENCES names(id), flags INTEGER NOT NULL DEFAULT 0,"
+	" comm INTEGER NOT NULL DEFAULT 0);"
+	"CREATE INDEX events_by_run ON events(run_id, rank, start_ns);"
+	"CREATE TABLE mem_samples(run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"
+	" rank INTEGER NOT NULL, device INTEGER NOT NULL, category INTEGER NOT NULL,"
+	" t_ns INTEGER NOT NULL, bytes INTEGER NOT NULL);"
+	"CREATE INDEX mem_by_run ON mem_samples(run_id);"
+	"CREATE TABLE peak_mem(run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"
+	" rank INTEGER NOT NULL, bytes INTEGER NOT NULL, PRIMARY KEY(run_id, rank));"
+	"CREATE TABLE steps(run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"
+	" rank INTEGER NOT NULL, step INTEGER NOT NULL, start_ns INTEGER NOT NULL,"
+	" end_ns INTEGER NOT NULL, compute_ns INTEGER NOT NULL, comm_ns INTEGER NOT NULL,"
+	" exposed_comm_ns INTEGER NOT NULL, copy_ns INTEGER NOT NULL, idle_ns INTEGER NOT NULL,"
+	" stall_comm_ns INTEGER NOT NULL, stall_copy_ns INTEGER NOT NULL,"
+	" stall_host_ns INTEGER NOT NULL, PRIMARY KEY(run_id, rank, step));"
+	"CREATE TABLE step_categories(run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"
+	" rank INTEGER NOT NULL, step INTEGER NOT NULL, category INTEGER NOT NULL,"
+	" busy_ns INTEGER NOT NULL, PRIMARY KEY(run_id, rank, step, category));";
+
+/* v1 -> v2 */
+static const char migrate_v1[] =
+	"ALTER TABLE runs ADD COLUMN dropped INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE runs ADD COLUMN source TEXT;"
+	"ALTER TABLE events ADD COLUMN flags INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE events ADD COLUMN comm INTEGER NOT NULL DEFAULT 0;"
+	"CREATE TABLE IF NOT EXISTS steps(run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"
+	" rank INTEGER NOT NULL, step INTEGER NOT NULL, start_ns INTEGER NOT NULL,"
+	" end_ns INTEGER NOT NULL, compute_ns INTEGER NOT NULL, comm_ns INTEGER NOT NULL,"
+	" exposed_comm_ns INTEGER NOT NULL, copy_ns INTEGER NOT NULL, idle_ns INTEGER NOT NULL,"
+	" stall_comm_ns INTEGER NOT NULL, stall_copy_ns INTEGER NOT NULL,"
+	" stall_host_ns INTEGER NOT NULL, PRIMARY KEY(run_id, rank, step));"
+	"CREATE TABLE IF NOT EXISTS step_categories(run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"
+	" rank INTEGER NOT NULL, step INTEGER NOT NULL, category INTEGER NOT NULL,"
+	" busy_ns INTEGER NOT NULL, PRIMARY KEY(run_id, rank, step, category));"
+	"UPDATE schema_version SET version = 2;";
+
+static enum tw_result fill_categories(struct prof_db *db, struct tw_err *err)
+{
+	sqlite3_stmt *st;
+	TW_CHECK(prepare(db, "INSERT OR IGNORE INTO categories(id, name) VALUES (?, ?)", &st, err));
+	enum tw_result rc = TW_OK;
+	for (int c = 0; c < TRACE_NUM_CATS && rc == TW_OK; c++) {
+		sqlite3_bind_int(st, 1, c);
+		sqlite3_bind_text(st, 2, trace_cat_name(c), -1, SQLITE_STATIC);
+		if (sqlite3_step(st) != SQLITE_DONE)
+			rc = sql_fail(db, err, "filling categories");
+		sqlite3_reset(st);
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
+/* Create, check or migrate the schema inside one write transaction, so two processes opening
+ * a new file at once agree on it. */
+static enum tw_result setup_schema(struct prof_db *db, struct tw_err *err)
+{
+	TW_CHECK(exec_sql(db, "BEGIN IMMEDIATE", err));
+	enum tw_result rc = TW_OK;
+	sqlite3_stmt *st = NULL;
+	int ntables = 0, has_version = 0;
+	TW_CHECK_GOTO(prepare(db, "SELECT name FROM sqlite_master WHERE type = 'table'", &st, err),
+		      rc, fail);
+	int s;
+	while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+		ntables++;
+		if (strcmp((const char *)sqlite3_column_text(st, 0), "schema_version") == 0)
+			has_version = 1;
+	}
+	sqlite3_finalize(st);
+	st = NULL;
+	if (s != SQLITE_DONE) {
+		rc = sql_fail(db, err, "reading the schema");
+		goto fail;
+	}
+	if (ntables == 0) {
+		TW_CHECK_GOTO(exec_sql(db, schema_v2, err), rc, fail);
+		char sql[96];
+		snprintf(sql, sizeof(sql), "INSERT INTO schema_version VALUES (%d)",
+			 PROF_SCHEMA_VERSION);
+		TW_CHECK_GOTO(exec_sql(db, sql, err), rc, fail);
+		TW_CHECK_GOTO(fill_categories(db, err), rc, fail);
+	} else if (!has_version) {
+		rc = tw_errf(err, TW_ERR_INVALID,
+			     "%s: not a twin database (no schema_version table; an nsys export is "
+			     "read with 'twin profile import --nsys')",
+			     db->path);
+		goto fail;
+	} else {
+		TW_CHECK_GOTO(prepare(db, "SELECT version FROM schema_version", &st, err), rc, fail);
+		int64_t v = -1;
+		if (sqlite3_step(st) == SQLITE_ROW)
+			v = sqlite3_column_int64(st, 0);
+		sqlite3_finalize(st);
+		st = NULL;
+		if (v > PROF_SCHEMA_VERSION) {
+			rc = tw_errf(err, TW_ERR_INVALID,
+				     "%s: database schema version %" PRId64
+				     " is newer than this twin supports (%d); use a newer twin",
+				     db->path, v, PROF_SCHEMA_VERSION);
+			goto fail;
+		}
+		if (v < 1) {
+			rc = tw_errf(err, TW_ERR_INVALID, "%s: bad schema_version table", db->path);
+			goto fail;
+		}
+		if (v == 1) /* silently: the data are unchanged, only columns are added */
+			TW_CHECK_GOTO(exec_sql(db, migrate_v1, err), rc, fail);
+	}
+	return exec_sql(db, "COMMIT", err);
+fail:
+	sqlite3_finalize(st);
+	sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+	return rc;
+}
+
+enum tw_result prof_db_open(const char *path, struct prof_db **out, struct tw_err *err)
+{
+	*out = NULL;
+	struct prof_db *db = TW_NEW(struct prof_db);
+	db->path = tw_strdup(path);
+	enum tw_result rc = TW_OK;
+	if (sqlite3_open_v2(path, &db->h, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) !=
+	    SQLITE_OK) {
+		rc = tw_errf(err, TW_ERR_SYSTEM, "%s: cannot open database: %s", path,
+			     db->h ? sqlite3_errmsg(db->h) : "out of memory");
+		goto fail;
+	}
+	sqlite3_busy_timeout(db->h, BUSY_TIMEOUT_MS);
+	sqlite3_extended_result_codes(db->h, 0);
+	/* WAL: readers never block the writer; NORMAL sync is safe in WAL (a crash loses at most
+	 * the last transactions, never consistency) */
+	TW_CHECK_GOTO(exec_sql(db, "PRAGMA journal_mode=WAL", err), rc, fail);
+	TW_CHECK_GOTO(exec_sql(db, "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON", err), rc,
+		      fail);
+	TW_CHECK_GOTO(setup_schema(db, err), rc, fail);
+	*out = db;
+	return TW_OK;
+fail:
+	prof_db_close(db);
+	return rc;
+}
+
+enum tw_result prof_db_open_existing(const char *path, struct prof_db **out, struct tw_err *err)
+{
+	*out = NULL;
+	if (access(path, F_OK) != 0)
+		return tw_errf(err, TW_ERR_INVALID,
+			       "%s: no such database (runs are stored with --db by twin simulate, "
+			       "twin run and twin profile import)",
+			       path);
+	return prof_db_open(path, out, err);
+}
+
+void prof_db_close(struct prof_db *db)
+{
+	if (!db)
+		return;
+	sqlite3_close(db->h); /* all statements are finalized, so this closes */
+	free(db->path);
+	free(db);
+}
+
+/* ---- writing ----------------------------------------------------------------------------- */
+
+enum tw_result prof_run_begin(struct prof_db *db, const struct prof_run_meta *meta,
+			      int64_t *run_id, struct tw_err *err)
+{
+	char host[128] = "";
+	gethostname(host, sizeof(host) - 1);
+	char when[32];
+	time_t now = time(NULL);
+	struct tm tm;
+	gmtime_r(&now, &tm);
+	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	sqlite3_stmt *st;
+	TW_CHECK(prepare(db,
+			 "INSERT INTO runs(kind, name, backend, job_json, tool_version, host,"
+			 " created_utc, nranks, complete, source) VALUES (?,?,?,?,?,?,?,?,0,?)",
+			 &st, err));
+	sqlite3_bind_text(st, 1, prof_kind_name(meta->kind), -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, meta->name, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 3, meta->backend, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 4, meta->job_json, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 5, TW_VERSION, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 6, host, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 7, when, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int64(st, 8, meta->nranks);
+	sqlite3_bind_text(st, 9, meta->source, -1, SQLITE_TRANSIENT);
+	enum tw_result rc = TW_OK;
+	if (sqlite3_step(st) != SQLITE_DONE)
+		rc = sql_fail(db, err, "inserting a run");
+	else
+		*run_id = sqlite3_last_insert_rowid(db->h);
+	sqlite3_finalize(st);
+	return rc;
+}
+
+/* name offsets of t -> names.id; both sorted by offset (the strings are in offset order) */
+struct name_map {
+	uint32_t *off;
+	int64_t *id;
+	size_t n;
+};
+
+static enum tw_result map_names(struct prof_db *db, const struct trace *t, struct name_map *m,
+				struct tw_err *err)
+{
+	memset(m, 0, sizeof(*m));
+	size_t count = 0;
+	for (size_t off = 0; off < t->strings_len; off += strlen(t->strings + off) + 1)
+		count++;
+	m->off = TW_NEW_ARRAY(uint32_t, count + 1);
+	m->id = TW_NEW_ARRAY(int64_t, count + 1);
+	sqlite3_stmt *ins, *sel;
+	TW_CHECK(prepare(db, "INSERT OR IGNORE INTO names(name) VALUES (?)", &ins, err));
+	if (prepare(db, "SELECT id FROM names WHERE name = ?", &sel, err) != TW_OK) {
+		sqlite3_finalize(ins);
+		return err->code;
+	}
+	enum tw_result rc = TW_OK;
+	for (size_t off = 0; off < t->strings_len && rc == TW_OK;) {
+		const char *s = t->strings + off;
+		sqlite3_bind_text(ins, 1, s, -1, SQLITE_STATIC);
+		sqlite3_bind_text(sel, 1, s, -1, SQLITE_STATIC);
+		if (sqlite3_step(ins) != SQLITE_DONE || sqlite3_step(sel) != SQLITE_ROW) {
+			rc = sql_fail(db, err, "storing names");
+		} else {
+			m->off[m->n] = (uint32_t)off;
+			m->id[m->n++] = sqlite3_column_int64(sel, 0);
+		}
+		sqlite3_reset(ins);
+		sqlite3_reset(sel);
+		off += strlen(s) + 1;
+	}
+	sqlite3_finalize(ins);
+	sqlite3_finalize(sel);
+	return rc;
+}
+
+static int64_t name_id(const struct name_map *m, uint32_t off)
+{
+	size_t lo = 0, hi = m->n;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (m->off[mid] < off)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < m->n && m->off[lo] == off ? m->id[lo] : (m->n ? m->id[0] : 0);
+}
+
+static enum tw_result insert_events(struct prof_db *db, int64_t run_id, const struct trace *t,
+				    struct tw_err *err)
+{
+	struct name_map m;
+	if (t->strings_len == 0 && t->nev > 0) {
+		/* events without any interned name: give them "" */
+		struct trace tmp;
+		trace_init(&tmp, t->kind, t->nranks);
+		trace_intern(&tmp, "");
+		enum tw_result r = map_names(db, &tmp, &m, err);
+		trace_release(&tmp);
+		TW_CHECK(r);
+	} else {
+		TW_CHECK(map_names(db, t, &m, err));
+	}
+	sqlite3_stmt *st = NULL;
+	enum tw_result rc = prepare(db,
+				    "INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+				    &st, err);
+	for (size_t i = 0; rc == TW_OK && i < t->nev; i++) {
+		const struct trace_event *e = &t->ev[i];
+		sqlite3_bind_int64(st, 1, run_id);
+		sqlite3_bind_int(st, 2, e->rank);
+		sqlite3_bind_int(st, 3, e->device);
+		sqlite3_bind_int(st, 4, e->stream);
+		sqlite3_bind_int(st, 5, e->cat);
+		sqlite3_bind_int(st, 6, e->step);
+		sqlite3_bind_int(st, 7, e->op_id);
+		sqlite3_bind_int(st, 8, e->layer);
+		sqlite3_bind_int(st, 9, e->micro);
+		sqlite3_bind_int(st, 10, e->stage);
+		sqlite3_bind_int(st, 11, e->phase);
+		sqlite3_bind_int64(st, 12, e->start_ns);
+		sqlite3_bind_int64(st, 13, e->end_ns);
+		sqlite3_bind_int64(st, 14, e->bytes);
+		sqlite3_bind_double(st, 15, e->flops);
+		sqlite3_bind_int(st, 16, e->group_size);
+		sqlite3_bind_int64(st, 17, name_id(&m, e->name));
+		sqlite3_bind_int64(st, 18, e->flags);
+		sqlite3_bind_int64(st, 19, e->comm);
+		if (sqlite3_step(st) != SQLITE_DONE)
+			rc = sql_fail(db, err, "inserting events");
+		sqlite3_reset(st);
+	}
+	sqlite3_finalize(st);
+	st = NULL;
+	free(m.off);
+	free(m.id);
+	if (rc == TW_OK)
+		rc = prepare(db, "INSERT INTO mem_samples VALUES (?,?,?,?,?,?)", &st, err);
+	for (size_t i = 0; rc == TW_OK && i < t->nmem; i++) {
+		const struct trace_mem_sample *s = &t->mem[i];
+		sqlite3_bind_int64(st, 1, run_id);
+		sqlite3_bind_int(st, 2, s->rank);
+		sqlite3_bind_int(st, 3, s->device);
+		sqlite3_bind_int(st, 4, s->cat);
+		sqlite3_bind_int64(st, 5, s->t_ns);
+		sqlite3_bind_int64(st, 6, s->bytes);
+		if (sqlite3_step(st) != SQLITE_DONE)
+			rc = sql_fail(db, err, "inserting memory samples");
+		sqlite3_reset(st);
+	}
+	sqlite3_finalize(st);
+	st = NULL;
+	if (rc == TW_OK && t->peak_mem) {
+		rc = prepare(db, "INSERT OR REPLACE INTO peak_mem VALUES (?,?,?)", &st, err);
+		for (int64_t r = 0; rc == TW_OK && r < t->nranks; r++) {
+			sqlite3_bind_int64(st, 1, run_id);
+			sqlite3_bind_int64(st, 2, r);
+			sqlite3_bind_int64(st, 3, t->peak_mem[r]);
+			if (sqlite3_step(st) != SQLITE_DONE)
+				rc = sql_fail(db, err, "inserting peak memory");
+			sqlite3_reset(st);
+		}
+		sqlite3_finalize(st);
+		st = NULL;
+	}
+	if (rc == TW_OK && (rc = prepare(db, "UPDATE runs SET nevents = nevents + ? WHERE id = ?",
+					 &st, err)) == TW_OK) {
+		sqlite3_bind_int64(st, 1, (int64_t)t->nev);
+		sqlite3_bind_int64(st, 2, run_id);
+		if (sqlite3_step(st) != SQLITE_DONE)
+			rc = sql_fail(db, err, "counting events");
+		sqlite3_finalize(st);
+	}
+	return rc;
+}
+
+/* The derived per-rank, per-step rows (a cache for SQL users; twin recomputes them). */
+static enum tw_result insert_steps(struct prof_db *db, int64_t run_id, const struct trace *t,
+				   struct tw_err *err)
+{
+	struct prof_step *rows;
+	size_t n;
+	struct tw_err aerr = {0};
+	if (prof_analyze_steps(t, &rows, &n, &aerr) != TW_OK)
+		return TW_OK; /* nothing to derive (e.g. no events): the trace is still stored */
+	sqlite3_stmt *st = NULL, *sc = NULL;
+	enum tw_result rc = prepare(db, "INSERT OR REPLACE INTO steps VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+				    &st, err);
+	if (rc == TW_OK)
+		rc = prepare(db, "INSERT OR REPLACE INTO step_categories VALUES (?,?,?,?,?)", &sc, err);
+	for (size_t i = 0; rc == TW_OK && i < n; i++) {
+		const struct prof_analysis *a = &rows[i].a;
+		const int64_t v[] = {run_id,     rows[i].rank,       rows[i].step,
+				     rows[i].start_ns, rows[i].end_ns,   a->compute_ns,
+				     a->comm_ns, a->exposed_comm_ns, a->copy_ns,
+				     a->idle_ns, a->stall_comm_ns,   a->stall_copy_ns,
+				     a->stall_host_ns};
+		for (int k = 0; k < 13; k++)
+			sqlite3_bind_int64(st, k + 1, v[k]);
+		if (sqlite3_step(st) != SQLITE_DONE)
+			rc = sql_fail(db, err, "inserting steps");
+		sqlite3_reset(st);
+		for (int c = 0; rc == TW_OK && c < TRACE_MARKER; c++) {
+			if (!a->cat_ns[c])
+				continue;
+			sqlite3_bind_int64(sc, 1, run_id);
+			sqlite3_bind_int64(sc, 2, rows[i].rank);
+			sqlite3_bind_int64(sc, 3, rows[i].step);
+			sqlite3_bind_int(sc, 4, c);
+			sqlite3_bind_int64(sc, 5, a->cat_ns[c]);
+			if (sqlite3_step(sc) != SQLITE_DONE)
+				rc = sql_fail(db, err, "inserting step categories");
+			sqlite3_reset(sc);
+		}
+	}
+	sqlite3_finalize(st);
+	sqlite3_finalize(sc);
+	free(rows);
+	return rc;
+}
+
+static enum tw_result mark_complete(struct prof_db *db, int64_t run_id, int64_t dropped,
+				    struct tw_err *err)
+{
+	sqlite3_stmt *st;
+	TW_CHECK(prepare(db, "UPDATE runs SET complete = 1, dropped = dropped + ? WHERE id = ?",
+			 &st, err));
+	sqlite3_bind_int64(st, 1, dropped);
+	sqlite3_bind_int64(st, 2, run_id);
+	enum tw_result rc = TW_OK;
+	if (sqlite3_step(st) != SQLITE_DONE)
+		rc = sql_fail(db, err, "completing a run");
+	sqlite3_finalize(st);
+	return rc;
+}
+
+enum tw_result prof_run_append(struct prof_db *db, int64_t run_id, const struct trace *t,
+			       struct tw_err *err)
+{
+	TW_CHECK(exec_sql(db, "BEGIN IMMEDIATE", err));
+	enum tw_result rc = insert_events(db, run_id, t, err);
+	if (rc == TW_OK)
+		return exec_sql(db, "COMMIT", err);
+	sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+	return rc;
+}
+
+enum tw_result prof_run_finish(struct prof_db *db, int64_t run_id, int64_t dropped,
+			       struct tw_err *err)
+{
+	return mark_complete(db, run_id, dropped, err);
+}
+
+enum tw_result prof_store_trace(struct prof_db *db, const struct prof_run_meta *meta,
+				const struct trace *t, int64_t *run_id, struct tw_err *err)
+{
+	TW_CHECK(prof_run_begin(db, meta, run_id, err));
+	TW_CHECK(exec_sql(db, "BEGIN IMMEDIATE", err));
+	enum tw_result rc = insert_events(db, *run_id, t, err);
+	if (rc == TW_OK)
+		rc = insert_steps(db, *run_id, t, err);
+	if (rc == TW_OK)
+		rc = mark_complete(db, *run_id, 0, err);
+	if (rc == TW_OK)
+		return exec_sql(db, "COMMIT", err);
+	sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+	return rc;
+}
+
+/* ---- reading ----------------------------------------------------------------------------- */
+
+/* RUN: a positive id, or a name (its newest run). */
+static enum tw_result resolve_run(struct prof_db *db, const char *run, int64_t *id,
+				  struct tw_err *err)
+{
+	char *end;
+	long long v = strtoll(run, &end, 10);
+	sqlite3_stmt *st;
+	bool numeric = *run && *end == '\0';
+	TW_CHECK(prepare(db,
+			 numeric ? "SELECT id FROM runs WHERE id = ?"
+				 : "SELECT id FROM runs WHERE name = ? ORDER BY id DESC LIMIT 1",
+			 &st, err));
+	if (numeric)
+		sqlite3_bind_int64(st, 1, v);
+	else
+		sqlite3_bind_text(st, 1, run, -1, SQLITE_STATIC);
+	enum tw_result rc = TW_OK;
+	int s = sqlite3_step(st);
+	if (s == SQLITE_ROW)
+		*id = sqlite3_column_int64(st, 0);
+	else if (s == SQLITE_DONE)
+		rc = tw_errf(err, TW_ERR_INVALID, "%s: no run '%s' (see 'twin runs --db %s')",
+			     db->path, run, db->path);
+	else
+		rc = sql_fail(db, err, "finding a run");
+	sqlite3_finalize(st);
+	return rc;
+}
+
+static void copy_col(char *dst, size_t len, sqlite3_stmt *st, int col)
+{
+	const unsigned char *s = sqlite3_column_text(st, col);
+	snprintf(dst, len, "%s", s ? (const char *)s : "");
+}
+
+static const char run_cols[] =
+	"SELECT id, kind, name, backend, host, created_utc, tool_version, nranks, nevents,"
+	" dropped, complete FROM runs";
+
+static void read_run(sqlite3_stmt *st, struct prof_run_info *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->id = sqlite3_column_int64(st, 0);
+	const unsigned char *k = sqlite3_column_text(st, 1);
+	r->kind = TRACE_KIND_IMPORT;
+	for (int i = 0; i <= TRACE_KIND_IMPORT; i++)
+		if (k && strcmp((const char *)k, kind_names[i]) == 0)
+			r->kind = (enum trace_kind)i;
+	copy_col(r->name, sizeof(r->name), st, 2);
+	copy_col(r->backend, sizeof(r->backend), st, 3);
+	copy_col(r->host, sizeof(r->host), st, 4);
+	copy_col(r->created, sizeof(r->created), st, 5);
+	copy_col(r->tool_version, sizeof(r->tool_version), st, 6);
+	r->nranks = sqlite3_column_int64(st, 7);
+	r->nevents = sqlite3_column_int64(st, 8);
+	r->dropped = sqlite3_column_int64(st, 9);
+	r->complete = sqlite3_column_int64(st, 10) != 0;
+}
+
+enum tw_result prof_list_runs(struct prof_db *db, struct prof_run_info **runs, size_t *n,
+			      struct tw_err *err)
+{
+	*runs = NULL;
+	*n = 0;
+	char sql[256];
+	snprintf(sql, sizeof(sql), "%s ORDER BY id", run_cols);
+	sqlite3_stmt *st;
+	TW_CHECK(prepare(db, sql, &st, err));
+	size_t cap = 0;
+	int s;
+	while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+		TW_GROW(*runs, cap, *n + 1);
+		read_run(st, &(*runs)[(*n)++]);
+	}
+	enum tw_result rc = s == SQLITE_DONE ? TW_OK : sql_fail(db, err, "listing runs");
+	sqlite3_finalize(st);
+	return rc;
+}
+
+enum tw_result prof_run_info(struct prof_db *db, const char *run, struct prof_run_info *out,
+			     struct tw_err *err)
+{
+	int64_t id = 0;
+	TW_CHECK(resolve_run(db, run, &id, err));
+	char sql[256];
+	snprintf(sql, sizeof(sql), "%s WHERE id = ?", run_cols);
+	sqlite3_stmt *st;
+	TW_CHECK(prepare(db, sql, &st, err));
+	sqlite3_bind_int64(st, 1, id);
+	enum tw_result rc = TW_OK;
+	if (sqlite3_step(st) == SQLITE_ROW)
+		read_run(st, out);
+	else
+		rc = sql_fail(db, err, "reading a run");
+	sqlite3_finalize(st);
+	return rc;
+}
+
+enum tw_result prof_load_trace(struct prof_db *db, const char *run, struct trace *out,
+			       int64_t *run_id, struct tw_err *err)
+{
+	struct prof_run_info info;
+	TW_CHECK(prof_run_info(db, run, &info, err));
+	if (run_id)
+		*run_id = info.id;
+	trace_init(out, info.kind, info.nranks);
+	sqlite3_stmt *st = NULL;
+	enum tw_result rc = prepare(db,
+				    "SELECT e.rank, e.device, e.stream, e.category, e.step, e.op_id,"
+				    " e.layer, e.micro, e.stage, e.phase, e.start_ns, e.end_ns,"
+				    " e.bytes, e.flops, e.group_size, n.name, e.flags, e.comm"
+				    " FROM events e JOIN names n ON n.id = e.name_id"
+				    " WHERE e.run_id = ? ORDER BY e.rank, e.start_ns, e.rowid",
+				    &st, err);
+	int s = SQLITE_DONE;
+	if (rc == TW_OK) {
+		sqlite3_bind_int64(st, 1, info.id);
+		while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+			struct trace_event e = {
+				.rank = sqlite3_column_int(st, 0),
+				.device = sqlite3_column_int(st, 1),
+				.stream = sqlite3_column_int(st, 2),
+				.cat = sqlite3_column_int(st, 3),
+				.step = sqlite3_column_int(st, 4),
+				.op_id = sqlite3_column_int(st, 5),
+				.layer = sqlite3_column_int(st, 6),
+				.micro = sqlite3_column_int(st, 7),
+				.stage = sqlite3_column_int(st, 8),
+				.phase = sqlite3_column_int(st, 9),
+				.start_ns = sqlite3_column_int64(st, 10),
+				.end_ns = sqlite3_column_int64(st, 11),
+				.bytes = sqlite3_column_int64(st, 12),
+				.flops = sqlite3_column_double(st, 13),
+				.group_size = sqlite3_column_int(st, 14),
+				.flags = (uint32_t)sqlite3_column_int64(st, 16),
+				.comm = sqlite3_column_int64(st, 17),
+			};
+			if (e.cat < 0 || e.cat >= TRACE_NUM_CATS) {
+				rc = tw_errf(err, TW_ERR_INVALID, "%s: run %" PRId64
+					     ": event with unknown category %d", db->path, info.id, e.cat);
+				break;
+			}
+			e.name = trace_intern(out, (const char *)sqlite3_column_text(st, 15));
+			trace_add(out, &e);
+			if (e.rank >= out->nranks)
+				out->nranks = e.rank + 1;
+		}
+		if (rc == TW_OK && s != SQLITE_DONE)
+			rc = sql_fail(db, err, "reading events");
+	}
+	sqlite3_finalize(st);
+	st = NULL;
+	if (rc == TW_OK &&
+	    (rc = prepare(db, "SELECT rank, device, category, t_ns, bytes FROM mem_samples"
+			      " WHERE run_id = ? ORDER BY rowid", &st, err)) == TW_OK) {
+		sqlite3_bind_int64(st, 1, info.id);
+		while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+			struct trace_mem_sample m = {sqlite3_column_int(st, 0),
+						     sqlite3_column_int(st, 1),
+						     sqlite3_column_int(st, 2),
+						     sqlite3_column_int64(st, 3),
+						     sqlite3_column_int64(st, 4)};
+			trace_add_mem(out, &m);
+		}
+		if (s != SQLITE_DONE)
+			rc = sql_fail(db, err, "reading memory samples");
+		sqlite3_finalize(st);
+		st = NULL;
+	}
+	if (rc == TW_OK &&
+	    (rc = prepare(db, "SELECT rank, bytes FROM peak_mem WHERE run_id = ?", &st, err)) ==
+		    TW_OK) {
+		sqlite3_bind_int64(st, 1, info.id);
+		while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+			int64_t r = sqlite3_column_int64(st, 0);
+			if (r < 0 || r >= out->nranks || r > (1 << 24))
+				continue;
+			if (!out->peak_mem)
+				out->peak_mem = TW_NEW_ARRAY(int64_t, out->nranks);
+			out->peak_mem[r] = sqlite3_column_int64(st, 1);
+		}
+		if (s != SQLITE_DONE)
+			rc = sql_fail(db, err, "reading peak memory");
+		sqlite3_finalize(st);
+	}
+	if (rc != TW_OK)
+		trace_release(out);
+	return rc;
+}

@@ -1,0 +1,62 @@
+/* One collective on its own (twin validate's collective cases, nccl-tests' set-up). */
+#include <stdio.h>
+#include <string.h>
+
+#include "sim_int.h"
+
+enum tw_result sim_collective(const struct cluster *c, const char *op, double S, int64_t ranks,
+			      const char *algo, struct sim_coll_result *out, struct tw_err *err)
+{
+	memset(out, 0, sizeof(*out));
+	if (ranks < 2)
+		return tw_errf(err, TW_ERR_INVALID, "collective: ranks=%lld: needs at least 2", (long long)ranks);
+	if (!(S > 0))
+		return tw_errf(err, TW_ERR_INVALID, "collective: bytes: must be > 0");
+	int gpn = c->node.gpus > 0 ? c->node.gpus : 1;
+	int64_t nodes = (ranks + gpn - 1) / gpn;
+	if (ranks > gpn && ranks % gpn != 0)
+		return tw_errf(err, TW_ERR_INVALID, "collective: ranks=%lld: not whole nodes of %d GPUs",
+			       (long long)ranks, gpn);
+	if (c->net.max_nodes > 0 && nodes > c->net.max_nodes)
+		return tw_errf(err, TW_ERR_INVALID, "collective: ranks=%lld: a group larger than the cluster (%d nodes of %d GPUs)",
+			       (long long)ranks, c->net.max_nodes, gpn);
+	struct nccl_comm cm;
+	nccl_comm_from_cluster(c, ranks, nodes, &cm);
+	if (cm.intra_GBps <= 0 || (nodes > 1 && cm.inter_GBps <= 0))
+		return tw_errf(err, TW_ERR_INVALID, "%s: a link of zero bandwidth on the collective's path", c->name);
+	struct nccl_result r;
+	static const char *const names[] = { "all_gather", "reduce_scatter", "all_reduce", "broadcast", "all_to_all" };
+	int coll = -1;
+	for (int i = 0; i < 5; i++)
+		if (strcmp(op, names[i]) == 0)
+			coll = i;
+	if (strcmp(op, "sendrecv") == 0) {
+		/* nccl-tests sendrecv: each rank sends S to the next and receives from the previous */
+		nccl_p2p(&cm, S, nodes == 1, &r);
+		out->time_us = r.time_us;
+		out->algbw_GBps = S / (r.time_us * 1e3);
+		out->busbw_GBps = out->algbw_GBps;
+		snprintf(out->algo, sizeof(out->algo), "p2p");
+		snprintf(out->proto, sizeof(out->proto), "Simple");
+		return TW_OK;
+	}
+	if (coll < 0)
+		return tw_errf(err, TW_ERR_INVALID, "collective: op=%s: not one of all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, sendrecv", op);
+	if (coll == PLAN_ALL_TO_ALL) {
+		nccl_alltoall(&cm, S, &r);
+	} else {
+		int a = -1;
+		if (algo && !nccl_algo_parse(algo, &a))
+			return tw_errf(err, TW_ERR_INVALID, "collective: algo=%s: not ring, tree or nvls", algo);
+		/* a forced algorithm NCCL cannot run here falls back to the tuner's choice, as NCCL does */
+		if (!nccl_predict(&cm, (enum plan_coll)coll, S, a, &r) &&
+		    !nccl_predict(&cm, (enum plan_coll)coll, S, -1, &r))
+			return tw_errf(err, TW_ERR_INVALID, "collective: %s over %lld ranks: no algorithm applies", op, (long long)ranks);
+	}
+	out->time_us = r.time_us;
+	out->algbw_GBps = S / (r.time_us * 1e3);
+	out->busbw_GBps = out->algbw_GBps * nccl_busbw_factor((enum plan_coll)coll, ranks);
+	snprintf(out->algo, sizeof(out->algo), "%s", nccl_algo_name(r.algo));
+	snprintf(out->proto, sizeof(out->proto), "%s", nccl_proto_name(r.proto));
+	return TW_OK;
+}

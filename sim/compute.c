@@ -1,0 +1,101 @@
+/* Compute cost: roofline with the cluster's efficiency tables (DESIGN.md, "The simulator"):
+ * time = max(FLOPs / (peak x eff_gemm|attn(FLOPs)), bytes / (HBM x eff_mem(bytes))) + launch.
+ * Host-stream work (the CPU optimizer of ZeRO-Offload) is bound by the node's DRAM bandwidth
+ * shared by its GPUs' processes. */
+#include <math.h>
+#include <string.h>
+
+#include "sim_int.h"
+
+double sim_eff(const struct cluster_eff_table *t, double x)
+{
+	double e = 1.0;
+	if (!t || t->n <= 0)
+		return e;
+	for (int i = 0; i < t->n && i < CLUSTER_MAX_EFF; i++)
+		if (t->min[i] <= x)
+			e = t->eff[i];
+	return e > 0 ? e : 1.0;
+}
+
+int sim_gpu_cc(const struct cluster *c)
+{
+	const char *n = c->gpu.name;
+	if (c->gpu.arch_sm > 0)
+		return c->gpu.arch_sm;
+	if (strstr(n, "B200") || strstr(n, "B100") || strstr(n, "GB2") || strstr(n, "B300"))
+		return 100;
+	if (strstr(n, "H100") || strstr(n, "H200") || strstr(n, "H800") || strstr(n, "GH"))
+		return 90;
+	if (strstr(n, "A100") || strstr(n, "A800") || strstr(n, "A10") || strstr(n, "A30"))
+		return 80;
+	if (strstr(n, "V100"))
+		return 70;
+	return 80;
+}
+
+static double peak_flops(const struct cluster *c, int dtype)
+{
+	double p = dtype >= 0 && dtype < TW_NUM_DTYPES ? c->gpu.peak_tflops[dtype] : 0;
+	if (p <= 0)
+		p = c->gpu.peak_tflops[TW_BF16] > 0 ? c->gpu.peak_tflops[TW_BF16] : c->gpu.peak_tflops[TW_FP16];
+	if (p <= 0)
+		p = c->gpu.peak_tflops[TW_FP32];
+	return p * 1e12;
+}
+
+int64_t sim_compute_ns(const struct job *j, const struct plan_op *op)
+{
+	const struct cluster *c = &j->cluster;
+	double flops = op->u.compute.flops, bytes = op->u.compute.bytes, t;
+	if (op->stream == PLAN_STREAM_HOST) {
+		int gpn = c->node.gpus > 0 ? c->node.gpus : 1;
+		double bw = c->node.cpu_mem_GBps * 1e9 / gpn;
+		double fl = c->node.cpu_tflops * 1e12 / gpn;
+		t = 0;
+		if (bw > 0)
+			t = bytes / bw;
+		if (fl > 0)
+			t = fmax(t, flops / fl);
+		return (int64_t)ceil(t * 1e9);
+	}
+	double peak = peak_flops(c, op->u.compute.dtype);
+	double hbm = c->gpu.hbm_GBps * 1e9;
+	const struct cluster_eff_table *et = op->u.compute.kernel == PLAN_K_GEMM   ? &c->eff.gemm
+					     : op->u.compute.kernel == PLAN_K_ATTN ? &c->eff.attn
+										   : NULL;
+	if (op->u.compute.kernel == PLAN_K_ATTN && !j->strat.flash_attention && op->u.compute.s_q > 0) {
+		/* unfused attention (Megatron's fused scale-mask-softmax, no FlashAttention): the
+		 * full s_q x s_kv score matrix is computed (no causal saving) and goes through HBM:
+		 * forward writes the scores, softmax reads and writes them, dropout reads them and
+		 * writes probabilities and a 1-byte mask, AV reads them: 6.5 passes of 2 bytes;
+		 * backward about twice that */
+		double sxs = (double)op->u.compute.b * (double)op->u.compute.heads *
+			     (double)op->u.compute.s_q * (double)op->u.compute.s_kv;
+		bool bwd = op->phase == PLAN_PHASE_BWD && !(op->flags & PLAN_F_RECOMPUTE);
+		if (op->u.compute.causal)
+			flops *= 2.0;
+		bytes += sxs * 2.0 * (bwd ? 13.0 : 6.5);
+	}
+	double tf = 0, tm = 0;
+	if (flops > 0 && peak > 0)
+		tf = flops / (peak * (et ? sim_eff(et, flops) : sim_eff(&c->eff.gemm, 0)));
+	if (bytes > 0 && hbm > 0)
+		tm = bytes / (hbm * sim_eff(&c->eff.mem, bytes));
+	t = fmax(tf, tm) + c->gpu.launch_us * 1e-6;
+	return (int64_t)ceil(t * 1e9);
+}
+
+int64_t sim_copy_ns(const struct job *j, const struct plan_op *op, double *bw_GBps)
+{
+	const struct cluster *c = &j->cluster;
+	int gpn = c->node.gpus > 0 ? c->node.gpus : 1;
+	double bw = c->node.pcie_GBps;
+	if (op->u.copy.dir == PLAN_NVME_READ || op->u.copy.dir == PLAN_NVME_WRITE)
+		bw = c->node.nvme_GBps / gpn; /* the node's drives shared by its GPUs' processes */
+	if (bw_GBps)
+		*bw_GBps = bw;
+	if (bw <= 0)
+		return 0;
+	return (int64_t)ceil((double)op->u.copy.bytes / bw + c->node.pcie_latency_us * 1e3);
+}

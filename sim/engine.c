@@ -1,0 +1,943 @@
+/* The discrete-event engine: runs the plans of the simulated ranks over streams, a host CPU
+ * and the flow network, and writes the trace (DESIGN.md, "The simulator"; docs/simulator.md).
+ *
+ * An op starts when its dependencies are done and its stream is free (streams are in order,
+ * like CUDA streams). COMPUTE and host ops take their roofline time; COPY ops and the data
+ * phase of COLL and P2P ops are flows in the network, so traffic that meets on a link slows
+ * down. A COLL starts when every simulated member of its (group, color, seq) has issued it; a
+ * P2P when both (src, dst, seq) sides have. Symmetric mode simulates one rank per role and maps
+ * a peer to the representative of its pipeline stage; full mode simulates every rank, sharing
+ * each role's op graph (ranks of a role have the same plan up to renaming). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim_int.h"
+
+enum { EV_OP_END = 0, EV_COMM_DATA, EV_FLOW_END };
+enum { LINK_NVL = 0, LINK_NIC, LINK_PCIE, LINKS_PER_GPU };
+#define DEFAULT_MAX_EVENTS 2000000000LL
+
+struct role {
+	int64_t rep;            /* its representative rank */
+	struct plan plan;
+	int64_t *dur;           /* base duration of COMPUTE / COPY ops, ns */
+	uint32_t *succ_off, *succ; /* dependents (CSR) */
+	uint32_t *sops[PLAN_NUM_STREAMS];
+	uint32_t nsops[PLAN_NUM_STREAMS];
+	uint32_t *name;         /* each op's name interned in the trace */
+};
+
+struct srank {
+	int64_t rank;
+	int32_t role;
+	int32_t node;
+	uint32_t *left;         /* dependencies left per op */
+	uint32_t head[PLAN_NUM_STREAMS];
+	bool busy[PLAN_NUM_STREAMS];
+	int64_t start[PLAN_NUM_STREAMS];
+	int32_t ncomm;          /* comm operations in progress that involve this GPU */
+	double compute_scale;   /* straggler: < 1 slower */
+	int64_t end_ns;
+	int64_t ndone;
+	int64_t live[PLAN_NUM_DEVICES], peak[PLAN_NUM_DEVICES];
+	bool record;
+};
+
+/* a collective or p2p instance: who has arrived, and its flow */
+struct inst {
+	int64_t k1, k2, k3;     /* key */
+	int32_t expected, arrived;
+	int32_t first;          /* waiters list in eng.waiters */
+	int64_t t_arrive;       /* last arrival */
+	int32_t flow;
+	uint8_t kind;           /* PLAN_COLL / PLAN_P2P / PLAN_COPY */
+	double nvl_bytes, net_bytes; /* what each GPU sends on its NVLink / NIC */
+};
+
+/* the model's answer for one collective or p2p shape, memoised: a step repeats few shapes */
+struct memo {
+	int64_t key[3];
+	bool used;
+	struct nccl_result r;
+};
+#define MEMO_SLOTS 256
+
+struct waiter {
+	int32_t sr;
+	uint32_t op;
+	int32_t next;
+	bool released;          /* its stream was freed when it was posted (p2p sends) */
+	int64_t t0;             /* when it was posted */
+};
+
+struct eng {
+	const struct job *j;
+	const struct sim_options *opt;
+	struct trace *tr;
+	struct tw_err *err;
+	struct role *roles;
+	int64_t nroles;
+	struct srank *sr;
+	int64_t nsr;
+	int32_t *sr_of;         /* rank -> srank index, -1: not simulated */
+	int32_t *canon_role;    /* rank -> role (by pipeline stage) */
+	struct sim_heap heap;
+	struct net net;
+	/* instances: open-addressing hash on the key */
+	struct inst *inst;
+	size_t ninst, inst_cap;
+	int32_t *slots;
+	size_t nslots;
+	struct waiter *waiters;
+	size_t nwaiters, waiters_cap;
+	int32_t *free_inst;     /* recycled instance slots */
+	size_t nfree_inst, free_inst_cap;
+	int32_t free_waiter;    /* recycled waiter list, -1: none */
+	/* worklist of (srank, stream) to try */
+	int64_t *work;
+	size_t nwork, work_cap;
+	int64_t *members;       /* scratch, gpus entries */
+	struct memo memo[MEMO_SLOTS];
+	double link_GBps[LINKS_PER_GPU]; /* nominal capacity of each GPU link */
+	struct nccl_comm group_comm[JOB_NUM_GROUPS];
+	bool group_comm_set[JOB_NUM_GROUPS];
+	int64_t now;
+	int64_t events;
+	uint32_t name_cat_cache;
+	enum tw_result rc;
+};
+
+/* ---- instances ---------------------------------------------------------------------------- */
+
+static uint64_t key_hash(int64_t a, int64_t b, int64_t c)
+{
+	uint64_t h = (uint64_t)a * 0x9E3779B97F4A7C15ULL;
+	h ^= (uint64_t)b + 0x7F4A7C159E3779B9ULL + (h << 6) + (h >> 2);
+	h ^= (uint64_t)c * 0xC2B2AE3D27D4EB4FULL + (h << 6) + (h >> 2);
+	return h ^ (h >> 29);
+}
+
+static void slots_rebuild(struct eng *e, size_t nslots)
+{
+	free(e->slots);
+	e->slots = TW_NEW_ARRAY(int32_t, nslots);
+	e->nslots = nslots;
+	for (size_t i = 0; i < nslots; i++)
+		e->slots[i] = -1;
+	for (size_t i = 0; i < e->ninst; i++) {
+		if (e->inst[i].k1 == INT64_MIN)
+			continue; /* recycled */
+		size_t s = key_hash(e->inst[i].k1, e->inst[i].k2, e->inst[i].k3) & (nslots - 1);
+		while (e->slots[s] != -1)
+			s = (s + 1) & (nslots - 1);
+		e->slots[s] = (int32_t)i;
+	}
+}
+
+static int32_t inst_get(struct eng *e, int64_t k1, int64_t k2, int64_t k3, bool *created)
+{
+	if ((e->ninst - e->nfree_inst + 1) * 2 > e->nslots)
+		slots_rebuild(e, e->nslots ? e->nslots * 2 : 1024);
+	size_t s = key_hash(k1, k2, k3) & (e->nslots - 1);
+	while (e->slots[s] != -1) {
+		struct inst *in = &e->inst[e->slots[s]];
+		if (in->k1 == k1 && in->k2 == k2 && in->k3 == k3) {
+			*created = false;
+			return e->slots[s];
+		}
+		s = (s + 1) & (e->nslots - 1);
+	}
+	int32_t id;
+	if (e->nfree_inst > 0) {
+		id = e->free_inst[--e->nfree_inst];
+	} else {
+		TW_GROW(e->inst, e->inst_cap, e->ninst + 1);
+		id = (int32_t)e->ninst++;
+	}
+	memset(&e->inst[id], 0, sizeof(e->inst[id]));
+	e->inst[id].k1 = k1;
+	e->inst[id].k2 = k2;
+	e->inst[id].k3 = k3;
+	e->inst[id].first = -1;
+	e->inst[id].flow = -1;
+	e->slots[s] = id;
+	*created = true;
+	return id;
+}
+
+/* Remove a finished instance from the table (backward-shift deletion keeps linear probing
+ * correct) and recycle it and its waiters. */
+static void inst_remove(struct eng *e, int32_t id)
+{
+	struct inst *in = &e->inst[id];
+	size_t mask = e->nslots - 1, i = key_hash(in->k1, in->k2, in->k3) & mask;
+	while (e->slots[i] != id)
+		i = (i + 1) & mask;
+	for (size_t j = (i + 1) & mask; e->slots[j] != -1; j = (j + 1) & mask) {
+		const struct inst *o = &e->inst[e->slots[j]];
+		size_t home = key_hash(o->k1, o->k2, o->k3) & mask;
+		/* move j back to i unless its home lies cyclically in (i, j] */
+		bool stays = i <= j ? (home > i && home <= j) : (home > i || home <= j);
+		if (!stays) {
+			e->slots[i] = e->slots[j];
+			i = j;
+		}
+	}
+	e->slots[i] = -1;
+	int32_t w = in->first;
+	while (w != -1) {
+		int32_t next = e->waiters[w].next;
+		e->waiters[w].next = e->free_waiter;
+		e->free_waiter = w;
+		w = next;
+	}
+	in->k1 = INT64_MIN;
+	in->first = -1;
+	TW_GROW(e->free_inst, e->free_inst_cap, e->nfree_inst + 1);
+	e->free_inst[e->nfree_inst++] = id;
+}
+
+static void add_waiter(struct eng *e, int32_t id, int32_t sr, uint32_t op)
+{
+	int32_t wi;
+	if (e->free_waiter != -1) {
+		wi = e->free_waiter;
+		e->free_waiter = e->waiters[wi].next;
+	} else {
+		TW_GROW(e->waiters, e->waiters_cap, e->nwaiters + 1);
+		wi = (int32_t)e->nwaiters++;
+	}
+	struct waiter *w = &e->waiters[wi];
+	w->sr = sr;
+	w->op = op;
+	w->released = false;
+	w->t0 = e->now;
+	w->next = e->inst[id].first;
+	e->inst[id].first = wi;
+	e->inst[id].arrived++;
+}
+
+/* ---- trace -------------------------------------------------------------------------------- */
+
+static int trace_cat_of(const struct plan_op *op)
+{
+	switch (op->kind) {
+	case PLAN_COMPUTE:
+		if (op->stream == PLAN_STREAM_HOST)
+			return TRACE_HOST;
+		return op->u.compute.kernel == PLAN_K_GEMM   ? TRACE_GEMM
+		       : op->u.compute.kernel == PLAN_K_ATTN ? TRACE_ATTN
+							     : TRACE_COMPUTE_OTHER;
+	case PLAN_COLL:
+		switch (op->u.coll.coll) {
+		case PLAN_ALL_GATHER: return TRACE_ALL_GATHER;
+		case PLAN_REDUCE_SCATTER: return TRACE_REDUCE_SCATTER;
+		case PLAN_ALL_REDUCE: return TRACE_ALL_REDUCE;
+		case PLAN_BROADCAST: return TRACE_BROADCAST;
+		default: return TRACE_ALL_TO_ALL;
+		}
+	case PLAN_P2P:
+		return TRACE_P2P;
+	case PLAN_COPY:
+		return op->u.copy.dir == PLAN_H2D ? TRACE_H2D : op->u.copy.dir == PLAN_D2H ? TRACE_D2H : TRACE_NVME;
+	default:
+		return TRACE_MARKER;
+	}
+}
+
+static void record(struct eng *e, struct srank *s, const struct plan_op *op, int64_t t0, int64_t t1)
+{
+	if (!s->record)
+		return;
+	struct trace_event ev;
+	memset(&ev, 0, sizeof(ev));
+	ev.rank = (int32_t)s->rank;
+	ev.device = e->j->cluster.node.gpus > 0 ? (int32_t)(s->rank % e->j->cluster.node.gpus) : 0;
+	if (op->stream == PLAN_STREAM_HOST)
+		ev.device = -1;
+	ev.stream = op->stream;
+	ev.cat = trace_cat_of(op);
+	ev.step = 0;
+	ev.op_id = (int32_t)op->id;
+	ev.layer = op->layer;
+	ev.micro = op->micro;
+	ev.stage = op->stage;
+	ev.phase = op->phase;
+	ev.start_ns = t0;
+	ev.end_ns = t1;
+	if (op->flags & PLAN_F_RECOMPUTE)
+		ev.flags |= TRACE_F_RECOMPUTE;
+	switch (op->kind) {
+	case PLAN_COMPUTE:
+		ev.flops = op->u.compute.flops;
+		break;
+	case PLAN_COLL:
+		ev.bytes = op->u.coll.bytes;
+		ev.group_size = (int32_t)job_group_size(e->j, op->u.coll.group);
+		break;
+	case PLAN_P2P:
+		ev.bytes = op->u.p2p.bytes;
+		ev.group_size = 2;
+		break;
+	case PLAN_COPY:
+		ev.bytes = op->u.copy.bytes;
+		break;
+	default:
+		break;
+	}
+	ev.name = e->roles[s->role].name[op->id];
+	trace_add(e->tr, &ev);
+}
+
+/* ---- op life cycle ------------------------------------------------------------------------- */
+
+static void push_work(struct eng *e, int32_t sr, int stream)
+{
+	TW_GROW(e->work, e->work_cap, e->nwork + 1);
+	e->work[e->nwork++] = (int64_t)sr * PLAN_NUM_STREAMS + stream;
+}
+
+static void complete_op_at(struct eng *e, int32_t sri, uint32_t opi, int64_t t0, int64_t t,
+			   bool stream_released)
+{
+	struct srank *s = &e->sr[sri];
+	struct role *ro = &e->roles[s->role];
+	const struct plan_op *op = &ro->plan.ops[opi];
+	record(e, s, op, t0, t);
+	if (!stream_released) {
+		s->busy[op->stream] = false;
+		s->head[op->stream]++;
+	}
+	s->ndone++;
+	if (t > s->end_ns)
+		s->end_ns = t;
+	for (uint32_t k = ro->succ_off[opi]; k < ro->succ_off[opi + 1]; k++) {
+		uint32_t d = ro->succ[k];
+		if (--s->left[d] == 0)
+			push_work(e, sri, ro->plan.ops[d].stream);
+	}
+	push_work(e, sri, op->stream);
+}
+
+static void complete_op(struct eng *e, int32_t sri, uint32_t opi, int64_t t)
+{
+	struct srank *s = &e->sr[sri];
+	complete_op_at(e, sri, opi, s->start[e->roles[s->role].plan.ops[opi].stream], t, false);
+}
+
+static void on_flow_changed(void *ctx, int32_t f)
+{
+	struct eng *e = ctx;
+	int64_t eta = net_eta(&e->net, f, e->now);
+	sim_heap_push(&e->heap, e->now + eta, EV_FLOW_END, f, 0, e->net.flows[f].ver);
+}
+
+/* the group's communicator shape (all instances of a group type have the same shape in the
+ * Megatron layout over whole nodes) */
+static const struct nccl_comm *group_comm(struct eng *e, int g, int64_t rank)
+{
+	if (!e->group_comm_set[g]) {
+		int64_t idx, n = job_group_members(e->j, (enum job_group)g, rank, e->members, &idx);
+		int64_t nodes = 0, last = -1;
+		for (int64_t i = 0; i < n; i++) {
+			int64_t nd = job_node_of(e->j, e->members[i]);
+			if (nd != last) /* members ascend, so nodes ascend */
+				nodes++;
+			last = nd;
+		}
+		nccl_comm_from_cluster(&e->j->cluster, n, nodes, &e->group_comm[g]);
+		e->group_comm_set[g] = true;
+	}
+	return &e->group_comm[g];
+}
+
+/* bytes of a GPU link per second at rate 1 -> load on the link */
+static double link_load(double bytes, double work_ns, double cap_GBps)
+{
+	if (bytes <= 0 || work_ns <= 0 || cap_GBps <= 0)
+		return 0;
+	return bytes / work_ns / cap_GBps; /* bytes/ns = GB/s */
+}
+
+/* all have arrived: latency now, data as a flow when it is over */
+static void comm_model(struct eng *e, const struct srank *s0, const struct plan_op *op,
+		       struct nccl_result *r)
+{
+	int64_t k0, k1, k2;
+	bool same = true;
+	if (op->kind == PLAN_COLL) {
+		k0 = op->u.coll.group;
+		k1 = op->u.coll.coll;
+		k2 = op->u.coll.bytes;
+	} else {
+		int64_t peer = op->u.p2p.peer + (s0->rank - e->roles[s0->role].rep);
+		same = job_node_of(e->j, peer) == s0->node;
+		k0 = JOB_NUM_GROUPS + (same ? 1 : 2);
+		k1 = -1;
+		k2 = op->u.p2p.bytes;
+	}
+	struct memo *m = &e->memo[key_hash(k0, k1, k2) & (MEMO_SLOTS - 1)];
+	if (m->used && m->key[0] == k0 && m->key[1] == k1 && m->key[2] == k2) {
+		*r = m->r;
+		return;
+	}
+	if (op->kind == PLAN_COLL) {
+		const struct nccl_comm *cm = group_comm(e, op->u.coll.group, s0->rank);
+		double S = nccl_size(op->u.coll.coll, (double)op->u.coll.bytes, cm->nranks);
+		if (op->u.coll.coll == PLAN_ALL_TO_ALL)
+			nccl_alltoall(cm, S, r);
+		else if (!nccl_predict(cm, op->u.coll.coll, S, -1, r))
+			memset(r, 0, sizeof(*r));
+	} else {
+		struct nccl_comm cm;
+		nccl_comm_from_cluster(&e->j->cluster, 2, same ? 1 : 2, &cm);
+		nccl_p2p(&cm, (double)op->u.p2p.bytes, same, r);
+	}
+	m->used = true;
+	m->key[0] = k0;
+	m->key[1] = k1;
+	m->key[2] = k2;
+	m->r = *r;
+}
+
+/* all have arrived: latency now, data as a flow when it is over */
+static void comm_start(struct eng *e, int32_t id)
+{
+	struct inst *in = &e->inst[id];
+	struct waiter *w0 = &e->waiters[in->first];
+	struct srank *s0 = &e->sr[w0->sr];
+	const struct plan_op *op = &e->roles[s0->role].plan.ops[w0->op];
+	struct nccl_result r;
+	comm_model(e, s0, op, &r);
+	for (int32_t w = in->first; w != -1; w = e->waiters[w].next)
+		e->sr[e->waiters[w].sr].ncomm++;
+	int64_t lat = (int64_t)llround((r.lat_us + r.fill_us) * 1e3);
+	/* b carries the data time at rate 1, ns */
+	double data_ns = r.time_us * 1e3 - (double)lat;
+	in->flow = -1;
+	in->nvl_bytes = r.nvl_bytes;
+	in->net_bytes = r.net_bytes;
+	sim_heap_push(&e->heap, e->now + lat, EV_COMM_DATA, id, (int64_t)llround(data_ns), 0);
+}
+
+static void comm_data(struct eng *e, int32_t id, int64_t data_ns)
+{
+	struct inst *in = &e->inst[id];
+	/* link loads at rate 1 from the bytes each GPU moves (the NIC link is this GPU's share) */
+	double nvl_GBps = e->link_GBps[LINK_NVL], nic_GBps = e->link_GBps[LINK_NIC];
+	int32_t links[2 * 64 + 2];
+	double loads[2 * 64 + 2];
+	int nl = 0;
+	double lnvl = link_load(in->nvl_bytes, (double)data_ns, nvl_GBps);
+	double lnet = link_load(in->net_bytes, (double)data_ns, nic_GBps);
+	/* every simulated member's links (a p2p: the sender's) */
+	int32_t *lk = links;
+	double *ld = loads;
+	int32_t *heap_links = NULL;
+	double *heap_loads = NULL;
+	int cap = (int)(sizeof(links) / sizeof(links[0]));
+	int need = 2 * in->arrived;
+	if (need > cap) {
+		heap_links = TW_NEW_ARRAY(int32_t, need);
+		heap_loads = TW_NEW_ARRAY(double, need);
+		lk = heap_links;
+		ld = heap_loads;
+	}
+	for (int32_t w = in->first; w != -1; w = e->waiters[w].next) {
+		const struct waiter *wt = &e->waiters[w];
+		const struct plan_op *o = &e->roles[e->sr[wt->sr].role].plan.ops[wt->op];
+		if (o->kind == PLAN_P2P && !(o->flags & PLAN_F_SEND))
+			continue;
+		if (lnvl > 0) {
+			lk[nl] = wt->sr * LINKS_PER_GPU + LINK_NVL;
+			ld[nl++] = lnvl;
+		}
+		if (lnet > 0) {
+			lk[nl] = wt->sr * LINKS_PER_GPU + LINK_NIC;
+			ld[nl++] = lnet;
+		}
+	}
+	e->inst[id].flow = net_add(&e->net, e->now, (double)data_ns, lk, ld, nl, id,
+				   on_flow_changed, e);
+	free(heap_links);
+	free(heap_loads);
+}
+
+static void comm_end(struct eng *e, int32_t id)
+{
+	struct inst *in = &e->inst[id];
+	for (int32_t w = in->first; w != -1; w = e->waiters[w].next) {
+		struct waiter *wt = &e->waiters[w];
+		if (in->kind != PLAN_COPY)
+			e->sr[wt->sr].ncomm--;
+		complete_op_at(e, wt->sr, wt->op, wt->t0, e->now, wt->released);
+	}
+	inst_remove(e, id);
+}
+
+static int64_t expected_members(struct eng *e, const struct plan_op *op, int64_t rank)
+{
+	if (e->opt->full)
+		return job_group_size(e->j, op->u.coll.group);
+	int64_t idx, n = job_group_members(e->j, op->u.coll.group, rank, e->members, &idx);
+	int64_t k = 0;
+	for (int64_t i = 0; i < n; i++)
+		if (e->sr_of[e->members[i]] >= 0)
+			k++;
+	return k;
+}
+
+/* canonical rank: the simulated rank that stands for `rank` */
+static int64_t canon(struct eng *e, int64_t rank)
+{
+	if (e->opt->full)
+		return rank;
+	return e->roles[e->canon_role[rank]].rep;
+}
+
+static void start_op(struct eng *e, int32_t sri, uint32_t opi)
+{
+	struct srank *s = &e->sr[sri];
+	struct role *ro = &e->roles[s->role];
+	const struct plan_op *op = &ro->plan.ops[opi];
+	s->busy[op->stream] = true;
+	s->start[op->stream] = e->now;
+	switch (op->kind) {
+	case PLAN_ALLOC:
+	case PLAN_FREE: {
+		int dev = op->u.mem.dev < PLAN_NUM_DEVICES ? op->u.mem.dev : 0;
+		s->live[dev] += op->kind == PLAN_ALLOC ? op->u.mem.bytes : -op->u.mem.bytes;
+		if (s->live[dev] > s->peak[dev])
+			s->peak[dev] = s->live[dev];
+		if (s->record) {
+			struct trace_mem_sample m = { .rank = (int32_t)s->rank, .device = dev, .cat = -1,
+						      .t_ns = e->now, .bytes = s->live[dev] };
+			trace_add_mem(e->tr, &m);
+		}
+		s->busy[op->stream] = false;
+		s->head[op->stream]++;
+		s->ndone++;
+		for (uint32_t k = ro->succ_off[opi]; k < ro->succ_off[opi + 1]; k++) {
+			uint32_t d = ro->succ[k];
+			if (--s->left[d] == 0)
+				push_work(e, sri, ro->plan.ops[d].stream);
+		}
+		push_work(e, sri, op->stream);
+		return;
+	}
+	case PLAN_COMPUTE: {
+		double d = (double)ro->dur[opi];
+		if (op->stream != PLAN_STREAM_HOST) {
+			if (s->ncomm > 0 && e->j->cluster.eff.comm_overlap_slowdown > 1.0)
+				d *= e->j->cluster.eff.comm_overlap_slowdown;
+			if (s->compute_scale > 0 && s->compute_scale != 1.0)
+				d /= s->compute_scale;
+		}
+		sim_heap_push(&e->heap, e->now + (int64_t)llround(d), EV_OP_END, sri, opi, 0);
+		return;
+	}
+	case PLAN_COPY: {
+		/* a flow on this GPU's PCIe link (NVMe is the host side: its own speed) */
+		bool created;
+		int32_t id = inst_get(e, -1 - (int64_t)PLAN_COPY, (int64_t)sri, (int64_t)opi, &created);
+		e->inst[id].kind = PLAN_COPY;
+		add_waiter(e, id, sri, opi);
+		int32_t link = sri * LINKS_PER_GPU + LINK_PCIE;
+		double load = (op->u.copy.dir == PLAN_H2D || op->u.copy.dir == PLAN_D2H) ? 1.0 : 0.0;
+		double work = (double)ro->dur[opi];
+		e->inst[id].flow = net_add(&e->net, e->now, work, &link, &load, 1, id, on_flow_changed, e);
+		return;
+	}
+	case PLAN_COLL: {
+		bool created;
+		int64_t color = job_group_color(e->j, op->u.coll.group, s->rank);
+		int32_t id = inst_get(e, op->u.coll.group, color, op->u.coll.seq, &created);
+		if (created) {
+			e->inst[id].kind = PLAN_COLL;
+			e->inst[id].expected = (int32_t)expected_members(e, op, s->rank);
+		}
+		add_waiter(e, id, sri, opi);
+		if (e->inst[id].arrived >= e->inst[id].expected)
+			comm_start(e, id);
+		return;
+	}
+	case PLAN_P2P: {
+		int64_t peer = op->u.p2p.peer + (s->rank - ro->rep);
+		bool send = op->flags & PLAN_F_SEND;
+		int64_t src = canon(e, send ? s->rank : peer), dst = canon(e, send ? peer : s->rank);
+		bool created;
+		int32_t id = inst_get(e, (int64_t)JOB_NUM_GROUPS + 1 + src, dst, op->u.p2p.seq, &created);
+		if (created) {
+			e->inst[id].kind = PLAN_P2P;
+			e->inst[id].expected = 2;
+		}
+		add_waiter(e, id, sri, opi);
+		if (send) {
+			/* a send does not hold its stream: Megatron and DeepSpeed post sends and
+			 * receives together (batched isend/irecv), so the next p2p op can be posted;
+			 * the send's dependents still wait for the transfer */
+			e->waiters[e->inst[id].first].released = true;
+			s->busy[op->stream] = false;
+			s->head[op->stream]++;
+			push_work(e, sri, op->stream);
+		}
+		if (e->inst[id].arrived >= e->inst[id].expected)
+			comm_start(e, id);
+		return;
+	}
+	default:
+		complete_op(e, sri, opi, e->now);
+		return;
+	}
+}
+
+static void drain(struct eng *e)
+{
+	while (e->nwork > 0) {
+		int64_t w = e->work[--e->nwork];
+		int32_t sri = (int32_t)(w / PLAN_NUM_STREAMS);
+		int st = (int)(w % PLAN_NUM_STREAMS);
+		struct srank *s = &e->sr[sri];
+		struct role *ro = &e->roles[s->role];
+		if (s->busy[st] || s->head[st] >= ro->nsops[st])
+			continue;
+		uint32_t opi = ro->sops[st][s->head[st]];
+		if (s->left[opi] != 0)
+			continue;
+		start_op(e, sri, opi);
+	}
+}
+
+/* ---- set-up ------------------------------------------------------------------------------ */
+
+static enum tw_result role_prepare(struct eng *e, struct role *ro)
+{
+	const struct plan *p = &ro->plan;
+	size_t n = p->nops;
+	ro->dur = TW_NEW_ARRAY(int64_t, n ? n : 1);
+	ro->succ_off = TW_NEW_ARRAY(uint32_t, n + 1);
+	ro->succ = TW_NEW_ARRAY(uint32_t, p->ndeps ? p->ndeps : 1);
+	for (size_t i = 0; i < n; i++) {
+		const struct plan_op *op = &p->ops[i];
+		if (op->id != i)
+			return tw_errf(e->err, TW_ERR_INTERNAL, "plan of rank %lld: op %zu has id %u",
+				       (long long)p->rank, i, op->id);
+		if (op->stream >= PLAN_NUM_STREAMS)
+			return tw_errf(e->err, TW_ERR_INTERNAL, "plan of rank %lld: op %zu: stream %d",
+				       (long long)p->rank, i, op->stream);
+		const uint32_t *d = plan_op_deps(p, op);
+		for (uint32_t k = 0; k < op->ndeps; k++) {
+			if (d[k] >= i)
+				return tw_errf(e->err, TW_ERR_INTERNAL,
+					       "plan of rank %lld: op %zu depends on later op %u",
+					       (long long)p->rank, i, d[k]);
+			ro->succ_off[d[k] + 1]++;
+		}
+		ro->nsops[op->stream]++;
+		if (op->kind == PLAN_COMPUTE)
+			ro->dur[i] = sim_compute_ns(e->j, op);
+		else if (op->kind == PLAN_COPY)
+			ro->dur[i] = sim_copy_ns(e->j, op, NULL);
+		if (op->kind == PLAN_COLL) {
+			int64_t g = job_group_size(e->j, op->u.coll.group);
+			if (g > e->j->gpus || g < 1 || op->u.coll.group >= JOB_NUM_GROUPS)
+				return tw_errf(e->err, TW_ERR_INVALID,
+					       "op %s: collective group %s of %lld ranks does not fit the job's %lld GPUs",
+					       op->name ? op->name : "?", job_group_name(op->u.coll.group),
+					       (long long)g, (long long)e->j->gpus);
+		}
+		if (op->kind == PLAN_P2P) {
+			int64_t peer = op->u.p2p.peer;
+			if (peer < 0 || peer >= e->j->gpus)
+				return tw_errf(e->err, TW_ERR_INVALID, "op %s: p2p peer %lld outside the job's %lld GPUs",
+					       op->name ? op->name : "?", (long long)peer, (long long)e->j->gpus);
+		}
+	}
+	for (size_t i = 0; i < n; i++)
+		ro->succ_off[i + 1] += ro->succ_off[i];
+	uint32_t *fill = TW_NEW_ARRAY(uint32_t, n + 1);
+	for (size_t i = 0; i < n; i++) {
+		const struct plan_op *op = &p->ops[i];
+		const uint32_t *d = plan_op_deps(p, op);
+		for (uint32_t k = 0; k < op->ndeps; k++)
+			ro->succ[ro->succ_off[d[k]] + fill[d[k]]++] = (uint32_t)i;
+	}
+	free(fill);
+	for (int s = 0; s < PLAN_NUM_STREAMS; s++) {
+		ro->sops[s] = TW_NEW_ARRAY(uint32_t, ro->nsops[s] ? ro->nsops[s] : 1);
+		ro->nsops[s] = 0;
+	}
+	for (size_t i = 0; i < n; i++)
+		ro->sops[p->ops[i].stream][ro->nsops[p->ops[i].stream]++] = (uint32_t)i;
+	ro->name = TW_NEW_ARRAY(uint32_t, n ? n : 1);
+	const char *last = NULL;
+	for (size_t i = 0; i < n; i++) {
+		const char *nm = p->ops[i].name ? p->ops[i].name : plan_kind_name(p->ops[i].kind);
+		ro->name[i] = (last && !strcmp(nm, last)) ? ro->name[i - 1] : trace_intern(e->tr, nm);
+		last = nm;
+	}
+	return TW_OK;
+}
+
+static enum tw_result check_cluster(const struct job *j, struct tw_err *err)
+{
+	const struct cluster *c = &j->cluster;
+	if (c->gpu.hbm_GBps <= 0)
+		return tw_errf(err, TW_ERR_INVALID, "%s: gpu.hbm_GBps: must be > 0", c->name);
+	if (c->gpu.peak_tflops[TW_BF16] <= 0 && c->gpu.peak_tflops[TW_FP16] <= 0 &&
+	    c->gpu.peak_tflops[TW_FP32] <= 0)
+		return tw_errf(err, TW_ERR_INVALID, "%s: gpu.peak_tflops: no dtype has a peak > 0", c->name);
+	bool nvl = c->node.intra == CLUSTER_INTRA_NVSWITCH || c->node.intra == CLUSTER_INTRA_NVLINK_MESH;
+	if (j->gpus > 1 && nvl && c->node.nvlink_GBps <= 0)
+		return tw_errf(err, TW_ERR_INVALID, "%s: node.nvlink_GBps: a link of zero bandwidth cannot carry the job's traffic", c->name);
+	if (c->node.pcie_GBps <= 0)
+		return tw_errf(err, TW_ERR_INVALID, "%s: node.pcie_GBps: a link of zero bandwidth cannot carry the job's traffic", c->name);
+	if (j->nodes > 1 && (c->net.nics_per_node <= 0 || c->net.nic_gbps <= 0))
+		return tw_errf(err, TW_ERR_INVALID, "%s: net.nic_gbps: a link of zero bandwidth cannot carry traffic between the job's %d nodes",
+			       c->name, j->nodes);
+	if (j->nodes > 1 && c->net.nic_eff <= 0)
+		return tw_errf(err, TW_ERR_INVALID, "%s: net.nic_eff: must be > 0", c->name);
+	for (int i = 0; i < c->n_stragglers; i++)
+		if (c->stragglers[i].compute_scale <= 0 || c->stragglers[i].link_scale <= 0)
+			return tw_errf(err, TW_ERR_INVALID, "%s: stragglers[%d]: compute_scale and link_scale must be > 0", c->name, i);
+	return TW_OK;
+}
+
+static void eng_free(struct eng *e)
+{
+	for (int64_t i = 0; i < e->nroles; i++) {
+		struct role *ro = &e->roles[i];
+		plan_release(&ro->plan);
+		free(ro->dur);
+		free(ro->succ_off);
+		free(ro->succ);
+		free(ro->name);
+		for (int s = 0; s < PLAN_NUM_STREAMS; s++)
+			free(ro->sops[s]);
+	}
+	free(e->roles);
+	for (int64_t i = 0; i < e->nsr; i++)
+		free(e->sr[i].left);
+	free(e->sr);
+	free(e->sr_of);
+	free(e->canon_role);
+	sim_heap_free(&e->heap);
+	net_free(&e->net);
+	free(e->inst);
+	free(e->slots);
+	free(e->waiters);
+	free(e->free_inst);
+	free(e->work);
+	free(e->members);
+}
+
+enum tw_result sim_run_plans(const struct job *j, const struct sim_options *opt,
+			     const struct sim_plan_source *src, struct trace *out,
+			     struct sim_stats *stats, struct tw_err *err)
+{
+	int64_t t_wall = tw_now_ns();
+	struct eng E, *e = &E;
+	memset(e, 0, sizeof(E));
+	e->j = j;
+	e->opt = opt;
+	e->err = err;
+	trace_init(out, TRACE_KIND_SIM, j->gpus);
+	e->tr = out;
+	enum tw_result rc = check_cluster(j, err);
+	if (rc != TW_OK)
+		return rc;
+	if (j->gpus < 1 || j->gpus > (1LL << 24))
+		return tw_errf(err, TW_ERR_INVALID, "job: %lld GPUs: the simulator takes 1 .. 16,777,216", (long long)j->gpus);
+
+	/* roles: one per pipeline stage is what plan_roles gives for the Megatron layout */
+	int64_t *reps = TW_NEW_ARRAY(int64_t, j->gpus), *weights = TW_NEW_ARRAY(int64_t, j->gpus);
+	int64_t nroles = src->roles(src->ctx, j, reps, weights, j->gpus);
+	if (nroles < 1) {
+		free(reps);
+		free(weights);
+		return tw_errf(err, TW_ERR_INTERNAL, "plan: no roles for a job of %lld GPUs", (long long)j->gpus);
+	}
+	e->roles = TW_NEW_ARRAY(struct role, nroles);
+	e->nroles = nroles;
+	e->canon_role = TW_NEW_ARRAY(int32_t, j->gpus);
+	e->sr_of = TW_NEW_ARRAY(int32_t, j->gpus);
+	e->members = TW_NEW_ARRAY(int64_t, j->gpus);
+	for (int64_t r = 0; r < j->gpus; r++) {
+		e->canon_role[r] = -1;
+		e->sr_of[r] = -1;
+	}
+	for (int64_t i = 0; i < nroles; i++) {
+		e->roles[i].rep = reps[i];
+		rc = src->build(src->ctx, j, reps[i], &e->roles[i].plan, err);
+		if (rc != TW_OK)
+			goto done;
+		rc = role_prepare(e, &e->roles[i]);
+		if (rc != TW_OK)
+			goto done;
+	}
+	/* rank -> role: the role whose representative is on the same pipeline stage */
+	for (int64_t r = 0; r < j->gpus; r++) {
+		struct job_coord c;
+		job_coord_of(j, r, &c);
+		for (int64_t i = 0; i < nroles; i++) {
+			struct job_coord rc2;
+			job_coord_of(j, reps[i], &rc2);
+			if (rc2.pp == c.pp) {
+				e->canon_role[r] = (int32_t)i;
+				break;
+			}
+		}
+		if (e->canon_role[r] < 0) {
+			rc = tw_errf(err, TW_ERR_INTERNAL, "plan: rank %lld has no role", (long long)r);
+			goto done;
+		}
+	}
+	/* simulated ranks */
+	e->nsr = opt->full ? j->gpus : nroles;
+	e->sr = TW_NEW_ARRAY(struct srank, e->nsr);
+	for (int64_t i = 0; i < e->nsr; i++) {
+		struct srank *s = &e->sr[i];
+		s->rank = opt->full ? i : reps[i];
+		s->role = opt->full ? e->canon_role[i] : (int32_t)i;
+		s->node = job_node_of(j, s->rank);
+		s->compute_scale = 1.0;
+		e->sr_of[s->rank] = (int32_t)i;
+		const struct plan *p = &e->roles[s->role].plan;
+		s->left = TW_NEW_ARRAY(uint32_t, p->nops ? p->nops : 1);
+		for (size_t k = 0; k < p->nops; k++)
+			s->left[k] = p->ops[k].ndeps;
+		s->record = !opt->full || opt->trace_all || s->rank == e->roles[s->role].rep;
+	}
+	net_init(&e->net, (int32_t)(e->nsr * LINKS_PER_GPU));
+	{
+		struct nccl_comm cm1;
+		nccl_comm_from_cluster(&j->cluster, 2, 2, &cm1);
+		e->link_GBps[LINK_NVL] = cm1.intra_GBps;
+		e->link_GBps[LINK_NIC] = cm1.gpu_net_GBps;
+		e->link_GBps[LINK_PCIE] = j->cluster.node.pcie_GBps;
+	}
+	/* the trace holds one event per op of every recorded rank: reserve it once */
+	{
+		size_t need = 0;
+		for (int64_t i = 0; i < e->nsr; i++)
+			if (e->sr[i].record)
+				need += e->roles[e->sr[i].role].plan.nops + 1;
+		TW_GROW(out->ev, out->ev_cap, need);
+	}
+	for (int i = 0; i < j->cluster.n_stragglers; i++) {
+		int64_t g = j->cluster.stragglers[i].gpu;
+		if (g < 0 || g >= j->gpus) {
+			rc = tw_errf(err, TW_ERR_INVALID, "%s: stragglers[%d].gpu=%lld: the job has GPUs 0 .. %lld",
+				     j->cluster.name, i, (long long)g, (long long)j->gpus - 1);
+			goto done;
+		}
+		if (e->sr_of[g] < 0)
+			continue; /* symmetric mode: only full mode shows a single straggler */
+		struct srank *s = &e->sr[e->sr_of[g]];
+		s->compute_scale = j->cluster.stragglers[i].compute_scale;
+		s->record = true;
+		for (int l = 0; l < LINKS_PER_GPU; l++)
+			e->net.cap[e->sr_of[g] * LINKS_PER_GPU + l] = j->cluster.stragglers[i].link_scale;
+	}
+
+	sim_heap_init(&e->heap);
+	e->free_waiter = -1;
+	for (int64_t i = 0; i < e->nsr; i++)
+		for (int s = 0; s < PLAN_NUM_STREAMS; s++)
+			push_work(e, (int32_t)i, s);
+	drain(e);
+	int64_t max_ev = opt->max_events > 0 ? opt->max_events : DEFAULT_MAX_EVENTS;
+	struct sim_ev ev;
+	while (sim_heap_pop(&e->heap, &ev)) {
+		if (ev.type == EV_FLOW_END &&
+		    (!e->net.flows[ev.a].active || e->net.flows[ev.a].ver != ev.ver))
+			continue; /* superseded by a rate change */
+		if (++e->events > max_ev) {
+			rc = tw_errf(err, TW_ERR_LIMIT,
+				     "simulation stopped after %lld events (--max-events %lld) at t=%.6f s: raise --max-events or simulate fewer ranks",
+				     (long long)max_ev, (long long)max_ev, (double)ev.t * 1e-9);
+			goto done;
+		}
+		e->now = ev.t;
+		switch (ev.type) {
+		case EV_OP_END:
+			complete_op(e, ev.a, (uint32_t)ev.b, ev.t);
+			break;
+		case EV_COMM_DATA:
+			comm_data(e, ev.a, ev.b);
+			break;
+		case EV_FLOW_END: {
+			int32_t owner = e->net.flows[ev.a].owner;
+			net_remove(&e->net, e->now, ev.a, on_flow_changed, e);
+			comm_end(e, owner);
+			break;
+		}
+		}
+		drain(e);
+	}
+	/* everything done? */
+	int64_t step = 0;
+	for (int64_t i = 0; i < e->nsr; i++) {
+		struct srank *s = &e->sr[i];
+		const struct plan *p = &e->roles[s->role].plan;
+		if ((size_t)s->ndone != p->nops) {
+			const struct plan_op *stuck = NULL;
+			for (int st = 0; st < PLAN_NUM_STREAMS && !stuck; st++)
+				if (s->head[st] < e->roles[s->role].nsops[st])
+					stuck = &p->ops[e->roles[s->role].sops[st][s->head[st]]];
+			rc = tw_errf(err, TW_ERR_INVALID,
+				     "simulation deadlocked: rank %lld finished %lld of %zu ops; op %u (%s %s) waits for a peer that never issues it",
+				     (long long)s->rank, (long long)s->ndone, p->nops, stuck ? stuck->id : 0,
+				     stuck ? plan_kind_name(stuck->kind) : "?", stuck && stuck->name ? stuck->name : "");
+			goto done;
+		}
+		if (s->end_ns > step)
+			step = s->end_ns;
+	}
+	/* one step marker per recorded rank: the step is a barrier for every rank (the optimizer
+	 * step closes it), so the analysis measures every rank over the same window */
+	for (int64_t i = 0; i < e->nsr; i++) {
+		if (!e->sr[i].record)
+			continue;
+		struct trace_event m;
+		memset(&m, 0, sizeof(m));
+		m.rank = (int32_t)e->sr[i].rank;
+		m.device = -1;
+		m.stream = -1;
+		m.cat = TRACE_MARKER;
+		m.step = 0;
+		m.op_id = m.layer = m.micro = m.stage = m.phase = -1;
+		m.start_ns = 0;
+		m.end_ns = step;
+		struct trace_event *te = trace_add(out, &m);
+		te->name = trace_intern(out, "step 0");
+	}
+	/* peak memory per rank (the simulated timeline's peak + context + fragmentation) */
+	out->peak_mem = TW_NEW_ARRAY(int64_t, j->gpus);
+	double frag = j->cluster.eff.alloc_fragmentation >= 1.0 ? j->cluster.eff.alloc_fragmentation : 1.0;
+	int64_t ctx = (int64_t)(j->cluster.gpu.context_gib * (double)TW_GIB);
+	for (int64_t r = 0; r < j->gpus; r++) {
+		int32_t si = e->sr_of[r] >= 0 ? e->sr_of[r] : e->sr_of[canon(e, r)];
+		if (si >= 0)
+			out->peak_mem[r] = (int64_t)((double)e->sr[si].peak[PLAN_DEV_GPU] * frag) + ctx;
+	}
+	if (stats) {
+		stats->events = e->events;
+		stats->ranks_simulated = e->nsr;
+		stats->step_ns = step;
+	}
+	rc = TW_OK;
+done:
+	free(reps);
+	free(weights);
+	eng_free(e);
+	if (stats)
+		stats->wall_ns = tw_now_ns() - t_wall;
+	if (rc != TW_OK) {
+		trace_release(out);
+		trace_init(out, TRACE_KIND_SIM, j->gpus);
+	}
+	return rc;
+}
+

@@ -1,0 +1,293 @@
+/* NCCL's collective cost model as its tuner computes it (src/graph/tuning.cc, NCCL 2.30;
+ * constants and formulas transcribed in reference/cost-models.md §1), with three changes
+ * where the tuner's numbers are known not to be what the kernels achieve (docs/simulator.md):
+ *  - the graph (channels, per-channel bandwidth) comes from the cluster file, not NCCL's search;
+ *  - NVLS and Tree bandwidths come from the bytes each GPU moves (NVLS: S + S/n per direction
+ *    through the switch; Tree: S per node across two nodes, 2S beyond), not the tuner's ratios;
+ *  - a pipeline-fill term: the first chunk has to cross every step before the ring streams.
+ * Times in µs, bandwidths in GB/s (1e9 B/s), sizes in bytes. */
+#include <math.h>
+#include <string.h>
+
+#include "sim_int.h"
+
+/* §1.2 constant tables: [algo][proto] with algo TREE, RING, NVLS and proto LL, LL128, SIMPLE */
+static const double base_lat[NCCL_NUM_ALGOS][NCCL_NUM_PROTOS] = {
+	{ 6.8, 14.0, 8.4 }, { 6.6, 14.0, 8.4 }, { 0, 0, 0 } };
+enum { HW_NVLINK = 0, HW_PCI, HW_NET };
+static const double hw_lat[3][NCCL_NUM_ALGOS][NCCL_NUM_PROTOS] = {
+	{ { 0.6, 1.25, 4.0 }, { 0.6, 1.9, 3.4 }, { 0, 0, 25 } },
+	{ { 1.0, 1.9, 4.0 }, { 1.0, 2.5, 5.7 }, { 0, 0, 0 } },
+	{ { 5.0, 8.5, 14 }, { 2.7, 4.0, 14.0 }, { 0, 0, 18 } } };
+/* [cc index][min(nNodes,3)-1]; cc index 0 Volta, 1 Ampere, 2 Hopper, 3 Blackwell */
+static const double ll_max_bw[4][3] = {
+	{ 39.0, 39.0, 20.4 }, { 87.7, 22.5, 19.0 }, { 141.0, 45.0, 35.0 }, { 282.0, 90.0, 70.0 } };
+static const double per_ch_ring_ll128[4] = { 20, 20, 36.7, 40 };
+static const double per_ch_tree_ll128[4][3] = {
+	{ 20, 20, 20 }, { 20, 20, 20 }, { 36.7, 36.7, 29.0 }, { 55.6, 31.67, 20.0 } };
+static const double per_ch_tree[4][3] = {
+	{ 26.5, 18.5, 10.0 }, { 24.0, 23.6, 17.8 }, { 38.7, 41.4, 36.0 }, { 70.0, 42.8, 24.0 } };
+static const double nvls_eff[4] = { 0, 0, 0.85, 0.74 };
+/* treeCorrectionFactor[proto][log2(nBytes/64)], 64 B .. 256 MiB */
+static const double tree_corr[NCCL_NUM_PROTOS][23] = {
+	{ 1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0 },
+	{ 1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0 },
+	{ .9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9 } };
+/* Bytes one step of a channel moves (§1.8): LL 64 KiB of payload per step slot, LL128 the
+ * 4.9 MB buffer over 8 steps and 2 slices, Simple 512 KiB; NVLS chunks are 128 KiB. */
+static const double step_bytes[NCCL_NUM_PROTOS] = { 65536.0, 4915200.0 / 16.0, 524288.0 };
+#define NVLS_CHUNK 131072.0
+
+const char *nccl_algo_name(int a)
+{
+	static const char *const n[] = { "tree", "ring", "nvls" };
+	return a >= 0 && a < NCCL_NUM_ALGOS ? n[a] : "?";
+}
+
+const char *nccl_proto_name(int p)
+{
+	static const char *const n[] = { "LL", "LL128", "Simple" };
+	return p >= 0 && p < NCCL_NUM_PROTOS ? n[p] : "?";
+}
+
+bool nccl_algo_parse(const char *s, int *out)
+{
+	for (int a = 0; a < NCCL_NUM_ALGOS; a++)
+		if (strcmp(s, nccl_algo_name(a)) == 0) {
+			*out = a;
+			return true;
+		}
+	return false;
+}
+
+static int cc_index(int cc)
+{
+	return cc >= 100 ? 3 : cc >= 90 ? 2 : cc >= 80 ? 1 : 0;
+}
+
+static int log2i(double x)
+{
+	int l = 0;
+	while (x >= 2.0) {
+		x /= 2.0;
+		l++;
+	}
+	return l;
+}
+
+double nccl_size(enum plan_coll c, double bytes, int64_t n)
+{
+	return (c == PLAN_ALL_GATHER || c == PLAN_REDUCE_SCATTER) ? bytes * (double)n : bytes;
+}
+
+double nccl_busbw_factor(enum plan_coll c, int64_t n)
+{
+	if (n <= 1)
+		return 0;
+	switch (c) {
+	case PLAN_ALL_REDUCE:
+		return 2.0 * (double)(n - 1) / (double)n;
+	case PLAN_ALL_GATHER:
+	case PLAN_REDUCE_SCATTER:
+	case PLAN_ALL_TO_ALL:
+		return (double)(n - 1) / (double)n;
+	default:
+		return 1.0;
+	}
+}
+
+void nccl_comm_from_cluster(const struct cluster *c, int64_t nranks, int64_t nnodes,
+			    struct nccl_comm *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->cc = sim_gpu_cc(c);
+	out->nranks = nranks;
+	out->nnodes = nnodes < 1 ? 1 : nnodes;
+	out->ppn = (nranks + out->nnodes - 1) / out->nnodes;
+	out->nvlink = c->node.intra == CLUSTER_INTRA_NVSWITCH || c->node.intra == CLUSTER_INTRA_NVLINK_MESH;
+	out->intra_GBps = out->nvlink ? c->node.nvlink_GBps : c->node.pcie_GBps;
+	out->nvls = c->node.nvls && out->cc >= 90;
+	out->amd_cpu = c->node.cpu_vendor == CLUSTER_CPU_AMD;
+	/* NCCL runs about two channels per NVLink-class GPU port group; Blackwell doubles it */
+	out->nch = out->cc >= 100 ? 32 : 16;
+	/* rail-aligned: ppn GPUs of this communicator on a node reach ppn/gpus of its NICs */
+	int gpn = c->node.gpus > 0 ? c->node.gpus : 1;
+	double nics = (double)c->net.nics_per_node * (double)out->ppn / (double)gpn;
+	if (nics < 1.0)
+		nics = c->net.nics_per_node > 0 ? 1.0 : 0.0;
+	double nic = c->net.nic_gbps / 8.0 * (c->net.nic_eff > 0 ? c->net.nic_eff : 1.0);
+	out->inter_GBps = nics * nic;
+	out->gpu_net_GBps = nic * (double)c->net.nics_per_node / (double)gpn;
+}
+
+void nccl_alltoall(const struct nccl_comm *cm, double S, struct nccl_result *out)
+{
+	int64_t n = cm->nranks, ppn = cm->ppn;
+	memset(out, 0, sizeof(*out));
+	out->algo = NCCL_RING;
+	out->proto = NCCL_SIMPLE;
+	if (n <= 1 || S <= 0)
+		return;
+	double intra = S * (double)(ppn - 1) / (double)n, inter = S * (double)(n - ppn) / (double)n;
+	double t = 0;
+	if (intra > 0 && cm->intra_GBps > 0)
+		t = intra / (1000.0 * cm->intra_GBps);
+	if (inter > 0 && cm->gpu_net_GBps > 0)
+		t = fmax(t, inter / (1000.0 * cm->gpu_net_GBps));
+	int hw = cm->nnodes > 1 ? HW_NET : cm->nvlink ? HW_NVLINK : HW_PCI;
+	out->lat_us = base_lat[NCCL_RING][NCCL_SIMPLE] + hw_lat[hw][NCCL_RING][NCCL_SIMPLE];
+	out->algbw_GBps = t > 0 ? S / (1000.0 * t) : 0;
+	out->time_us = out->lat_us + t;
+	out->busbw_GBps = S / (out->time_us * 1e3) * nccl_busbw_factor(PLAN_ALL_TO_ALL, n);
+	out->nvl_bytes = intra;
+	out->net_bytes = inter;
+}
+
+void nccl_p2p(const struct nccl_comm *cm, double S, bool same_node, struct nccl_result *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->algo = NCCL_RING;
+	out->proto = NCCL_SIMPLE;
+	double bw = same_node ? cm->intra_GBps : cm->gpu_net_GBps;
+	int hw = !same_node ? HW_NET : cm->nvlink ? HW_NVLINK : HW_PCI;
+	out->lat_us = base_lat[NCCL_RING][NCCL_SIMPLE] + hw_lat[hw][NCCL_RING][NCCL_SIMPLE];
+	out->algbw_GBps = bw;
+	out->time_us = out->lat_us + (bw > 0 ? S / (1000.0 * bw) : 0);
+	out->busbw_GBps = S / (out->time_us * 1e3);
+	if (same_node)
+		out->nvl_bytes = S;
+	else
+		out->net_bytes = S;
+}
+
+bool nccl_eval(const struct nccl_comm *cm, enum plan_coll c, double S, int a, int p,
+	       struct nccl_result *out)
+{
+	int64_t n = cm->nranks, N = cm->nnodes, ppn = cm->ppn;
+	int ci = cc_index(cm->cc), i2 = (int)(N < 3 ? N : 3) - 1;
+	bool ar = c == PLAN_ALL_REDUCE, agrs = c == PLAN_ALL_GATHER || c == PLAN_REDUCE_SCATTER;
+	if (n <= 1 || S <= 0) {
+		memset(out, 0, sizeof(*out));
+		out->algo = a;
+		out->proto = p;
+		return a == NCCL_RING && p == NCCL_SIMPLE;
+	}
+	/* §1.6 filters */
+	if (a == NCCL_TREE && (!ar || N == 1))
+		return false; /* Tree is AllReduce only; on one node the ring is the chain */
+	if (a == NCCL_NVLS && (!cm->nvls || N > 1 || p != NCCL_SIMPLE || !(ar || agrs)))
+		return false; /* multi-node NVLS needs CollNet/SHARP, which we do not model */
+	if (a == NCCL_NVLS && agrs)
+		return false; /* (AG/RS over NVLS: the tuner rarely picks it; keep the ring) */
+	if (p == NCCL_LL128 && !cm->nvlink)
+		return false;
+	if ((c == PLAN_BROADCAST || c == PLAN_ALL_TO_ALL) && a != NCCL_RING)
+		return false;
+	if (cm->intra_GBps <= 0 || (N > 1 && cm->inter_GBps <= 0))
+		return false;
+
+	double nsteps = ar ? 2.0 * (double)(n - 1) : agrs ? (double)(n - 1) : (double)n;
+	double total = N == 1 ? cm->intra_GBps : fmin(cm->intra_GBps, cm->inter_GBps);
+	double bw_ch = total / cm->nch;
+	double bus = cm->nch * bw_ch, alg;
+	if (a == NCCL_RING) {
+		if (p == NCCL_LL)
+			bus = fmin(ll_max_bw[N > 1 ? (cm->amd_cpu ? 1 : 0) : ci][i2], 0.5 * bus);
+		else if (p == NCCL_LL128)
+			bus = fmin(0.92 * bus, cm->nch * per_ch_ring_ll128[ci]);
+		alg = bus * (double)n / nsteps;
+	} else if (a == NCCL_TREE) {
+		/* across two nodes each node sends S once; beyond, 2S (double binary tree) */
+		bus = fmin(cm->intra_GBps, cm->inter_GBps * (N == 2 ? 2.0 : 1.0));
+		bus = fmin(0.92 * bus, cm->nch * per_ch_tree[ci][i2]);
+		if (p == NCCL_LL)
+			bus = fmin(bus / 3.8, ll_max_bw[cm->amd_cpu ? 1 : 0][i2]);
+		else if (p == NCCL_LL128)
+			bus = fmin(bus * 120.0 / 128.0, cm->nch * per_ch_tree_ll128[ci][i2]);
+		alg = bus * 0.5;
+	} else {
+		/* NVLS AllReduce: each GPU sends S into the switch and gets S/n... in both phases,
+		 * S (1 + 1/n) per direction, at the switch's efficiency */
+		alg = cm->intra_GBps * nvls_eff[ci] * (double)n / (double)(n + 1);
+	}
+	if (alg <= 0)
+		return false;
+
+	/* §1.4 latency */
+	int intra_hw = cm->nvlink ? HW_NVLINK : HW_PCI;
+	double lat = base_lat[a][p];
+	double intra_lat = hw_lat[intra_hw][a][p];
+	double inter_lat = (ppn == 1 ? hw_lat[HW_NET][NCCL_TREE][p] : hw_lat[HW_NET][a][p]) + cm->net_lat_us;
+	if (a == NCCL_RING) {
+		if (c == PLAN_BROADCAST) {
+			int hwa = N == 1 ? intra_hw : HW_NET;
+			lat += nsteps * hw_lat[hwa][p == NCCL_SIMPLE ? NCCL_TREE : NCCL_RING][p];
+		} else {
+			double net_over = N > 1 ? (cm->amd_cpu ? 2.0 : 1.0) * (p == NCCL_SIMPLE ? 3 : 1) : 0;
+			double il = fmax(intra_lat, net_over);
+			double ninter = N == 1 ? 0 : ar ? 2.0 * (double)(N - 1) : (double)(N - 1);
+			lat += (nsteps - ninter) * il + ninter * inter_lat;
+		}
+	} else if (a == NCCL_TREE) {
+		lat += 2.0 * ((double)(ppn - 1) * intra_lat + log2i((double)N) * inter_lat);
+	} else {
+		lat = intra_lat;
+	}
+	/* §1.5 corrections */
+	double bwe = alg;
+	if (a == NCCL_TREE && ar) {
+		int ls = log2i(S / 64.0);
+		if (S >= 64 && ls < 23)
+			bwe *= tree_corr[p][ls];
+	}
+	if (a == NCCL_RING && p == NCCL_SIMPLE && N > 1 && ar && S / (cm->nch * (double)n) >= 64)
+		lat *= cm->cc < 80 ? 1.9 : 1.4;
+
+	/* pipeline fill: the first chunk of a channel crosses every step before data streams */
+	double chunk = a == NCCL_NVLS ? NVLS_CHUNK : step_bytes[p];
+	double per_ch = S / (cm->nch * (double)n);
+	if (chunk > per_ch)
+		chunk = per_ch;
+	double fill_steps = a == NCCL_NVLS ? 2.0
+			    : a == NCCL_TREE ? 2.0 * (log2i((double)N) + (double)ppn)
+					     : nsteps;
+	double ch_bw = bw_ch * (p == NCCL_LL ? 0.5 : 1.0);
+	double fill = fill_steps * chunk / (1000.0 * ch_bw);
+
+	out->algo = a;
+	out->proto = p;
+	out->lat_us = lat;
+	out->algbw_GBps = bwe;
+	out->fill_us = fill;
+	out->time_us = lat + S / (1000.0 * bwe) + fill;
+	out->busbw_GBps = S / (out->time_us * 1e3) * nccl_busbw_factor(c, n);
+	/* bytes each GPU puts on its links */
+	double f = nccl_busbw_factor(c, n) * S;
+	if (c == PLAN_BROADCAST)
+		f = S;
+	if (a == NCCL_NVLS)
+		f = S * (1.0 + 1.0 / (double)n);
+	out->nvl_bytes = ppn > 1 ? f : 0;
+	out->net_bytes = N > 1 ? (a == NCCL_TREE ? S * (N == 2 ? 1.0 : 2.0) : f) / (double)ppn : 0;
+	return true;
+}
+
+bool nccl_predict(const struct nccl_comm *cm, enum plan_coll c, double S, int algo,
+		  struct nccl_result *out)
+{
+	bool found = false;
+	struct nccl_result r;
+	for (int a = 0; a < NCCL_NUM_ALGOS; a++) {
+		if (algo >= 0 && a != algo)
+			continue;
+		for (int p = 0; p < NCCL_NUM_PROTOS; p++) {
+			if (!nccl_eval(cm, c, S, a, p, &r))
+				continue;
+			if (!found || r.time_us < out->time_us) {
+				*out = r;
+				found = true;
+			}
+		}
+	}
+	return found;
+}

@@ -1,0 +1,152 @@
+/* sim internals: the event queue, the NCCL collective model, the flow network and the compute
+ * cost model. Only the sim sources and the sim unit tests include this header. */
+#ifndef TW_SIM_INT_H
+#define TW_SIM_INT_H
+
+#include "sim.h"
+
+/* ---- event queue: binary heap ordered by (time, insertion counter) ---------------------- */
+
+struct sim_ev {
+	int64_t t;      /* ns */
+	uint64_t seq;   /* insertion counter: equal times pop in insertion order */
+	int32_t type;
+	int32_t a;
+	int64_t b;
+	uint32_t ver;   /* for lazily cancelled events (flows whose rate changed) */
+};
+
+struct sim_heap {
+	struct sim_ev *v;
+	size_t n, cap;
+	uint64_t next_seq;
+};
+
+void sim_heap_init(struct sim_heap *h);
+void sim_heap_free(struct sim_heap *h);
+void sim_heap_push(struct sim_heap *h, int64_t t, int32_t type, int32_t a, int64_t b, uint32_t ver);
+bool sim_heap_pop(struct sim_heap *h, struct sim_ev *out);
+
+/* ---- NCCL's tuner model (reference/cost-models.md §1) ----------------------------------- */
+
+enum nccl_algo { NCCL_TREE = 0, NCCL_RING, NCCL_NVLS, NCCL_NUM_ALGOS };
+enum nccl_proto { NCCL_LL = 0, NCCL_LL128, NCCL_SIMPLE, NCCL_NUM_PROTOS };
+const char *nccl_algo_name(int a);
+const char *nccl_proto_name(int p);
+bool nccl_algo_parse(const char *s, int *out);
+
+/* What the model needs to know about a communicator on a cluster. */
+struct nccl_comm {
+	int cc;              /* compute capability x10: 70, 80, 90, 100 */
+	int64_t nranks, nnodes, ppn;
+	int nch;             /* channels */
+	double intra_GBps;   /* per GPU, all channels: NVLink (or PCIe) as NCCL achieves it */
+	double inter_GBps;   /* per GPU, all channels: this GPU's share of the node's NICs */
+	bool nvlink;         /* intra-node path is NVLink (LL128 allowed) */
+	bool nvls;           /* NVLink SHARP present */
+	bool amd_cpu;        /* NCCL's LL caps and net overhead differ on AMD hosts */
+	double net_lat_us;   /* added to NCCL's per-step network latency (0: NCCL's tables) */
+	double gpu_net_GBps; /* the NIC bandwidth one GPU owns (rail share), for p2p/all-to-all */
+};
+
+struct nccl_result {
+	int algo, proto;
+	double lat_us;       /* latency term */
+	double algbw_GBps;   /* algorithm bandwidth of the bandwidth term */
+	double fill_us;      /* pipeline fill: the first chunk crossing every step */
+	double time_us;      /* lat + S / algbw + fill */
+	double busbw_GBps;   /* nccl-tests bus bandwidth this time implies */
+	double nvl_bytes;    /* bytes each GPU sends over NVLink (or PCIe) */
+	double net_bytes;    /* bytes each GPU sends over its NIC */
+};
+
+/* nccl-tests size S for a collective whose per-rank nccl count is `bytes`: AG/RS move n x. */
+double nccl_size(enum plan_coll c, double bytes, int64_t n);
+/* nccl-tests bus bandwidth factor. */
+double nccl_busbw_factor(enum plan_coll c, int64_t n);
+/* Fill the communicator description from the cluster (ranks spread over nnodes nodes). */
+void nccl_comm_from_cluster(const struct cluster *c, int64_t nranks, int64_t nnodes,
+			    struct nccl_comm *out);
+/* Time of one collective of nccl-tests size S bytes; algo < 0: chosen as NCCL's tuner does
+ * (argmin of time over the enabled algorithm/protocol pairs), else forced. False when the
+ * forced algorithm cannot run this collective. */
+bool nccl_predict(const struct nccl_comm *cm, enum plan_coll c, double S, int algo,
+		  struct nccl_result *out);
+/* All-to-all of a per-rank buffer of S bytes and one send/recv of S bytes (not in NCCL's
+ * tuner: the bytes over NVLink and over the NIC at the link speeds, plus one step latency). */
+void nccl_alltoall(const struct nccl_comm *cm, double S, struct nccl_result *out);
+void nccl_p2p(const struct nccl_comm *cm, double S, bool same_node, struct nccl_result *out);
+/* One (algo, proto) pair, exactly the tuner's table entry (for tests); false if disabled. */
+bool nccl_eval(const struct nccl_comm *cm, enum plan_coll c, double S, int algo, int proto,
+	       struct nccl_result *out);
+
+/* ---- flow network: links with capacity, flows with max-min fair rates -------------------- */
+
+/* Each flow makes progress at rate x in [0, 1] (1 = as fast as alone on an idle network) and
+ * puts load[l] * x of link l's capacity on each of its links. Max-min fair: raise every
+ * unfixed flow's rate together until a link is full or the flow reaches 1 (progressive
+ * filling, reference/cost-models.md §5). */
+struct net_flow {
+	double remaining_ns; /* work left, in ns at rate 1 */
+	double rate;
+	int64_t last_ns;     /* when remaining was last brought up to date */
+	uint32_t ver;        /* bumps when the rate changes (stale completion events are skipped) */
+	int32_t first;       /* first of its (link, load) entries in net->uses */
+	int32_t nuses;
+	int32_t owner;       /* the engine's id of what completes when this flow does */
+	bool active;
+	bool mark;
+};
+
+struct net_use {
+	int32_t link;
+	double load;         /* fraction of the link's capacity used at rate 1 */
+	int32_t next_on_link;/* next active use on the same link (intrusive list), -1: end */
+	int32_t prev_on_link;
+	int32_t flow;
+};
+
+struct net {
+	int32_t nlinks;
+	double *cap;         /* relative capacity of each link (1 = nominal; < 1 slow link) */
+	int32_t *head;       /* first active use on each link, -1: none */
+	struct net_flow *flows;
+	size_t nflows, flows_cap;
+	int32_t *free_flows; /* recycled flow slots */
+	size_t nfree, free_cap;
+	struct net_use *uses;
+	size_t nuses, uses_cap;
+	/* scratch for the component solve */
+	int32_t *comp_flows, *comp_links, *stack;
+	size_t comp_cap, link_scratch_cap;
+	double *resid, *weight;
+	bool *link_mark;
+	int64_t solves;      /* full component solves (statistics) */
+	int64_t nactive;     /* flows in the network now */
+};
+
+void net_init(struct net *n, int32_t nlinks);
+void net_free(struct net *n);
+/* Add a flow of `work_ns` at rate 1 over the given links; returns its id. Rates of the flows
+ * it shares links with are recomputed; changed(flow) is called for each flow whose rate was
+ * (re)set, including the new one. */
+typedef void (*net_changed_fn)(void *ctx, int32_t flow);
+int32_t net_add(struct net *n, int64_t now, double work_ns, const int32_t *links,
+		const double *loads, int nlinks, int32_t owner, net_changed_fn changed, void *ctx);
+/* Remove a finished flow and re-balance its neighbours. */
+void net_remove(struct net *n, int64_t now, int32_t flow, net_changed_fn changed, void *ctx);
+/* Time (ns from now) at which a flow ends at its current rate. */
+int64_t net_eta(const struct net *n, int32_t flow, int64_t now);
+
+/* ---- compute cost ------------------------------------------------------------------------ */
+
+/* Duration of a COMPUTE op on an idle GPU (or the host CPU for host-stream ops), ns. */
+int64_t sim_compute_ns(const struct job *j, const struct plan_op *op);
+/* Duration of a COPY op at full PCIe / NVMe speed, ns; bw_GBps gets the speed used. */
+int64_t sim_copy_ns(const struct job *j, const struct plan_op *op, double *bw_GBps);
+/* Efficiency table lookup (cluster_eff_lookup semantics). */
+double sim_eff(const struct cluster_eff_table *t, double x);
+/* Compute capability x10 from the GPU name ("A100" -> 80). */
+int sim_gpu_cc(const struct cluster *c);
+
+#endif

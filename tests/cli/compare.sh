@@ -1,0 +1,26 @@
+#!/bin/sh
+# twin compare: A beside B per category and collective type, difference and relative error.
+TWIN=${TWIN:-build/twin}
+d=$(mktemp -d)
+trap 'rm -rf "$d"' EXIT
+check() { # name, condition...
+	n=$1
+	shift
+	if "$@"; then echo "ok - $n"; else echo "not ok - $n"; fi
+}
+flat() { tr -d ' \t\n' <"$1"; }
+K=tests/fixtures/kineto
+sqlite3 "$d/n.sqlite" <tests/fixtures/nsys/rank0.sql
+"$TWIN" profile import --kineto $K/rank0.json --kineto $K/rank1.json --name kin --db "$d/t.db" >/dev/null 2>&1
+"$TWIN" profile import --nsys "$d/n.sqlite" --name nsys --db "$d/t.db" >/dev/null 2>&1
+"$TWIN" compare kin nsys --db "$d/t.db" --json >"$d/j" 2>"$d/e"
+check "compare --json exits 0" [ $? -eq 0 ]
+# step: A 95 us, B 85 us -> diff -10 us, rel -10/95
+check "compare step diff" sh -c "flat() { tr -d ' \t\n' <\"\$1\"; }; flat '$d/j' | grep -q '\"step_ns\":{\"a\":95000,\"b\":85000,\"diff\":-10000,\"rel_err\":-0.10526'"
+check "compare per collective" sh -c "tr -d ' \t\n' <'$d/j' | grep -q '\"reduce_scatter\":{\"count\":{\"a\":0,\"b\":0.5,\"diff\":0.5,\"rel_err\":null}'"
+"$TWIN" compare kin kin --db "$d/t.db" --json >"$d/s" 2>"$d/e"
+check "a run against itself: no difference" sh -c "! tr -d ' \t\n' <'$d/s' | grep -Eq '\"diff\":-?[1-9]'"
+"$TWIN" compare 1 2 --db "$d/t.db" >"$d/o" 2>"$d/e"
+check "compare table" sh -c "grep -Eq '^step +0\.095 +0\.085 +-0\.010 +-10\.5%' '$d/o' && grep -q '^all_reduce busbw GB/s' '$d/o'"
+"$TWIN" compare kin nope --db "$d/t.db" >"$d/o" 2>"$d/e"
+check "unknown run: exit 2, one line" sh -c "[ $? -eq 2 ] && [ \$(wc -l <'$d/e') -eq 1 ] && grep -q \"no run 'nope'\" '$d/e'"

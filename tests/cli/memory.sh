@@ -1,0 +1,56 @@
+#!/bin/sh
+# CLI tests for "twin memory": the 65B question (ZeRO-3 alone does not fit on 8 x 80 GB,
+# offload and recompute change the answer), per-stage roles under PP, --json parses and
+# agrees with the text, and "twin simulate --memory" shares the report.
+TWIN=${TWIN:-build/twin}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+ok() { echo "ok - $1"; }
+nok() { echo "not ok - $1${2:+: $2}"; }
+check() { # name, command...; passes when the command succeeds
+	n=$1
+	shift
+	if "$@"; then ok "$n"; else nok "$n"; fi
+}
+job="-m llama-65b -c dgx-a100-80g --gpus 8"
+
+# shellcheck disable=SC2086
+"$TWIN" memory $job --ds-config examples/ds_configs/zero3.json >"$tmp/z3" 2>"$tmp/err"
+check "memory zero3 exits 0" test $? -eq 0
+check "memory zero3 is quiet on stderr" test ! -s "$tmp/err"
+check "65B ZeRO-3 does not fit on 8 x 80 GB" grep -q "GPU .*does not fit: needs .* GiB more — largest items: optimizer" "$tmp/z3"
+check "memory prints the breakdown" sh -c "grep -q '^    master ' '$tmp/z3' && grep -q '^    activations ' '$tmp/z3' && grep -q '^    cuda context ' '$tmp/z3'"
+# optimizer states are 8 B x 65.3e9 / 8 = 60.80 GiB per GPU
+check "ZeRO-3 optimizer states 60.80 GiB per GPU" grep -q "^    optimizer  *60.80 GiB" "$tmp/z3"
+
+# shellcheck disable=SC2086
+"$TWIN" memory $job --ds-config examples/ds_configs/zero3-offload.json --set recompute=full >"$tmp/off"
+check "offload + full recompute fits on the GPU" grep -q "^  GPU .*fits, .* GiB free" "$tmp/off"
+check "offload puts the optimizer states on the host" sh -c "sed -n '/^  host/,\$p' '$tmp/off' | grep -q '^    optimizer  *60.80 GiB'"
+check "full recompute keeps checkpoints" grep -q "^    checkpoints " "$tmp/off"
+
+# shellcheck disable=SC2086
+"$TWIN" memory $job -s lora-zero3 >"$tmp/lora"
+check "LoRA fits and has tiny optimizer states" sh -c "grep -q '^  GPU .*fits' '$tmp/lora' && grep -q '^    optimizer  *0.0[0-9] GiB' '$tmp/lora'"
+
+# pipeline: one role per stage, the first stage holds more activations than the last
+"$TWIN" memory -m gpt3-175b -c dgx-a100-80g --gpus 64 -s megatron-175b >"$tmp/pp" 2>&1
+check "megatron 175B: one role per pipeline stage" test "$(grep -c '^pipeline stage ' "$tmp/pp")" -eq 8
+"$TWIN" memory -m gpt3-175b -c dgx-a100-80g --gpus 64 -s megatron-175b --json >"$tmp/pp.json"
+check "--json parses" python3 -c "import json,sys; json.load(open('$tmp/pp.json'))"
+# full recompute, 1F1B: stage s keeps 8 - s micro-batches x 12 layer inputs of 2sbh bytes
+check "--json: stage s keeps (8 - s) x 12 x 2sbh of checkpoints" python3 -c "
+import json; d = json.load(open('$tmp/pp.json')); r = d['roles']
+c = [x['gpu']['breakdown_bytes']['checkpoints'] for x in r]
+assert c == [(8 - s) * 12 * 2 * 2048 * 12288 for s in range(8)], c"
+check "--json: verdict and capacity per role" python3 -c "
+import json; d = json.load(open('$tmp/pp.json'))
+g = d['roles'][0]['gpu']; assert g['capacity_bytes'] > 0 and g['verdict'] and 'fits' in g"
+
+# simulate --memory prints the same report after its own output
+if "$TWIN" simulate $job --ds-config examples/ds_configs/zero3.json --memory >"$tmp/sim" 2>"$tmp/simerr"; then
+	check "simulate --memory prints the memory report" grep -q "largest items: optimizer" "$tmp/sim"
+else
+	check "simulate --memory fails with one line" test "$(wc -l <"$tmp/simerr")" -eq 1
+fi

@@ -1,0 +1,84 @@
+#!/bin/sh
+# twin profile import / analyze / export / merge on the fixtures (answers worked by hand in
+# docs/profiler.md), and malformed inputs.
+TWIN=${TWIN:-build/twin}
+d=$(mktemp -d)
+trap 'rm -rf "$d"' EXIT
+check() { # name, condition...
+	n=$1
+	shift
+	if "$@"; then echo "ok - $n"; else echo "not ok - $n"; fi
+}
+has() { grep -Eq "$2" "$1"; }     # file, extended regexp
+num() { grep -Eq "\"$2\":[[:space:]]*$3([,}]|$)" "$1"; } # file, key, value
+
+K=tests/fixtures/kineto
+sqlite3 "$d/rank0.sqlite" <tests/fixtures/nsys/rank0.sql
+
+# --- Kineto: two ranks, one run
+"$TWIN" profile import --kineto $K/rank0.json --kineto $K/rank1.json --name kin --db "$d/t.db" >"$d/o" 2>"$d/e"
+check "import kineto exits 0" [ $? -eq 0 ]
+check "import kineto reports the run" has "$d/o" '^run 1: 16 events, 2 ranks from 2 files'
+"$TWIN" profile analyze kin --db "$d/t.db" --json >"$d/a.json" 2>"$d/e"
+check "analyze kineto --json exits 0" [ $? -eq 0 ]
+check "kineto step 95 us" num "$d/a.json" step_ns 95000
+check "kineto compute 60 us" num "$d/a.json" compute_ns 60000
+check "kineto exposed comm 20 us" num "$d/a.json" exposed_comm_ns 20000
+check "kineto stall split 20/10/5 us" sh -c "grep -Eq '\"stall_comm_ns\":[[:space:]]*20000' '$d/a.json' && grep -Eq '\"stall_copy_ns\":[[:space:]]*10000' '$d/a.json' && grep -Eq '\"stall_host_ns\":[[:space:]]*5000' '$d/a.json'"
+check "kineto all-reduce busbw 228.57 GB/s" has "$d/a.json" '"busbw_GBps":[[:space:]]*228\.57'
+check "kineto straggler rank 1" sh -c "tr -d ' \t\n' <'$d/a.json' | grep -q '\"straggler\":{\"rank\":1,\"late_ns\":10000'"
+"$TWIN" profile analyze 1 --db "$d/t.db" --per-rank >"$d/t.txt" 2>"$d/e"
+check "analyze table has the collectives" has "$d/t.txt" '^all_reduce +0\.50 +4000000'
+check "analyze table names the straggler" has "$d/t.txt" '^straggler: rank 1, 0\.010 ms late'
+check "analyze --per-rank has 4 rows" [ "$(grep -Ec '^ +[01] +[12] ' "$d/t.txt")" -eq 4 ]
+
+# --- nsys: one rank
+"$TWIN" profile import --nsys "$d/rank0.sqlite" --db "$d/t.db" >"$d/o" 2>"$d/e"
+check "import nsys exits 0" [ $? -eq 0 ]
+"$TWIN" profile analyze 2 --db "$d/t.db" --json >"$d/n.json" 2>"$d/e"
+check "nsys step 85 us" num "$d/n.json" step_ns 85000
+check "nsys compute 52.5 us" num "$d/n.json" compute_ns 52500
+check "nsys exposed comm 10 us" num "$d/n.json" exposed_comm_ns 10000
+check "nsys host gaps 17.5 us" num "$d/n.json" stall_host_ns 17500
+
+# --- export: Chrome JSON that imports back to the same answers
+"$TWIN" profile export kin --chrome "$d/x.json" --db "$d/t.db" >"$d/o" 2>"$d/e"
+check "export exits 0" [ $? -eq 0 ]
+check "export has Kineto fields" sh -c "grep -q '\"traceEvents\"' '$d/x.json' && grep -q '\"cat\": \"kernel\"' '$d/x.json' && grep -q '\"baseTimeNanoseconds\"' '$d/x.json'"
+"$TWIN" profile import --kineto "$d/x.json" --db "$d/t.db" --json >"$d/o" 2>"$d/e"
+"$TWIN" profile analyze 3 --db "$d/t.db" --json >"$d/b.json" 2>"$d/e"
+check "export round trip keeps the step" num "$d/b.json" step_ns 95000
+check "export round trip keeps the straggler" num "$d/b.json" late_ns 10000
+
+# --- merge: per-rank databases into one run
+"$TWIN" profile import --kineto $K/rank0.json --db "$d/r0.db" >/dev/null 2>&1
+"$TWIN" profile import --kineto $K/rank1.json --db "$d/r1.db" >/dev/null 2>&1
+"$TWIN" profile merge "$d/r0.db" "$d/r1.db" --name merged --db "$d/t.db" >"$d/o" 2>"$d/e"
+check "merge exits 0" [ $? -eq 0 ]
+check "merge reports 2 ranks" has "$d/o" '16 events of 2 ranks merged from 2 files'
+"$TWIN" profile analyze merged --db "$d/t.db" --json >"$d/m.json" 2>"$d/e"
+check "merged run analyses like the two-file import" num "$d/m.json" exposed_comm_ns 20000
+"$TWIN" profile merge "$d/r0.db" "$d/r0.db" --db "$d/t.db" >"$d/o" 2>"$d/e"
+check "merge refuses one rank twice" sh -c "[ $? -eq 2 ] && grep -q 'rank 0 is also in' '$d/e'"
+
+# --- malformed nsys files: clear one-line errors, exit 2
+bad_nsys() { # name, SQL edit, expected message
+	cp "$d/rank0.sqlite" "$d/bad.sqlite"
+	sqlite3 "$d/bad.sqlite" "$2"
+	"$TWIN" profile import --nsys "$d/bad.sqlite" --db "$d/t.db" >"$d/o" 2>"$d/e"
+	st=$?
+	if [ $st -eq 2 ] && [ ! -s "$d/o" ] && [ "$(wc -l <"$d/e")" -eq 1 ] && grep -q "$3" "$d/e"; then
+		echo "ok - $1"
+	else
+		echo "not ok - $1: status $st: $(cat "$d/e")"
+	fi
+}
+bad_nsys "nsys missing StringIds" "DROP TABLE StringIds" "no StringIds table"
+bad_nsys "nsys missing kernel tables" "DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL; DROP TABLE CUPTI_ACTIVITY_KIND_MEMCPY" "no CUPTI_ACTIVITY_KIND_KERNEL or _MEMCPY table"
+bad_nsys "nsys wrong type" "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = 'later' WHERE rowid = 1" "row 1: end is text, expected an integer"
+bad_nsys "nsys missing column" "ALTER TABLE CUPTI_ACTIVITY_KIND_MEMCPY DROP COLUMN copyKind" "has no column 'copyKind'"
+head -c 3000 "$d/rank0.sqlite" >"$d/trunc.sqlite"
+"$TWIN" profile import --nsys "$d/trunc.sqlite" --db "$d/t.db" >"$d/o" 2>"$d/e"
+check "nsys truncated file: exit 2, one line" sh -c "[ $? -eq 2 ] && [ \$(wc -l <'$d/e') -eq 1 ]"
+"$TWIN" runs --db "$d/t.db" >"$d/o" 2>&1
+check "failed imports leave no runs behind" [ "$(grep -c complete "$d/o")" -eq 4 ]

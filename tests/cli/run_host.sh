@@ -1,0 +1,154 @@
+#!/bin/sh
+# twin run --backend host: one rank without a launcher, and 4 MPI ranks (mpirun --oversubscribe)
+# for ZeRO 0-3, TP 2, PP 2 and CPU offload on the tiny model. Each run verifies its collectives
+# (host always does), stores its trace, and its measured ALLOC peaks must equal the memory
+# model's prediction on every rank, device and category. Run from the repository root.
+TWIN=${TWIN:-build/twin}
+FIX=tests/fixtures/exec
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# Open MPI's shared-memory transport wants a writable session dir; keep it in our temp dir
+export TMPDIR="$tmp"
+
+ok() { echo "ok - $1"; }
+nok() { echo "not ok - $1${2:+: $2}"; }
+
+# field NAME FILE: the first number or boolean called NAME in a JSON file
+field() { sed -n "s/.*\"$1\":[[:space:]]*\([-0-9.eE+a-z]*\).*/\1/p" "$2" | head -n 1; }
+
+have_sqlite=0
+command -v sqlite3 >/dev/null 2>&1 && have_sqlite=1
+
+# events stored for run ID in DB, and whether the run is complete
+stored() { sqlite3 "$1" "select count(*) from events where run_id = $2"; }
+run_complete() { sqlite3 "$1" "select complete from runs where id = $2"; }
+
+check_run() { # name, output json, status, db, want_verified(0|1)
+	name=$1 out=$2 st=$3 db=$4
+	if [ "$st" -ne 0 ]; then
+		nok "$name" "exit status $st: $(tail -n 3 "$out.err" | tr '\n' ' ')"
+		return
+	fi
+	match=$(field memory_match "$out")
+	ver=$(field verified "$out")
+	run=$(field run_id "$out")
+	if [ "$match" != true ]; then
+		nok "$name" "measured memory differs from the memory model: $(head -c 600 "$out")"
+	elif [ "$5" = 1 ] && ! [ "${ver:-0}" -gt 0 ] 2>/dev/null; then
+		nok "$name" "no collective was verified"
+	elif [ "$have_sqlite" = 1 ] && { [ "$(stored "$db" "$run")" -le 0 ] || [ "$(run_complete "$db" "$run")" != 1 ]; }; then
+		nok "$name" "run $run not stored complete in $db"
+	else
+		ok "$name (verified $ver)"
+	fi
+}
+
+# ---- one rank, no launcher ----
+db=$tmp/one.db
+"$TWIN" run -m tiny -c host-cpu --gpus 1 --backend host --steps 2 --warmup 1 --db "$db" --json \
+	>"$tmp/one.json" 2>"$tmp/one.json.err"
+check_run "run host, one rank without mpirun" "$tmp/one.json" $? "$db" 0
+# the text output says the same
+"$TWIN" run -m tiny -c host-cpu --gpus 1 --backend host --steps 1 --db "$db" >"$tmp/one.txt" 2>&1
+if grep -q "memory model check: measured == predicted" "$tmp/one.txt" && grep -q "gemm" "$tmp/one.txt"; then
+	ok "run host, text summary"
+else
+	nok "run host, text summary" "$(head -c 400 "$tmp/one.txt")"
+fi
+
+if ! command -v mpirun >/dev/null 2>&1; then
+	echo "ok - run host under mpirun # SKIP no mpirun"
+	exit 0
+fi
+MPIRUN="mpirun -np 4 --oversubscribe --allow-run-as-root"
+
+# ---- four ranks: every strategy feature the plan has ----
+for s in z0 z1 z2 z3 tp2 pp2 z2-offload z3-offload; do
+	db=$tmp/$s.db
+	timeout 120 $MPIRUN "$TWIN" run -m tiny -c host-cpu --gpus 4 -s "$FIX/$s.json" --backend host \
+		--steps 1 --warmup 0 --db "$db" --json >"$tmp/$s.json" 2>"$tmp/$s.json.err"
+	check_run "run host, 4 ranks, $s" "$tmp/$s.json" $? "$db" 1
+done
+
+# the offload runs have a host-memory peak, measured == predicted
+h=$(field rank0_host_peak_measured "$tmp/z2-offload.json")
+hp=$(field rank0_host_peak_predicted "$tmp/z2-offload.json")
+if [ -n "$h" ] && [ "$h" = "$hp" ] && [ "$h" != 0 ]; then
+	ok "run host, offload host memory measured == predicted ($h bytes)"
+else
+	nok "run host, offload host memory" "measured '$h', predicted '$hp'"
+fi
+
+# ---- failures ----
+# a rank that exits early: every rank ends, non-zero, nothing hangs
+db=$tmp/exit.db
+timeout 60 $MPIRUN "$TWIN" run -m tiny -c host-cpu --gpus 4 -s "$FIX/tp2.json" --backend host \
+	--steps 1 --warmup 0 --db "$db" --fault exit:1:20 >"$tmp/exit.out" 2>&1
+st=$?
+if [ "$st" -ne 0 ] && [ "$st" -ne 124 ] && grep -q "rank 1: fault injected: exiting at op 20" "$tmp/exit.out"; then
+	ok "run host, a rank that exits early takes the job down (status $st)"
+else
+	nok "run host, a rank that exits early" "status $st: $(tail -n 5 "$tmp/exit.out" | tr '\n' ' ')"
+fi
+
+# a stalled rank: --timeout names the op every rank waited on, stores what was traced
+db=$tmp/stall.db
+timeout 60 $MPIRUN "$TWIN" run -m tiny -c host-cpu --gpus 4 -s "$FIX/tp2.json" --backend host \
+	--steps 2 --warmup 0 --timeout 2 --db "$db" --fault stall:1:20 >"$tmp/stall.out" 2>&1
+st=$?
+n=$(grep -c "timeout: step 1 stalled for more than 2 s, waiting on op" "$tmp/stall.out")
+if [ "$st" -ne 0 ] && [ "$st" -ne 124 ] && [ "$n" -ge 1 ] &&
+	grep -q "rank 1: timeout: step 1 stalled for more than 2 s, waiting on op 20 " "$tmp/stall.out"; then
+	ok "run host, --timeout aborts a stalled step naming the op ($n ranks reported)"
+else
+	nok "run host, --timeout" "status $st: $(tail -n 6 "$tmp/stall.out" | tr '\n' ' ')"
+fi
+if [ "$have_sqlite" = 1 ]; then
+	c=$(sqlite3 "$db" "select complete from runs order by id desc limit 1")
+	e=$(sqlite3 "$db" "select count(*) from events")
+	if [ "$c" = 0 ] && [ "${e:-0}" -gt 0 ]; then
+		ok "run host, the stalled run is stored incomplete with $e events"
+	else
+		nok "run host, partial trace" "complete '$c', events '$e'"
+	fi
+fi
+
+# a backend error on one rank: it names rank, op and call; every rank exits non-zero
+timeout 60 $MPIRUN "$TWIN" run -m tiny -c host-cpu --gpus 4 -s "$FIX/tp2.json" --backend host \
+	--steps 1 --warmup 0 --db "$tmp/err.db" --fault error:2:30 >"$tmp/err.out" 2>&1
+st=$?
+if [ "$st" -ne 0 ] && [ "$st" -ne 124 ] && grep -q "twin: rank 2: op 30 '.*fault injected" "$tmp/err.out"; then
+	ok "run host, an error names rank and op and ends every rank (status $st)"
+else
+	nok "run host, error on one rank" "status $st: $(tail -n 5 "$tmp/err.out" | tr '\n' ' ')"
+fi
+
+# verification is live across ranks: data altered after a collective is caught and named (the
+# collective: rank 1's first one in the stored tp2 run)
+op=20
+if [ "$have_sqlite" = 1 ]; then
+	op=$(sqlite3 "$tmp/tp2.db" "select e.op_id from events e join categories c on c.id = e.category
+		where e.rank = 1 and c.name in ('all_reduce', 'reduce_scatter', 'all_gather')
+		order by e.start_ns limit 1")
+fi
+timeout 60 $MPIRUN "$TWIN" run -m tiny -c host-cpu --gpus 4 -s "$FIX/tp2.json" --backend host \
+	--steps 1 --warmup 0 --db "$tmp/bad.db" --fault "corrupt:1:${op:-20}" >"$tmp/bad.out" 2>&1
+st=$?
+if [ "$st" -ne 0 ] && [ "$st" -ne 124 ] &&
+	grep -q "twin: rank 1: op ${op:-20} '.*over tp.*wrong result at element 0" "$tmp/bad.out"; then
+	ok "run host, a wrong collective result is caught and named (status $st)"
+else
+	nok "run host, wrong collective result" "status $st: $(tail -n 5 "$tmp/bad.out" | tr '\n' ' ')"
+fi
+
+# a plan that does not fit: refused before anything is allocated, once, exit 2
+timeout 60 mpirun -np 2 --oversubscribe --allow-run-as-root "$TWIN" run -m tiny -c host-cpu --gpus 2 \
+	--backend host --set gpu.memory_gib=0.06 --db "$tmp/fit.db" >"$tmp/fit.out" 2>"$tmp/fit.err"
+st=$?
+n=$(grep -c "does not fit" "$tmp/fit.err")
+if [ "$st" -ne 0 ] && [ "$n" -eq 1 ] && [ ! -s "$tmp/fit.out" ] && [ ! -e "$tmp/fit.db" ]; then
+	ok "run host, a plan that does not fit is refused once under mpirun"
+else
+	nok "run host, does not fit" "status $st, $n messages: $(head -c 300 "$tmp/fit.err")"
+fi

@@ -1,0 +1,73 @@
+#!/bin/sh
+# twin simulate: the issue's done-when command (Chrome trace parses), the summary, --json,
+# symmetric == full step time, a straggler in full mode, --db. Needs $TWIN; run from the
+# repo root. Prints "ok - NAME" / "not ok - NAME" per check.
+TWIN=${TWIN:-build/twin}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+out=$tmp/out
+err=$tmp/err
+
+check() { # name, condition (a shell command)
+	if eval "$2"; then echo "ok - $1"; else echo "not ok - $1"; fi
+}
+jget() { # file, python expression on the parsed object d
+	python3 -c "import json,sys; d=json.load(open('$1')); print($2)"
+}
+
+"$TWIN" simulate -m gpt3-175b -c dgx-a100-80g --gpus 1024 -s examples/strategies/megatron-175b.json \
+	--trace "$tmp/t.json" >"$out" 2>"$err"
+st=$?
+check "simulate: done-when command exits 0" "[ $st -eq 0 ]"
+check "simulate: prints the step time" "grep -q '^step time' '$out'"
+check "simulate: prints TFLOP/s and MFU" "grep -q 'MFU' '$out'"
+check "simulate: breakdown has all_reduce and p2p rows" "grep -q '^all_reduce' '$out' && grep -q '^p2p' '$out'"
+check "simulate: Chrome trace parses as JSON" "python3 -c \"import json; json.load(open('$tmp/t.json'))\""
+check "simulate: Chrome trace has complete events" "grep -q '\"ph\"' '$tmp/t.json'"
+check "simulate: nothing on stderr" "[ ! -s '$err' ]"
+
+# --json: one object with the summary; MFU between 0 and 1; step time > 0
+"$TWIN" simulate -m gpt3-175b -c dgx-a100-80g --gpus 1024 -s examples/strategies/megatron-175b.json \
+	--json >"$tmp/sym.json" 2>"$err"
+check "simulate --json: parses" "python3 -m json.tool '$tmp/sym.json' >/dev/null"
+check "simulate --json: 0 < mfu < 1" "[ \"\$(jget '$tmp/sym.json' '0 < d[\"mfu\"] < 1')\" = True ]"
+check "simulate --json: analysis has collectives" "[ \"\$(jget '$tmp/sym.json' '\"analysis\" in d and d[\"step_time_s\"] > 0')\" = True ]"
+
+# symmetric and full mode agree to the nanosecond on a symmetric job
+"$TWIN" simulate -m gpt3-175b -c dgx-a100-80g --gpus 64 -s examples/strategies/megatron-175b.json \
+	--set global_batch=64 --json >"$tmp/s.json" 2>"$err"
+"$TWIN" simulate -m gpt3-175b -c dgx-a100-80g --gpus 64 -s examples/strategies/megatron-175b.json \
+	--set global_batch=64 --full --json >"$tmp/f.json" 2>>"$err"
+s=$(jget "$tmp/s.json" 'd["sim"]["step_ns"]')
+f=$(jget "$tmp/f.json" 'd["sim"]["step_ns"]')
+check "simulate: symmetric == full step time ($s ns vs $f ns)" "[ -n '$s' ] && [ '$s' = '$f' ]"
+check "simulate: full mode simulates every rank" "[ \"\$(jget '$tmp/f.json' 'd[\"sim\"][\"ranks_simulated\"]')\" = 64 ]"
+
+# a straggler GPU (half speed) slows the step in full mode
+"$TWIN" simulate -m gpt3-175b -c dgx-a100-80g --gpus 64 -s examples/strategies/megatron-175b.json \
+	--set global_batch=64 --full --json \
+	--set 'stragglers=[{"gpu":3,"compute_scale":0.5,"link_scale":1}]' >"$tmp/g.json" 2>>"$err"
+g=$(jget "$tmp/g.json" 'd["sim"]["step_ns"]')
+check "simulate: a straggler slows full mode ($g ns > $f ns)" "[ -n '$g' ] && [ '$g' -gt '$f' ]"
+
+# what-if: slower NICs make a DP-heavy job slower
+"$TWIN" simulate -m gpt3-175b -c dgx-a100-80g --gpus 64 -s examples/strategies/megatron-175b.json \
+	--set global_batch=64 --set net.nic_gbps=25 --json >"$tmp/n.json" 2>>"$err"
+n=$(jget "$tmp/n.json" 'd["sim"]["step_ns"]')
+check "simulate: 25 Gb/s NICs are slower than 200 ($n > $s)" "[ -n '$n' ] && [ '$n' -gt '$s' ]"
+
+# --db stores the run
+"$TWIN" simulate -m gpt3-175b -c dgx-a100-80g --gpus 64 -s examples/strategies/megatron-175b.json \
+	--set global_batch=64 --db "$tmp/r.db" >"$out" 2>"$err"
+check "simulate --db: stored" "grep -q 'stored as run' '$out' && [ -s '$tmp/r.db' ]"
+
+# --memory appends the memory report
+"$TWIN" simulate -m gpt3-175b -c dgx-a100-80g --gpus 64 -s examples/strategies/megatron-175b.json \
+	--set global_batch=64 --memory >"$out" 2>"$err"
+check "simulate --memory: exits 0 with the summary" "grep -q '^step time' '$out'"
+
+# --max-events: a clear message and exit 2
+"$TWIN" simulate -m gpt3-175b -c dgx-a100-80g --gpus 64 -s examples/strategies/megatron-175b.json \
+	--set global_batch=64 --max-events 100 >"$out" 2>"$err"
+st=$?
+check "simulate --max-events: exit 2, one line" "[ $st -eq 2 ] && [ \$(wc -l <'$err') -eq 1 ] && grep -q 'max-events' '$err'"

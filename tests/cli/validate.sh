@@ -1,0 +1,48 @@
+#!/bin/sh
+# twin validate: the README's --json shape, collective cases, skipped cases with reasons.
+TWIN=${TWIN:-build/twin}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+check() {
+	if eval "$2"; then echo "ok - $1"; else echo "not ok - $1"; fi
+}
+
+"$TWIN" validate examples/validation/public.json --only nccl_ --json >"$tmp/v.json" 2>"$tmp/err"
+st=$?
+check "validate: collective cases exit 0" "[ $st -eq 0 ]"
+cat >"$tmp/check.py" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert set(d) == {"cases", "summary"}, d.keys()
+for c in d["cases"]:
+    assert {"id", "source", "skipped", "assumed", "metrics"} <= set(c), c
+    for m in c["metrics"]:
+        assert set(m) == {"name", "predicted", "measured", "error"}, m
+        assert abs(m["error"] - (m["predicted"] - m["measured"]) / m["measured"]) < 1e-9
+for s in d["summary"]:
+    assert set(s) == {"metric", "source", "count", "mape", "worst_id", "worst_error"}, s
+    assert s["count"] > 0 and s["mape"] >= 0
+busbw = [m for c in d["cases"] for m in c["metrics"] if m["name"] == "busbw_GBps"]
+assert len(busbw) >= 40, len(busbw)
+# large-message cases (>= 1 GiB) are within 10% of nccl-tests
+big = [c for c in d["cases"] if c["metrics"] and "GiB" in c["id"] or c["id"].endswith(("1073741824", "4294967296", "17179869184"))]
+errs = [abs(m["error"]) for c in big for m in c["metrics"]]
+assert errs and sum(errs) / len(errs) < 0.10, sum(errs) / len(errs)
+print("ok")
+PY
+check "validate --json: the README's shape, errors consistent, large sizes within 10%" \
+	"python3 '$tmp/check.py' '$tmp/v.json' | grep -q ok"
+
+"$TWIN" validate examples/validation/public.json --only korthikanti2022_t5_22B >"$tmp/t.txt" 2>"$tmp/err"
+"$TWIN" validate examples/validation/public.json --only nvidia_gtc25 --json >"$tmp/s.json" 2>"$tmp/err"
+check "validate: a case without bytes is skipped with the reason" \
+	"python3 -c \"import json; d=json.load(open('$tmp/s.json')); assert 'bytes' in d['cases'][0]['skipped']\""
+
+check "validate: a training case predicts iter_time_s" "grep -q 'iter_time_s' '$tmp/t.txt'"
+check "validate: summary table" "grep -q 'MAPE' '$tmp/t.txt'"
+
+printf '{"schema": "other/1", "cases": []}' >"$tmp/bad.json"
+"$TWIN" validate "$tmp/bad.json" >"$tmp/o" 2>"$tmp/e"
+st=$?
+check "validate: wrong schema is exit 2 with one line" "[ $st -eq 2 ] && [ \$(wc -l <'$tmp/e') -eq 1 ] && [ ! -s '$tmp/o' ]"

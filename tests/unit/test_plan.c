@@ -1,0 +1,492 @@
+/* plan builder: FLOPs from shapes, collective matching across group members, P2P matching,
+ * dependency order, roles, schedules, and the strategies the builder refuses. */
+#include "test.h"
+#include "test_plan_fixture.h"
+
+static bool build(const struct job *j, int64_t r, struct plan *p)
+{
+	struct tw_err e = {0};
+	if (plan_rank(j, r, p, &e) != TW_OK) {
+		printf("#   plan_rank(%lld): %s\n", (long long)r, e.msg);
+		return false;
+	}
+	return true;
+}
+
+/* Training FLOPs per token from the formula (reference/cost-models.md §7.1): 3 x forward,
+ * causal attention halved, no recompute. */
+static double formula_flops_per_token(const struct model *m, int64_t s)
+{
+	double h = (double)m->hidden, hd = m->head_dim ? (double)m->head_dim : h / m->heads;
+	double q = m->heads * hd, kv = (m->kv_heads ? m->kv_heads : m->heads) * hd;
+	double w = m->act == MODEL_ACT_SWIGLU ? 3 : 2;
+	double per_layer_dense = 6 * (h * (q + 2 * kv) + q * h) + 6 * q * (double)s;
+	double total = 0;
+	for (int64_t l = 0; l < m->layers; l++) {
+		total += per_layer_dense;
+		if (m->experts > 0 && l >= m->dense_layers)
+			total += 6 * h * m->expert_ffn_hidden * w * m->top_k +
+				 6 * h * m->shared_ffn_hidden * w + 6 * h * m->experts; /* router */
+		else
+			total += 6 * h * m->ffn_hidden * w;
+	}
+	return total + 6 * h * (double)m->vocab;
+}
+
+static double sum_model_flops(const struct job *j)
+{
+	double sum = 0;
+	for (int64_t r = 0; r < j->gpus; r++) {
+		struct plan p;
+		if (!build(j, r, &p))
+			return -1;
+		sum += p.model_flops;
+		plan_release(&p);
+	}
+	return sum;
+}
+
+static void test_flops_dense_gqa_tp_pp_cp(struct test_ctx *t)
+{
+	struct job *j = fx_job(8);
+	j->model.kv_heads = 8; /* GQA */
+	fx_megatron(j);
+	fx_degrees(j, 2, 2, 2, 1, 4);
+	double want = formula_flops_per_token(&j->model, j->seq) * (double)j->tokens_per_step;
+	double got = sum_model_flops(j);
+	double mf = model_flops_per_token(&j->model, j->seq) * (double)j->tokens_per_step;
+	printf("#   llama-7b GQA tp2 pp2 cp2: plan %.6e FLOPs, formula %.6e, model.c %.6e\n", got,
+	       want, mf);
+	CHECK_NEAR(t, got, want, 1e-9);
+	CHECK_NEAR(t, got, mf, 1e-9); /* twin model show agrees */
+	/* Ulysses instead of ring */
+	j->strat.cp_kind = STRAT_CP_ULYSSES;
+	CHECK_NEAR(t, sum_model_flops(j), want, 1e-9);
+	/* recompute adds hardware FLOPs, not model FLOPs */
+	j->strat.recompute = STRAT_RECOMPUTE_FULL;
+	CHECK_NEAR(t, sum_model_flops(j), want, 1e-9);
+	struct plan p;
+	if (build(j, 0, &p)) {
+		CHECK(t, p.hw_flops > p.model_flops * 4.0 / 3.0);
+		plan_release(&p);
+	}
+	free(j);
+}
+
+static void test_flops_gpt_interleaved(struct test_ctx *t)
+{
+	struct job *j = fx_job(16);
+	fx_gpt(&j->model, 24, 2048, 16);
+	j->seq = 2048;
+	fx_megatron(j);
+	j->strat.schedule = STRAT_SCHED_INTERLEAVED;
+	j->strat.vp = 3;
+	j->strat.sequence_parallel = true;
+	fx_degrees(j, 2, 4, 1, 2, 8);
+	double want = formula_flops_per_token(&j->model, j->seq) * (double)j->tokens_per_step;
+	CHECK_NEAR(t, sum_model_flops(j), want, 1e-9);
+	CHECK_NEAR(t, sum_model_flops(j),
+		   model_flops_per_token(&j->model, j->seq) * (double)j->tokens_per_step, 1e-9);
+	free(j);
+}
+
+static void fx_moe(struct job *j)
+{
+	struct model *m = &j->model;
+	m->layers = 4, m->hidden = 1024, m->heads = 16, m->kv_heads = 4, m->head_dim = 64;
+	m->ffn_hidden = 2816, m->vocab = 32000, m->seq_len = 1024;
+	m->experts = 8, m->top_k = 2, m->expert_ffn_hidden = 512, m->shared_experts = 1;
+	m->shared_ffn_hidden = 1024, m->moe_layer_freq = 1;
+	j->seq = 1024;
+}
+
+static void test_flops_moe(struct test_ctx *t)
+{
+	struct job *j = fx_job(8);
+	fx_moe(j);
+	j->strat.ep = 4;
+	fx_degrees(j, 2, 1, 1, 2, 2);
+	double want = formula_flops_per_token(&j->model, j->seq) * (double)j->tokens_per_step;
+	double got = sum_model_flops(j);
+	double mf = model_flops_per_token(&j->model, j->seq) * (double)j->tokens_per_step;
+	printf("#   moe 8 experts top-2 ep4 tp2: plan %.6e, formula %.6e, model.c %.6e\n", got, want,
+	       mf);
+	CHECK_NEAR(t, got, want, 1e-9);
+	CHECK_NEAR(t, got, mf, 1e-9);
+	/* the plan has the dispatch and combine all-to-alls over the EP group */
+	struct plan p;
+	if (build(j, 0, &p)) {
+		int a2a = 0;
+		for (size_t i = 0; i < p.nops; i++)
+			if (p.ops[i].kind == PLAN_COLL && p.ops[i].u.coll.coll == PLAN_ALL_TO_ALL &&
+			    p.ops[i].u.coll.group == JOB_GROUP_EP)
+				a2a++;
+		/* 4 layers x 2 micro x (2 fwd + 2 bwd) */
+		CHECK_EQ_INT(t, a2a, 4 * 2 * 4);
+		plan_release(&p);
+	}
+	free(j);
+}
+
+/* every member of a group issues the same collectives, in the same order, with the same seq */
+static void check_group_match(struct test_ctx *t, const struct job *j, int64_t r1, int64_t r2,
+			      enum job_group g)
+{
+	struct plan a, b;
+	if (!build(j, r1, &a))
+		return;
+	if (!build(j, r2, &b)) {
+		plan_release(&a);
+		return;
+	}
+	size_t ia = 0, ib = 0, n = 0;
+	for (;;) {
+		while (ia < a.nops && !(a.ops[ia].kind == PLAN_COLL && a.ops[ia].u.coll.group == g))
+			ia++;
+		while (ib < b.nops && !(b.ops[ib].kind == PLAN_COLL && b.ops[ib].u.coll.group == g))
+			ib++;
+		if (ia == a.nops || ib == b.nops)
+			break;
+		const struct plan_op *x = &a.ops[ia], *y = &b.ops[ib];
+		if (x->u.coll.coll != y->u.coll.coll || x->u.coll.count != y->u.coll.count ||
+		    x->u.coll.seq != y->u.coll.seq || (int64_t)n != x->u.coll.seq) {
+			printf("#   group %s: ranks %lld/%lld differ at collective %zu\n",
+			       job_group_name(g), (long long)r1, (long long)r2, n);
+			t->failed_checks++;
+			break;
+		}
+		ia++, ib++, n++;
+	}
+	CHECK(t, ia == a.nops && ib == b.nops);
+	CHECK(t, n > 0);
+	plan_release(&a);
+	plan_release(&b);
+}
+
+static void test_coll_seq_match(struct test_ctx *t)
+{
+	struct job *j = fx_job(16);
+	fx_megatron(j);
+	j->strat.distributed_optimizer = true;
+	j->strat.sequence_parallel = true;
+	fx_degrees(j, 2, 2, 2, 1, 4); /* tp2 cp2 dp2 pp2 */
+	struct job_coord c0 = {0, 0, 0, 1}, c;
+	int64_t r0 = job_rank_of(j, &c0);
+	c = c0, c.tp = 1;
+	check_group_match(t, j, r0, job_rank_of(j, &c), JOB_GROUP_TP);
+	c = c0, c.cp = 1;
+	check_group_match(t, j, r0, job_rank_of(j, &c), JOB_GROUP_DP_CP);
+	/* ZeRO-3 on a plain data-parallel job: gathers and reduce-scatters match */
+	struct job *z = fx_job(8);
+	z->strat.zero_stage = 3;
+	z->strat.overlap_comm = true;
+	fx_degrees(z, 1, 1, 1, 1, 2);
+	check_group_match(t, z, 0, 5, JOB_GROUP_DP);
+	/* DeepSpeed pipeline: the loss broadcast over the pipe group matches across stages */
+	struct job *d = fx_job(8);
+	d->strat.zero_stage = 1;
+	fx_degrees(d, 2, 2, 1, 1, 4);
+	check_group_match(t, d, 0, 4, JOB_GROUP_PP);
+	check_group_match(t, d, 0, 2, JOB_GROUP_DP);
+	free(j);
+	free(z);
+	free(d);
+}
+
+/* sends from src to dst and receives at dst from src pair up by seq, with the same bytes */
+static void check_p2p_pair(struct test_ctx *t, const struct plan *src, const struct plan *dst,
+			   bool expect)
+{
+	size_t is = 0, id = 0, n = 0;
+	for (;;) {
+		while (is < src->nops &&
+		       !(src->ops[is].kind == PLAN_P2P && (src->ops[is].flags & PLAN_F_SEND) &&
+			 src->ops[is].u.p2p.peer == dst->rank))
+			is++;
+		while (id < dst->nops &&
+		       !(dst->ops[id].kind == PLAN_P2P && !(dst->ops[id].flags & PLAN_F_SEND) &&
+			 dst->ops[id].u.p2p.peer == src->rank))
+			id++;
+		if (is == src->nops || id == dst->nops)
+			break;
+		n++;
+		is++, id++;
+	}
+	CHECK(t, is == src->nops && id == dst->nops); /* same number on both sides */
+	/* every send's (seq, bytes) is received exactly once */
+	for (size_t i = 0; i < src->nops; i++) {
+		const struct plan_op *s = &src->ops[i];
+		if (s->kind != PLAN_P2P || !(s->flags & PLAN_F_SEND) || s->u.p2p.peer != dst->rank)
+			continue;
+		int found = 0;
+		for (size_t k = 0; k < dst->nops; k++) {
+			const struct plan_op *r = &dst->ops[k];
+			if (r->kind == PLAN_P2P && !(r->flags & PLAN_F_SEND) &&
+			    r->u.p2p.peer == src->rank && r->u.p2p.seq == s->u.p2p.seq)
+				found += r->u.p2p.bytes == s->u.p2p.bytes;
+		}
+		if (found != 1) {
+			printf("#   send seq %lld %lld->%lld received %d times\n",
+			       (long long)s->u.p2p.seq, (long long)src->rank, (long long)dst->rank,
+			       found);
+			t->failed_checks++;
+			break;
+		}
+	}
+	CHECK(t, (n > 0) == expect);
+}
+
+static void test_p2p_match(struct test_ctx *t)
+{
+	enum strat_schedule sched[] = {STRAT_SCHED_DS_1F1B, STRAT_SCHED_1F1B,
+				       STRAT_SCHED_INTERLEAVED, STRAT_SCHED_GPIPE};
+	for (int k = 0; k < 4; k++) {
+		struct job *j = fx_job(4);
+		fx_megatron(j);
+		j->strat.schedule = sched[k];
+		j->strat.vp = 2;
+		fx_degrees(j, 1, 4, 1, 1, 8);
+		struct plan p[4];
+		for (int s = 0; s < 4; s++)
+			build(j, s, &p[s]);
+		for (int s = 0; s < 4; s++) {
+			bool wrap = s == 3, inter = sched[k] == STRAT_SCHED_INTERLEAVED;
+			check_p2p_pair(t, &p[s], &p[(s + 1) % 4], !wrap || inter);
+			check_p2p_pair(t, &p[(s + 1) % 4], &p[s], !wrap || inter);
+		}
+		for (int s = 0; s < 4; s++)
+			plan_release(&p[s]);
+		free(j);
+	}
+	/* ring context parallel: KV blocks around the cp ring */
+	struct job *j = fx_job(2);
+	fx_degrees(j, 1, 1, 2, 1, 1);
+	struct plan a, b;
+	if (build(j, 0, &a) && build(j, 1, &b)) {
+		check_p2p_pair(t, &a, &b, true);
+		check_p2p_pair(t, &b, &a, true);
+		plan_release(&a);
+		plan_release(&b);
+	}
+	free(j);
+}
+
+/* structure: deps point backwards, FREE follows its ALLOC, streams and names are set */
+static void check_structure(struct test_ctx *t, const struct plan *p)
+{
+	char *alloced = calloc((size_t)p->nbufs + 1, 1);
+	int bad = 0;
+	for (size_t i = 0; i < p->nops && !bad; i++) {
+		const struct plan_op *op = &p->ops[i];
+		const uint32_t *d = plan_op_deps(p, op);
+		bad |= op->id != i;
+		for (uint32_t k = 0; k < op->ndeps; k++)
+			bad |= d[k] >= op->id;
+		bad |= op->stream >= PLAN_NUM_STREAMS || !op->name;
+		if (op->kind == PLAN_ALLOC) {
+			bad |= op->u.mem.buf < 0 || op->u.mem.buf >= p->nbufs || alloced[op->u.mem.buf];
+			if (!bad)
+				alloced[op->u.mem.buf] = 1;
+		} else if (op->kind == PLAN_FREE) {
+			bad |= op->u.mem.buf < 0 || op->u.mem.buf >= p->nbufs ||
+			       alloced[op->u.mem.buf] != 1;
+			if (!bad)
+				alloced[op->u.mem.buf] = 2;
+		} else if (op->kind == PLAN_COMPUTE) {
+			bad |= op->u.compute.flops < 0 || op->u.compute.bytes < 0;
+		}
+		if (bad)
+			printf("#   op %zu (%s %s) is malformed\n", i, plan_kind_name(op->kind), op->name);
+	}
+	CHECK(t, !bad);
+	free(alloced);
+}
+
+static void test_structure(struct test_ctx *t)
+{
+	for (int stage = 0; stage <= 3; stage++) {
+		struct job *j = fx_job(8);
+		j->strat.zero_stage = stage;
+		j->strat.overlap_comm = stage == 3;
+		j->strat.offload_optimizer = stage >= 2 ? STRAT_OFFLOAD_CPU : STRAT_OFFLOAD_NONE;
+		j->strat.recompute = STRAT_RECOMPUTE_FULL;
+		j->strat.cpu_checkpointing = true;
+		fx_degrees(j, 1, 1, 1, 1, 2);
+		struct plan p;
+		if (build(j, 3, &p)) {
+			check_structure(t, &p);
+			plan_release(&p);
+		}
+		free(j);
+	}
+	struct job *j = fx_job(16);
+	fx_megatron(j);
+	j->strat.schedule = STRAT_SCHED_INTERLEAVED;
+	j->strat.vp = 2;
+	j->strat.sequence_parallel = true;
+	fx_degrees(j, 2, 4, 2, 1, 8);
+	for (int64_t r = 0; r < 16; r += 5) {
+		struct plan p;
+		if (build(j, r, &p)) {
+			check_structure(t, &p);
+			plan_release(&p);
+		}
+	}
+	free(j);
+}
+
+/* what the DeepSpeed stages communicate (reference/deepspeed.md §2) */
+static int count_coll(const struct plan *p, enum plan_coll c, enum job_group g, int phase)
+{
+	int n = 0;
+	for (size_t i = 0; i < p->nops; i++)
+		if (p->ops[i].kind == PLAN_COLL && p->ops[i].u.coll.coll == c &&
+		    p->ops[i].u.coll.group == g && (phase < 0 || p->ops[i].phase == phase))
+			n++;
+	return n;
+}
+
+static void test_zero_comm(struct test_ctx *t)
+{
+	struct job *j = fx_job(8);
+	fx_degrees(j, 1, 1, 1, 1, 4);
+	struct plan p;
+	/* stage 0: buckets of 5e8 elements at the boundary only: ceil(6.74e9 / 5e8) = 14 */
+	j->strat.zero_stage = 0;
+	if (build(j, 0, &p)) {
+		CHECK_EQ_INT(t, count_coll(&p, PLAN_ALL_REDUCE, JOB_GROUP_DP, PLAN_PHASE_BWD), 14);
+		CHECK_EQ_INT(t, count_coll(&p, PLAN_ALL_GATHER, JOB_GROUP_DP, -1), 0);
+		plan_release(&p);
+	}
+	/* stage 1: the same at the boundary, then one all-gather of the flat buffer */
+	j->strat.zero_stage = 1;
+	if (build(j, 0, &p)) {
+		CHECK_EQ_INT(t, count_coll(&p, PLAN_ALL_REDUCE, JOB_GROUP_DP, PLAN_PHASE_BWD), 14);
+		CHECK_EQ_INT(t, count_coll(&p, PLAN_ALL_GATHER, JOB_GROUP_DP, PLAN_PHASE_OPT), 1);
+		plan_release(&p);
+	}
+	/* stage 2: every micro-step (4 x 14), on the comm stream when overlap_comm */
+	j->strat.zero_stage = 2;
+	j->strat.overlap_comm = true;
+	if (build(j, 0, &p)) {
+		CHECK_EQ_INT(t, count_coll(&p, PLAN_ALL_REDUCE, JOB_GROUP_DP, PLAN_PHASE_BWD), 56);
+		for (size_t i = 0; i < p.nops; i++)
+			if (p.ops[i].kind == PLAN_COLL && p.ops[i].phase == PLAN_PHASE_BWD)
+				CHECK(t, p.ops[i].stream == PLAN_STREAM_COMM);
+		plan_release(&p);
+	}
+	/* stage 3: all-gathers in forward and backward, reduce-scatter every micro-step */
+	j->strat.zero_stage = 3;
+	if (build(j, 0, &p)) {
+		int agf = count_coll(&p, PLAN_ALL_GATHER, JOB_GROUP_DP, PLAN_PHASE_FWD);
+		int agb = count_coll(&p, PLAN_ALL_GATHER, JOB_GROUP_DP, PLAN_PHASE_BWD);
+		int rs = count_coll(&p, PLAN_REDUCE_SCATTER, JOB_GROUP_DP, PLAN_PHASE_BWD);
+		printf("#   zero-3, 4 micro-steps: %d fwd gathers, %d bwd gathers, %d reduce-scatters\n",
+		       agf, agb, rs);
+		CHECK_EQ_INT(t, agf, 4 * 130); /* embedding, 32 x 4 leaf units, head */
+		CHECK(t, agb > 0 && agb < agf); /* modules within max_reuse_distance stay */
+		CHECK(t, rs >= 4 * 13);         /* >= 6.74e9 / 5e8 per micro-step */
+		plan_release(&p);
+	}
+	free(j);
+}
+
+static void test_offload_ops(struct test_ctx *t)
+{
+	struct job *j = fx_job(8);
+	j->strat.zero_stage = 3;
+	j->strat.offload_optimizer = STRAT_OFFLOAD_CPU;
+	j->strat.offload_param = STRAT_OFFLOAD_CPU;
+	struct plan p;
+	if (build(j, 0, &p)) {
+		int host = 0, h2d = 0, d2h = 0;
+		for (size_t i = 0; i < p.nops; i++) {
+			const struct plan_op *op = &p.ops[i];
+			if (op->kind == PLAN_COMPUTE && op->u.compute.kernel == PLAN_K_OPTIM)
+				host += op->stream == PLAN_STREAM_HOST;
+			if (op->kind == PLAN_COPY)
+				*(op->u.copy.dir == PLAN_H2D ? &h2d : &d2h) += 1;
+		}
+		CHECK_EQ_INT(t, host, 1); /* one sub-group of 842M < 1e9 elements */
+		CHECK(t, h2d > 34 && d2h > 0);
+		plan_release(&p);
+	}
+	free(j);
+}
+
+static void test_roles(struct test_ctx *t)
+{
+	struct job *j = fx_job(32);
+	fx_megatron(j);
+	fx_degrees(j, 2, 4, 1, 1, 8);
+	int64_t reps[8], w[8];
+	int64_t n = plan_roles(j, reps, w, 8);
+	CHECK_EQ_INT(t, n, 4);
+	int64_t sum = 0;
+	for (int64_t i = 0; i < n; i++) {
+		struct job_coord c;
+		job_coord_of(j, reps[i], &c);
+		CHECK_EQ_INT(t, c.pp, i);
+		sum += w[i];
+	}
+	CHECK_EQ_INT(t, sum, 32);
+	free(j);
+}
+
+static void test_bad_strategies(struct test_ctx *t)
+{
+	struct plan p;
+	struct tw_err e = {0};
+	struct job *j = fx_job(8);
+	fx_megatron(j);
+	j->strat.schedule = STRAT_SCHED_INTERLEAVED;
+	j->strat.vp = 3;
+	fx_degrees(j, 1, 2, 1, 1, 4);
+	CHECK_EQ_INT(t, plan_rank(j, 0, &p, &e), TW_ERR_INVALID);
+	CHECK_STR_CONTAINS(t, e.msg, "vp=3 does not divide the layers per pipeline stage");
+	free(j);
+
+	j = fx_job(8);
+	fx_moe(j);
+	j->strat.ep = 3;
+	fx_degrees(j, 1, 1, 1, 1, 1);
+	memset(&e, 0, sizeof(e));
+	CHECK_EQ_INT(t, plan_rank(j, 0, &p, &e), TW_ERR_INVALID);
+	CHECK_STR_CONTAINS(t, e.msg, "ep=3 does not divide model.experts=8");
+	free(j);
+
+	j = fx_job(8);
+	j->strat.zero_stage = 3;
+	fx_degrees(j, 1, 2, 1, 1, 4);
+	memset(&e, 0, sizeof(e));
+	CHECK_EQ_INT(t, plan_rank(j, 0, &p, &e), TW_ERR_INVALID);
+	CHECK_STR_CONTAINS(t, e.msg, "incompatible with pipeline parallelism");
+	memset(&e, 0, sizeof(e));
+	CHECK_EQ_INT(t, plan_rank(j, 8, &p, &e), TW_ERR_INVALID);
+	free(j);
+}
+
+static void test_names(struct test_ctx *t)
+{
+	CHECK(t, !strcmp(plan_coll_name(PLAN_REDUCE_SCATTER), "reduce_scatter"));
+	CHECK(t, !strcmp(plan_mem_cat_name(PLAN_MEM_OPTIM), "optimizer"));
+	CHECK(t, !strcmp(plan_stream_name(PLAN_STREAM_HOST), "host"));
+	CHECK(t, !strcmp(plan_kind_name((enum plan_kind)99), "?"));
+}
+
+int main(void)
+{
+	struct test_ctx t = {0};
+	TEST_RUN(&t, test_flops_dense_gqa_tp_pp_cp);
+	TEST_RUN(&t, test_flops_gpt_interleaved);
+	TEST_RUN(&t, test_flops_moe);
+	TEST_RUN(&t, test_coll_seq_match);
+	TEST_RUN(&t, test_p2p_match);
+	TEST_RUN(&t, test_structure);
+	TEST_RUN(&t, test_zero_comm);
+	TEST_RUN(&t, test_offload_ops);
+	TEST_RUN(&t, test_roles);
+	TEST_RUN(&t, test_bad_strategies);
+	TEST_RUN(&t, test_names);
+	return test_done(&t);
+}

@@ -1,0 +1,459 @@
+/* The memory walk: DeepSpeed's estimators side by side with ours, each strategy knob moving
+ * its category by the formula's amount, Korthikanti et al.'s activation figures, pipeline
+ * in-flight micro-batches, and the verdict line. */
+#include "test.h"
+#include "test_plan_fixture.h"
+
+#define PSI_7B 6738415616LL   /* Llama-2-7B parameters (reference/deepspeed.md §6.2) */
+#define LARGEST_7B 131072000LL /* 32000 x 4096: the embedding / lm_head */
+
+static double gib(int64_t b) { return (double)b / (double)TW_GIB; }
+
+/* reference/deepspeed.md §4.3, Example A and B: 1 node x 8 GPUs */
+static void test_deepspeed_estimators(struct test_ctx *t)
+{
+	struct plan_mem m;
+	struct job *j = fx_job(8);
+	int64_t N = 8;
+	/* ZeRO-2, no offload: 2 psi + int(18 psi / N) */
+	j->strat.zero_stage = 2;
+	int64_t ds = 2 * PSI_7B + 18 * PSI_7B / N;
+	if (fx_mem(j, 0, &m)) {
+		printf("#   ZeRO-2          ours %7.2f GB   DeepSpeed %7.2f GB\n",
+		       gib(m.states_peak[GPU]), gib(ds));
+		CHECK_EQ_INT(t, m.states_peak[GPU], ds);
+	}
+	/* ZeRO-3 (their assumptions: fp32 gradient partitions, nothing prefetched or kept):
+	 * 4 x largest layer + int(18 psi / N) */
+	j->strat.zero_stage = 3;
+	j->strat.grad_accum_dtype = TW_FP32;
+	j->strat.prefetch_bucket_size = 0, j->strat.max_reuse_distance = 0;
+	j->strat.param_persistence_threshold = 0;
+	ds = 4 * LARGEST_7B + 18 * PSI_7B / N;
+	if (fx_mem(j, 0, &m)) {
+		printf("#   ZeRO-3          ours %7.2f GB   DeepSpeed %7.2f GB\n",
+		       gib(m.states_peak[GPU]), gib(ds));
+		/* the head module carries the final norm: 4 x 4096 elements over theirs */
+		CHECK_NEAR(t, m.states_peak[GPU], ds, 1e-5);
+	}
+	/* ZeRO-3 + optimizer offload: 4 x largest + int(2 psi / N) */
+	j->strat.offload_optimizer = STRAT_OFFLOAD_CPU;
+	ds = 4 * LARGEST_7B + 2 * PSI_7B / N;
+	if (fx_mem(j, 0, &m)) {
+		printf("#   ZeRO-3+offload  ours %7.2f GB   DeepSpeed %7.2f GB   (host %.2f GB)\n",
+		       gib(m.states_peak[GPU]), gib(ds), gib(m.states_peak[HOST]));
+		CHECK_NEAR(t, m.states_peak[GPU], ds, 1e-4);
+		/* host: fp32 master, Adam states, fp32 grads, grad partitions (16 B / param / N
+		 * plus the 4-byte partition buffer) */
+		CHECK_EQ_INT(t, m.states_peak[HOST], (4 + 8 + 4 + 4) * (PSI_7B / N));
+	}
+	free(j);
+}
+
+static void test_zero_divides(struct test_ctx *t)
+{
+	struct plan_mem a, b;
+	struct job *j = fx_job(8);
+	j->strat.param_persistence_threshold = 0;
+	/* ZeRO-1 divides the optimizer states (and master weights) by dp */
+	j->strat.zero_stage = 0;
+	bool ok = fx_mem(j, 0, &a);
+	j->strat.zero_stage = 1;
+	ok &= fx_mem(j, 0, &b);
+	if (ok) {
+		CHECK_EQ_INT(t, a.max_cat[GPU][PLAN_MEM_OPTIM], 8 * PSI_7B);
+		CHECK_EQ_INT(t, b.max_cat[GPU][PLAN_MEM_OPTIM], 8 * PSI_7B / 8);
+		CHECK_EQ_INT(t, b.max_cat[GPU][PLAN_MEM_MASTER], 4 * PSI_7B / 8);
+		/* ZeRO-1 still holds the whole 16-bit gradients during accumulation */
+		CHECK(t, b.max_cat[GPU][PLAN_MEM_GRADS] >= 2 * PSI_7B);
+	}
+	/* ZeRO-2 keeps only partitions of the gradients */
+	j->strat.zero_stage = 2;
+	if (fx_mem(j, 0, &a))
+		CHECK(t, a.max_cat[GPU][PLAN_MEM_GRADS] <= 6 * PSI_7B / 8 + 2);
+	/* ZeRO-3 divides the parameters */
+	j->strat.zero_stage = 3;
+	if (fx_mem(j, 0, &b)) {
+		CHECK_EQ_INT(t, a.max_cat[GPU][PLAN_MEM_PARAMS], 2 * PSI_7B);
+		CHECK_EQ_INT(t, b.max_cat[GPU][PLAN_MEM_PARAMS], 2 * PSI_7B / 8);
+		CHECK(t, b.max_cat[GPU][PLAN_MEM_GATHERED] > 0);
+	}
+	/* FSDP FULL_SHARD: fp32 shards of everything */
+	j->strat.framework = STRAT_FSDP;
+	j->strat.fsdp_sharding = STRAT_FSDP_FULL_SHARD;
+	if (fx_mem(j, 0, &a)) {
+		CHECK_EQ_INT(t, a.max_cat[GPU][PLAN_MEM_MASTER], 4 * PSI_7B / 8);
+		CHECK_EQ_INT(t, a.max_cat[GPU][PLAN_MEM_OPTIM], 8 * PSI_7B / 8);
+	}
+	/* HYBRID_SHARD over 4-rank shard groups: shards are twice as large */
+	j->strat.fsdp_sharding = STRAT_FSDP_HYBRID_SHARD;
+	j->strat.fsdp_shard_group = 4;
+	if (fx_mem(j, 0, &b))
+		CHECK_EQ_INT(t, b.max_cat[GPU][PLAN_MEM_OPTIM], 8 * PSI_7B / 4);
+	/* Megatron distributed optimizer: 6 + 12/d bytes per parameter of states */
+	fx_megatron(j);
+	j->strat.distributed_optimizer = true;
+	if (fx_mem(j, 0, &a)) {
+		int64_t st = a.max_cat[GPU][PLAN_MEM_PARAMS] + a.max_cat[GPU][PLAN_MEM_GRADS] +
+			     a.max_cat[GPU][PLAN_MEM_MASTER] + a.max_cat[GPU][PLAN_MEM_OPTIM];
+		CHECK_EQ_INT(t, st, 6 * PSI_7B + 12 * (PSI_7B / 8));
+	}
+	free(j);
+}
+
+/* GPT-style per-rank weights under TP: (12 h^2 + 13 h)/tp per layer except 4h of norms */
+static void test_tp_divides_weights(struct test_ctx *t)
+{
+	struct plan_mem m;
+	int64_t tps[] = {1, 4};
+	for (int i = 0; i < 2; i++) {
+		int64_t tp = tps[i];
+		struct job *j = fx_job(8);
+		fx_gpt(&j->model, 8, 1024, 16);
+		j->seq = 2048;
+		fx_megatron(j);
+		fx_degrees(j, tp, 1, 1, 1, 1);
+		int64_t h = 1024, L = 8, V = 51200;
+		int64_t layer = (4 * h * h + 4 * h + 8 * h * h + 5 * h) / tp + 4 * h;
+		int64_t want = L * layer + V * h / tp + 2048 * h + 2 * h;
+		if (fx_mem(j, 0, &m))
+			CHECK_EQ_INT(t, m.max_cat[GPU][PLAN_MEM_PARAMS], 2 * want);
+		free(j);
+	}
+}
+
+/* Korthikanti et al. 2022, per layer (bytes): sbh (10 + 24/t + 5as/(ht)) with TP,
+ * sbh/t (34 + 5as/h) with TP + SP; selective drops the 5as/h term; full keeps 2sbh. */
+static double korthikanti(double s, double b, double h, double a, double t, bool sp, bool sel)
+{
+	double sc = sel ? 0 : 5 * a * s / h;
+	return sp ? s * b * h / t * (34 + sc) : s * b * h * (10 + 24 / t + sc / t);
+}
+
+static void gpt_korthikanti(struct job *j, int64_t tp, int64_t pp, int64_t micro,
+			    int64_t accum)
+{
+	fx_gpt(&j->model, 8, 1024, 16);
+	j->seq = 2048;
+	fx_megatron(j);
+	j->strat.param_dtype = TW_FP16;
+	j->strat.flash_attention = false;
+	fx_degrees(j, tp, pp, 1, micro, accum);
+}
+
+static void test_activations_korthikanti(struct test_ctx *t)
+{
+	struct plan_mem m;
+	struct {
+		int64_t tp;
+		bool sp;
+		enum strat_recompute rc;
+	} cases[] = {
+		{1, false, STRAT_RECOMPUTE_NONE}, {4, false, STRAT_RECOMPUTE_NONE},
+		{4, true, STRAT_RECOMPUTE_NONE},  {4, false, STRAT_RECOMPUTE_SELECTIVE},
+		{4, true, STRAT_RECOMPUTE_SELECTIVE},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct job *j = fx_job(8);
+		gpt_korthikanti(j, cases[i].tp, 1, 2, 1);
+		j->strat.sequence_parallel = cases[i].sp;
+		j->strat.recompute = cases[i].rc;
+		double want = 8 * korthikanti(2048, 2, 1024, 16, (double)cases[i].tp, cases[i].sp,
+					      cases[i].rc == STRAT_RECOMPUTE_SELECTIVE);
+		if (fx_mem(j, 0, &m))
+			CHECK_NEAR(t, m.max_cat[GPU][PLAN_MEM_ACTIV], want, 1e-12);
+		/* flash attention removes the 5as/h term as selective recompute does */
+		j->strat.flash_attention = true;
+		j->strat.recompute = STRAT_RECOMPUTE_NONE;
+		want = 8 * korthikanti(2048, 2, 1024, 16, (double)cases[i].tp, cases[i].sp, true);
+		if (fx_mem(j, 0, &m))
+			CHECK_NEAR(t, m.max_cat[GPU][PLAN_MEM_ACTIV], want, 1e-12);
+		free(j);
+	}
+	/* full recompute keeps the 2sbh layer inputs (divided by t under SP or DeepSpeed's
+	 * partition_activations); one layer's activations live at a time */
+	struct job *j = fx_job(8);
+	gpt_korthikanti(j, 4, 1, 2, 1);
+	j->strat.recompute = STRAT_RECOMPUTE_FULL;
+	if (fx_mem(j, 0, &m)) {
+		CHECK_EQ_INT(t, m.max_cat[GPU][PLAN_MEM_CKPT], 8 * 2 * 2048 * 2 * 1024);
+		CHECK_NEAR(t, m.max_cat[GPU][PLAN_MEM_ACTIV],
+			   korthikanti(2048, 2, 1024, 16, 4, false, false), 1e-12);
+	}
+	j->strat.framework = STRAT_DEEPSPEED;
+	j->strat.partition_activations = true;
+	if (fx_mem(j, 0, &m))
+		CHECK_EQ_INT(t, m.max_cat[GPU][PLAN_MEM_CKPT], 8 * 2 * 2048 * 2 * 1024 / 4);
+	j->strat.cpu_checkpointing = true; /* checkpoints move to host memory */
+	if (fx_mem(j, 0, &m)) {
+		CHECK_EQ_INT(t, m.max_cat[GPU][PLAN_MEM_CKPT], 0);
+		CHECK_EQ_INT(t, m.max_cat[HOST][PLAN_MEM_CKPT], 8 * 2 * 2048 * 2 * 1024 / 4);
+	}
+	free(j);
+}
+
+/* in-flight micro-batches per stage: 1F1B min(pp - s, m), GPipe m, interleaved more */
+static void test_pipeline_inflight(struct test_ctx *t)
+{
+	struct plan_mem m;
+	double per_layer = korthikanti(2048, 1, 1024, 16, 1, false, false);
+	enum strat_schedule sc[] = {STRAT_SCHED_DS_1F1B, STRAT_SCHED_1F1B, STRAT_SCHED_GPIPE};
+	for (int k = 0; k < 3; k++) {
+		for (int64_t s = 0; s < 4; s++) {
+			struct job *j = fx_job(4);
+			gpt_korthikanti(j, 1, 4, 1, 8);
+			j->strat.schedule = sc[k];
+			int64_t inflight = sc[k] == STRAT_SCHED_GPIPE ? 8 : 4 - s;
+			if (fx_mem(j, s, &m))
+				CHECK_NEAR(t, m.max_cat[GPU][PLAN_MEM_ACTIV], inflight * 2 * per_layer,
+					   1e-12);
+			free(j);
+		}
+	}
+	/* interleaved, vp = 2: the first stage holds L (1 + (p - 1)/(p v)) layer-micro-batches
+	 * of activations: 8 x (1 + 3/8) = 11 */
+	struct job *j = fx_job(4);
+	gpt_korthikanti(j, 1, 4, 1, 8);
+	j->strat.schedule = STRAT_SCHED_INTERLEAVED;
+	j->strat.vp = 2;
+	if (fx_mem(j, 0, &m))
+		CHECK_NEAR(t, m.max_cat[GPU][PLAN_MEM_ACTIV], 11 * per_layer, 1e-12);
+	free(j);
+}
+
+static void test_offload_moves_states(struct test_ctx *t)
+{
+	struct plan_mem m;
+	struct job *j = fx_job(8);
+	j->strat.zero_stage = 2;
+	j->strat.offload_optimizer = STRAT_OFFLOAD_CPU;
+	if (fx_mem(j, 0, &m)) {
+		CHECK_EQ_INT(t, m.max_cat[GPU][PLAN_MEM_OPTIM], 0);
+		CHECK_EQ_INT(t, m.max_cat[GPU][PLAN_MEM_MASTER], 0);
+		CHECK_EQ_INT(t, m.max_cat[HOST][PLAN_MEM_OPTIM], 8 * PSI_7B / 8);
+		CHECK_EQ_INT(t, m.max_cat[HOST][PLAN_MEM_MASTER], 4 * PSI_7B / 8);
+		/* DeepSpeed's ZeRO-2 offload estimate: the 16-bit parameters only */
+		CHECK_EQ_INT(t, m.states_peak[GPU], 2 * PSI_7B);
+	}
+	j->strat.zero_stage = 3;
+	j->strat.offload_optimizer = STRAT_OFFLOAD_NVME;
+	j->strat.offload_param = STRAT_OFFLOAD_CPU;
+	if (fx_mem(j, 0, &m)) {
+		CHECK_EQ_INT(t, m.max_cat[PLAN_DEV_NVME][PLAN_MEM_OPTIM], 8 * PSI_7B / 8);
+		CHECK_EQ_INT(t, m.max_cat[HOST][PLAN_MEM_PARAMS], 2 * PSI_7B / 8);
+		CHECK(t, m.max_cat[HOST][PLAN_MEM_BUCKETS] > 0); /* pinned swap buffers */
+		CHECK(t, m.max_cat[GPU][PLAN_MEM_PARAMS] < 2 * PSI_7B / 8);
+	}
+	free(j);
+}
+
+static void test_lora(struct test_ctx *t)
+{
+	struct plan_mem m;
+	struct job *j = fx_job(8);
+	j->strat.lora_rank = 8;
+	j->strat.lora_targets = STRAT_LORA_Q | STRAT_LORA_V;
+	int64_t lp = 32 * 2 * 8 * (4096 + 4096); /* 4,194,304 adapter parameters */
+	if (fx_mem(j, 0, &m)) {
+		CHECK_EQ_INT(t, m.max_cat[GPU][PLAN_MEM_PARAMS], 2 * PSI_7B); /* frozen base stays */
+		CHECK_EQ_INT(t, m.max_cat[GPU][PLAN_MEM_GRADS], 2 * lp);
+		CHECK_EQ_INT(t, m.max_cat[GPU][PLAN_MEM_OPTIM], 8 * lp);
+		CHECK_EQ_INT(t, m.max_cat[GPU][PLAN_MEM_MASTER], 4 * lp);
+	}
+	free(j);
+}
+
+static void test_verdict(struct test_ctx *t)
+{
+	struct plan_mem m;
+	char v[256];
+	struct job *j = fx_job(8);
+	j->cluster.gpu.context_gib = 1.0;
+	j->cluster.eff.alloc_fragmentation = 1.1;
+	j->strat.zero_stage = 0;
+	if (fx_mem(j, 0, &m)) {
+		CHECK_EQ_INT(t, m.context_bytes, TW_GIB);
+		CHECK_NEAR(t, m.fragmentation_bytes, 0.1 * m.peak[GPU], 1e-9);
+		CHECK_EQ_INT(t, m.gpu_total, m.peak[GPU] + m.context_bytes + m.fragmentation_bytes);
+		CHECK(t, !plan_mem_fits(&m, v, sizeof(v)));
+		CHECK_STR_CONTAINS(t, v, "does not fit: needs");
+		CHECK_STR_CONTAINS(t, v, "largest items: optimizer");
+	}
+	j->strat.zero_stage = 3;
+	if (fx_mem(j, 0, &m)) {
+		CHECK(t, plan_mem_fits(&m, v, sizeof(v)));
+		CHECK_STR_CONTAINS(t, v, "GiB free");
+	}
+	free(j);
+}
+
+/* /work/shared/validation/public.json kind=memory: first pipeline stage, fp16 Megatron,
+ * no flash attention (2022), vocab 51200 */
+static void test_korthikanti_cases(struct test_ctx *t)
+{
+	struct {
+		const char *id;
+		int64_t L, h, a, tp, pp, vp, gpus, micro, accum;
+		double act_sel, act_base, states;
+	} c[] = {
+		{"22B", 48, 6144, 64, 8, 1, 1, 8, 4, 1, 9.5625, 59.25, 45.5625},
+		{"175B", 96, 12288, 96, 8, 8, 3, 64, 1, 64, 12.3515625, 66.84375, 45.5625},
+		{"1T", 128, 25600, 160, 8, 64, 1, 512, 1, 512, 26.5625, 131.25, 32.958984375},
+	};
+	for (size_t i = 0; i < 3; i++) {
+		struct plan_mem sel, base;
+		struct job *j = fx_job(c[i].gpus);
+		fx_gpt(&j->model, c[i].L, c[i].h, c[i].a);
+		j->seq = 2048;
+		fx_megatron(j);
+		j->strat.param_dtype = TW_FP16;
+		j->strat.flash_attention = false;
+		j->strat.schedule = c[i].vp > 1 ? STRAT_SCHED_INTERLEAVED : STRAT_SCHED_1F1B;
+		j->strat.vp = c[i].vp;
+		fx_degrees(j, c[i].tp, c[i].pp, 1, c[i].micro, c[i].accum);
+		j->strat.sequence_parallel = true;
+		j->strat.recompute = STRAT_RECOMPUTE_SELECTIVE;
+		bool ok = fx_mem(j, 0, &sel);
+		j->strat.sequence_parallel = false;
+		j->strat.recompute = STRAT_RECOMPUTE_NONE;
+		ok &= fx_mem(j, 0, &base);
+		if (ok) {
+			double as = gib(sel.max_cat[GPU][PLAN_MEM_ACTIV]);
+			double ab = gib(base.max_cat[GPU][PLAN_MEM_ACTIV]);
+			double st = gib(sel.at_peak[GPU][PLAN_MEM_PARAMS] + sel.at_peak[GPU][PLAN_MEM_GRADS] +
+					sel.at_peak[GPU][PLAN_MEM_MASTER] + sel.at_peak[GPU][PLAN_MEM_OPTIM]);
+			/* the paper's bar leaves out the first stage's embedding tables (18 B each) */
+			double emb = gib(18 * (51200 * c[i].h / c[i].tp + 2048 * c[i].h));
+			printf("#   %-5s SP+selective activations %6.2f GiB (paper %6.2f), TP-only %6.2f "
+			       "(paper %6.2f), params+optimizer %6.2f of which embedding %4.2f (paper "
+			       "%6.2f without it), peak %6.2f (paper %6.2f)\n",
+			       c[i].id, as, c[i].act_sel, ab, c[i].act_base, st, emb, c[i].states,
+			       gib(sel.peak[GPU]), c[i].act_sel + c[i].states);
+			CHECK_NEAR(t, as, c[i].act_sel, 0.005);
+			CHECK_NEAR(t, ab, c[i].act_base, 0.005);
+			CHECK_NEAR(t, st - emb, c[i].states, 0.005);
+		}
+		free(j);
+	}
+}
+
+/* Figure 7 (22B, tp 8): activation memory relative to the TP baseline */
+static void test_korthikanti_fig7(struct test_ctx *t)
+{
+	struct {
+		const char *name;
+		bool sp;
+		enum strat_recompute rc;
+		double paper;
+	} v[] = {{"sequence parallel", true, STRAT_RECOMPUTE_NONE, 66.84},
+		 {"selective", false, STRAT_RECOMPUTE_SELECTIVE, 49.42},
+		 {"SP + selective", true, STRAT_RECOMPUTE_SELECTIVE, 16.18},
+		 {"full recompute", false, STRAT_RECOMPUTE_FULL, 7.64}};
+	struct plan_mem m;
+	struct job *j = fx_job(8);
+	fx_gpt(&j->model, 48, 6144, 64);
+	j->seq = 2048;
+	fx_megatron(j);
+	j->strat.param_dtype = TW_FP16;
+	j->strat.flash_attention = false;
+	fx_degrees(j, 8, 1, 1, 4, 1);
+	if (!fx_mem(j, 0, &m)) {
+		free(j);
+		t->failed_checks++;
+		return;
+	}
+	double base = (double)m.max_cat[GPU][PLAN_MEM_ACTIV];
+	for (int i = 0; i < 4; i++) {
+		j->strat.sequence_parallel = v[i].sp;
+		j->strat.recompute = v[i].rc;
+		if (!fx_mem(j, 0, &m))
+			continue;
+		double a = (double)(v[i].rc == STRAT_RECOMPUTE_FULL ? m.max_cat[GPU][PLAN_MEM_CKPT]
+								    : m.max_cat[GPU][PLAN_MEM_ACTIV]);
+		printf("#   22B %-17s %5.2f %% of the TP baseline (paper %5.2f %%)\n", v[i].name,
+		       100 * a / base, v[i].paper);
+		CHECK(t, fabs(100 * a / base - v[i].paper) < 0.2);
+	}
+	free(j);
+}
+
+/* fp8 GEMMs, loss scaling, context and expert parallelism, gradient accumulation */
+static void test_more_knobs(struct test_ctx *t)
+{
+	struct plan_mem a, b;
+	struct job *j = fx_job(8);
+	bool ok = fx_mem(j, 0, &a);
+	j->strat.fp8_gemm = true; /* + 1 B per layer parameter of fp8 weight copies */
+	ok &= fx_mem(j, 0, &b);
+	if (ok)
+		CHECK_EQ_INT(t, b.max_cat[GPU][PLAN_MEM_PARAMS] - a.max_cat[GPU][PLAN_MEM_PARAMS],
+			     32 * 202383360LL);
+	free(j);
+
+	/* context parallel divides activations by cp (ring and Ulysses alike) */
+	j = fx_job(8);
+	fx_megatron(j);
+	fx_degrees(j, 1, 1, 1, 1, 1);
+	ok = fx_mem(j, 0, &a);
+	fx_degrees(j, 1, 1, 4, 1, 1);
+	ok &= fx_mem(j, 0, &b);
+	if (ok)
+		CHECK_EQ_INT(t, b.max_cat[GPU][PLAN_MEM_ACTIV] * 4, a.max_cat[GPU][PLAN_MEM_ACTIV]);
+	j->strat.cp_kind = STRAT_CP_ULYSSES;
+	if (fx_mem(j, 0, &b))
+		CHECK_EQ_INT(t, b.max_cat[GPU][PLAN_MEM_ACTIV] * 4, a.max_cat[GPU][PLAN_MEM_ACTIV]);
+	free(j);
+
+	/* expert parallelism divides the expert weights: 8 experts x 3 x h x f_e over ep */
+	j = fx_job(8);
+	struct model *m = &j->model;
+	m->layers = 2, m->experts = 8, m->top_k = 2, m->expert_ffn_hidden = 1024;
+	m->moe_layer_freq = 1;
+	fx_megatron(j);
+	j->strat.ep = 1;
+	ok = fx_mem(j, 0, &a);
+	j->strat.ep = 4;
+	ok &= fx_mem(j, 0, &b);
+	if (ok)
+		CHECK_EQ_INT(t, a.max_cat[GPU][PLAN_MEM_PARAMS] - b.max_cat[GPU][PLAN_MEM_PARAMS],
+			     2 * 2 * 6 * (3 * 4096LL * 1024)); /* 2 B x 2 layers x 6 experts gone */
+	free(j);
+
+	/* gradient accumulation: more micro-steps, the same model states */
+	j = fx_job(8);
+	j->strat.zero_stage = 2;
+	ok = fx_mem(j, 0, &a);
+	fx_degrees(j, 1, 1, 1, 1, 4);
+	ok &= fx_mem(j, 0, &b);
+	if (ok)
+		CHECK_EQ_INT(t, a.states_peak[GPU], b.states_peak[GPU]);
+	/* fp16 loss scaling: one overflow all-reduce before the step */
+	struct plan p;
+	struct tw_err e = {0};
+	j->strat.param_dtype = TW_FP16, j->strat.loss_scaling = true;
+	if (plan_rank(j, 0, &p, &e) == TW_OK) {
+		int n = 0;
+		for (size_t i = 0; i < p.nops; i++)
+			n += p.ops[i].kind == PLAN_COLL && !strcmp(p.ops[i].name, "overflow_check");
+		CHECK_EQ_INT(t, n, 1);
+		plan_release(&p);
+	}
+	free(j);
+}
+
+int main(void)
+{
+	struct test_ctx t = {0};
+	TEST_RUN(&t, test_deepspeed_estimators);
+	TEST_RUN(&t, test_zero_divides);
+	TEST_RUN(&t, test_tp_divides_weights);
+	TEST_RUN(&t, test_activations_korthikanti);
+	TEST_RUN(&t, test_pipeline_inflight);
+	TEST_RUN(&t, test_offload_moves_states);
+	TEST_RUN(&t, test_lora);
+	TEST_RUN(&t, test_verdict);
+	TEST_RUN(&t, test_korthikanti_cases);
+	TEST_RUN(&t, test_korthikanti_fig7);
+	TEST_RUN(&t, test_more_knobs);
+	return test_done(&t);
+}

@@ -1,0 +1,236 @@
+/* Importers on the fixtures (tests/fixtures/{nsys,kineto}), with the hand-worked answers of
+ * docs/profiler.md, and on malformed files; the Chrome exporter reads back as Kineto. */
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "../../profile/profile.h"
+#include "test.h"
+
+#define FIX TWIN_SOURCE_DIR "/tests/fixtures"
+
+static char tmpdir[256];
+
+static const char *tmp(const char *name)
+{
+	static char buf[4][512];
+	static int k;
+	k = (k + 1) % 4;
+	snprintf(buf[k], sizeof(buf[k]), "%s/%s", tmpdir, name);
+	return buf[k];
+}
+
+/* the nsys fixture, built with the sqlite3 CLI from its .sql, plus an edit */
+static bool make_nsys(const char *out, const char *edit)
+{
+	char cmd[1024];
+	unlink(out);
+	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' < '%s/nsys/rank0.sql'", out, FIX);
+	if (system(cmd) != 0)
+		return false;
+	if (!edit)
+		return true;
+	sqlite3 *h;
+	if (sqlite3_open(out, &h) != SQLITE_OK)
+		return false;
+	int rc = sqlite3_exec(h, edit, NULL, NULL, NULL);
+	sqlite3_close(h);
+	return rc == SQLITE_OK;
+}
+
+/* rank 0, steps from NVTX "step 1" [0,100) us and "step 2" [100,200) us; on the GPU:
+ *   step 1 = [10,120) us: gemm [10,50), memset [80,85) -> compute 45; reduce-scatter [30,70)
+ *     -> exposed [50,70) = 20; h2d [60,80) -> exposed 20; idle [50,80) [85,120) = 65 =
+ *     comm 20 + copy [70,80) 10 + host 35
+ *   step 2 = [120,180) us: gemm 60, idle 0
+ *   means: step 85, compute 52.5, comm 20, exposed 10, idle 32.5 = 10 + 5 + 17.5, copy 10 */
+static void test_nsys_fixture(struct test_ctx *T)
+{
+	const char *db = tmp("n0.sqlite");
+	CHECK(T, make_nsys(db, NULL));
+	struct trace t;
+	trace_init(&t, TRACE_KIND_IMPORT, 0);
+	struct tw_err err = {0};
+	CHECK_EQ_INT(T, prof_import_nsys(db, 0, &t, &err), TW_OK);
+	if (err.code)
+		printf("#   %s\n", err.msg);
+	CHECK_EQ_INT(T, t.nev, 5 + 2);
+	CHECK_EQ_INT(T, t.nranks, 1);
+	int rs = 0, h2d = 0;
+	for (size_t i = 0; i < t.nev; i++) {
+		rs += t.ev[i].cat == TRACE_REDUCE_SCATTER;
+		h2d += t.ev[i].cat == TRACE_H2D && t.ev[i].bytes == 2000000;
+	}
+	CHECK_EQ_INT(T, rs, 1);
+	CHECK_EQ_INT(T, h2d, 1);
+	struct prof_analysis a;
+	CHECK_EQ_INT(T, prof_analyze(&t, &a, &err), TW_OK);
+	CHECK_EQ_INT(T, a.nsteps, 2);
+	CHECK_EQ_INT(T, a.step_ns, 85000);
+	CHECK_EQ_INT(T, a.compute_ns, 52500);
+	CHECK_EQ_INT(T, a.comm_ns, 20000);
+	CHECK_EQ_INT(T, a.exposed_comm_ns, 10000);
+	CHECK_EQ_INT(T, a.copy_ns, 10000);
+	CHECK_EQ_INT(T, a.exposed_copy_ns, 10000);
+	CHECK_EQ_INT(T, a.idle_ns, 32500);
+	CHECK_EQ_INT(T, a.stall_comm_ns, 10000);
+	CHECK_EQ_INT(T, a.stall_copy_ns, 5000);
+	CHECK_EQ_INT(T, a.stall_host_ns, 17500);
+	CHECK_EQ_INT(T, a.cat_ns[TRACE_REDUCE_SCATTER], 20000);
+	CHECK_EQ_INT(T, a.coll[TRACE_REDUCE_SCATTER].bw_time_ns, 0); /* size unknown in nsys */
+	trace_release(&t);
+}
+
+static void nsys_bad(struct test_ctx *T, const char *edit, const char *want)
+{
+	const char *db = tmp("bad.sqlite");
+	CHECK(T, make_nsys(db, edit));
+	struct trace t;
+	trace_init(&t, TRACE_KIND_IMPORT, 0);
+	struct tw_err err = {0};
+	CHECK(T, prof_import_nsys(db, 0, &t, &err) != TW_OK);
+	CHECK_STR_CONTAINS(T, err.msg, want);
+	CHECK_EQ_INT(T, t.nev, 0);
+	trace_release(&t);
+}
+
+static void test_nsys_malformed(struct test_ctx *T)
+{
+	nsys_bad(T, "DROP TABLE StringIds", "no StringIds table");
+	nsys_bad(T, "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = 'soon' WHERE correlationId = 12",
+		 "CUPTI_ACTIVITY_KIND_KERNEL row 2: start is text, expected an integer" /* rowid */);
+	nsys_bad(T, "DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL; DROP TABLE CUPTI_ACTIVITY_KIND_MEMCPY",
+		 "no CUPTI_ACTIVITY_KIND_KERNEL or _MEMCPY table");
+	nsys_bad(T, "ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL DROP COLUMN demangledName",
+		 "has no column 'demangledName'");
+	nsys_bad(T, "UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET end = 1", "end 1 < start 60000");
+	/* not SQLite at all */
+	struct trace t;
+	trace_init(&t, TRACE_KIND_IMPORT, 0);
+	struct tw_err err = {0};
+	CHECK(T, prof_import_nsys(FIX "/kineto/rank0.json", 0, &t, &err) != TW_OK);
+	CHECK_STR_CONTAINS(T, err.msg, "not an nsys SQLite export");
+	tw_err_clear(&err);
+	CHECK(T, prof_import_nsys(tmp("missing.sqlite"), 0, &t, &err) != TW_OK);
+	CHECK_STR_CONTAINS(T, err.msg, "no such file");
+	trace_release(&t);
+}
+
+/* Two ranks, steps ProfilerStep#1/#2 projected onto the GPU (docs/profiler.md):
+ *   rank 0 step 1 [50,150): compute 70, all-reduce [100,140) exposed 20, idle 30 = 20 + 10 host
+ *   rank 0 step 2 [150,240): compute 50, all-gather [160,220) exposed 20, d2h [220,240) 20,
+ *     idle 40 = 20 comm + 20 copy
+ *   rank 1: the same with collectives starting 10 us later (it arrives late)
+ *   means: step 95, compute 60, comm 45, exposed 20, idle 35 = 20 + 10 + 5
+ *   all-reduce 8 MB, n = 2, 40 + 30 us: algbw = busbw = 16 MB / 70 us = 228.57 GB/s
+ *   all-gather 4 MB per rank, n = 2, 60 + 50 us: algbw = 16 MB / 110 us = 145.45, busbw 72.73
+ *   straggler: rank 1, 10 us late at both collectives */
+static void check_kineto_analysis(struct test_ctx *T, const struct prof_analysis *a)
+{
+	CHECK_EQ_INT(T, a->nranks, 2);
+	CHECK_EQ_INT(T, a->nsteps, 2);
+	CHECK_EQ_INT(T, a->step_ns, 95000);
+	CHECK_EQ_INT(T, a->compute_ns, 60000);
+	CHECK_EQ_INT(T, a->cat_ns[TRACE_ATTN], 15000);
+	CHECK_EQ_INT(T, a->comm_ns, 45000);
+	CHECK_EQ_INT(T, a->exposed_comm_ns, 20000);
+	CHECK_EQ_INT(T, a->idle_ns, 35000);
+	CHECK_EQ_INT(T, a->stall_comm_ns, 20000);
+	CHECK_EQ_INT(T, a->stall_copy_ns, 10000);
+	CHECK_EQ_INT(T, a->stall_host_ns, 5000);
+	CHECK_EQ_INT(T, a->copy_ns, 10000);
+	CHECK_NEAR(T, a->coll[TRACE_ALL_REDUCE].mean_count, 0.5, 1e-12);
+	CHECK_NEAR(T, a->coll[TRACE_ALL_REDUCE].algbw_GBps, 16e6 / 70000, 1e-9);
+	CHECK_NEAR(T, a->coll[TRACE_ALL_REDUCE].busbw_GBps, 16e6 / 70000, 1e-9);
+	CHECK_NEAR(T, a->coll[TRACE_ALL_GATHER].algbw_GBps, 16e6 / 110000, 1e-9);
+	CHECK_NEAR(T, a->coll[TRACE_ALL_GATHER].busbw_GBps, 8e6 / 110000, 1e-9);
+	CHECK_EQ_INT(T, a->straggler_rank, 1);
+	CHECK_EQ_INT(T, a->straggler_ns, 10000);
+	CHECK_EQ_INT(T, a->straggler_colls, 2);
+}
+
+static void test_kineto_fixture(struct test_ctx *T)
+{
+	struct trace t;
+	trace_init(&t, TRACE_KIND_IMPORT, 0);
+	struct tw_err err = {0};
+	/* given in reverse: ranks come from distributedInfo.rank, not the order */
+	CHECK_EQ_INT(T, prof_import_kineto(FIX "/kineto/rank1.json", 0, &t, &err), TW_OK);
+	CHECK_EQ_INT(T, prof_import_kineto(FIX "/kineto/rank0.json", 1, &t, &err), TW_OK);
+	if (err.code)
+		printf("#   %s\n", err.msg);
+	CHECK_EQ_INT(T, t.nranks, 2);
+	CHECK_EQ_INT(T, t.nev, 2 * (6 + 2));
+	int64_t ar_bytes = 0;
+	for (size_t i = 0; i < t.nev; i++)
+		if (t.ev[i].cat == TRACE_ALL_REDUCE)
+			ar_bytes = t.ev[i].bytes;
+	CHECK_EQ_INT(T, ar_bytes, 8000000);
+	struct prof_analysis a;
+	CHECK_EQ_INT(T, prof_analyze(&t, &a, &err), TW_OK);
+	check_kineto_analysis(T, &a);
+	/* export -> import gives the same analysis (the exporter writes Kineto's fields) */
+	const char *out = tmp("export.json");
+	CHECK_EQ_INT(T, prof_export_chrome_file(&t, out, &err), TW_OK);
+	struct trace u;
+	trace_init(&u, TRACE_KIND_IMPORT, 0);
+	CHECK_EQ_INT(T, prof_import_kineto(out, 0, &u, &err), TW_OK);
+	CHECK_EQ_INT(T, u.nev, t.nev);
+	struct prof_analysis b;
+	CHECK_EQ_INT(T, prof_analyze(&u, &b, &err), TW_OK);
+	check_kineto_analysis(T, &b);
+	trace_release(&u);
+	trace_release(&t);
+}
+
+static void kineto_bad(struct test_ctx *T, const char *text, const char *want)
+{
+	const char *p = tmp("bad.json");
+	FILE *f = fopen(p, "w");
+	fputs(text, f);
+	fclose(f);
+	struct trace t;
+	trace_init(&t, TRACE_KIND_IMPORT, 0);
+	struct tw_err err = {0};
+	CHECK(T, prof_import_kineto(p, 0, &t, &err) != TW_OK);
+	CHECK_STR_CONTAINS(T, err.msg, want);
+	CHECK_EQ_INT(T, t.nev, 0);
+	trace_release(&t);
+}
+
+static void test_kineto_malformed(struct test_ctx *T)
+{
+	kineto_bad(T, "{\"traceEvents\": [{\"ph\": \"X\", \"cat\": \"kernel\", \"na", "malformed");
+	kineto_bad(T, "[1, 2]", "top level is not an object");
+	kineto_bad(T, "{\"schemaVersion\": 1}", "traceEvents: missing");
+	kineto_bad(T, "{\"traceEvents\": {}}", "traceEvents: must be an array");
+	kineto_bad(T, "{\"traceEvents\": [{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k\", "
+		      "\"ts\": \"12\", \"dur\": 1}]}",
+		   "traceEvents[0].ts: must be a number");
+	kineto_bad(T, "{\"traceEvents\": [{\"ph\": \"M\"}, {\"ph\": \"X\", \"cat\": \"kernel\", "
+		      "\"name\": \"k\", \"ts\": 1, \"dur\": -1}]}",
+		   "traceEvents[1].dur: must be a number >= 0");
+	kineto_bad(T, "{\"traceEvents\": [{\"ph\": \"X\", \"cat\": \"kernel\", \"ts\": 1, \"dur\": 1}]}",
+		   "traceEvents[0].name: missing");
+	kineto_bad(T, "{\"distributedInfo\": {\"rank\": \"zero\"}, \"traceEvents\": []}",
+		   "distributedInfo.rank: must be an integer");
+	kineto_bad(T, "{\"traceEvents\": [7]}", "traceEvents[0]: must be an object");
+}
+
+int main(void)
+{
+	snprintf(tmpdir, sizeof(tmpdir), "/tmp/twin_test_import_%d", (int)getpid());
+	char cmd[300];
+	snprintf(cmd, sizeof(cmd), "mkdir -p %s", tmpdir);
+	if (system(cmd) != 0)
+		return 1;
+	struct test_ctx T = {0};
+	TEST_RUN(&T, test_nsys_fixture);
+	TEST_RUN(&T, test_nsys_malformed);
+	TEST_RUN(&T, test_kineto_fixture);
+	TEST_RUN(&T, test_kineto_malformed);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
+	if (system(cmd) != 0)
+		printf("# could not remove %s\n", tmpdir);
+	return test_done(&T);
+}

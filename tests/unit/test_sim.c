@@ -1,0 +1,466 @@
+/* sim: event queue, NCCL model against hand-computed values (reference/cost-models.md §1.9),
+ * max-min fair sharing by hand, and the engine on hand-built plans (symmetric == full). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../sim/sim_int.h"
+#include "test.h"
+
+/* ---- event queue ---- */
+
+static void test_heap_tie_break(struct test_ctx *T)
+{
+	struct sim_heap h;
+	sim_heap_init(&h);
+	/* equal times pop in insertion order, whatever else is in the heap */
+	for (int i = 0; i < 50; i++)
+		sim_heap_push(&h, 100, 0, i, 0, 0);
+	sim_heap_push(&h, 50, 0, 1000, 0, 0);
+	for (int i = 50; i < 100; i++)
+		sim_heap_push(&h, 100, 0, i, 0, 0);
+	struct sim_ev e;
+	CHECK(T, sim_heap_pop(&h, &e));
+	CHECK_EQ_INT(T, e.a, 1000);
+	for (int i = 0; i < 100; i++) {
+		CHECK(T, sim_heap_pop(&h, &e));
+		CHECK_EQ_INT(T, e.a, i);
+		CHECK_EQ_INT(T, e.t, 100);
+	}
+	CHECK(T, !sim_heap_pop(&h, &e));
+	sim_heap_free(&h);
+}
+
+static void test_heap_order_reproducible(struct test_ctx *T)
+{
+	/* two heaps fed the same pseudo-random times give identical pop sequences, sorted */
+	struct sim_heap a, b;
+	sim_heap_init(&a);
+	sim_heap_init(&b);
+	uint64_t x = 12345;
+	for (int i = 0; i < 2000; i++) {
+		x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+		int64_t t = (int64_t)((x >> 33) % 97);
+		sim_heap_push(&a, t, 0, i, 0, 0);
+		sim_heap_push(&b, t, 0, i, 0, 0);
+	}
+	struct sim_ev ea, eb;
+	int64_t last_t = -1, last_seq = -1;
+	int bad = 0;
+	while (sim_heap_pop(&a, &ea)) {
+		CHECK(T, sim_heap_pop(&b, &eb));
+		if (ea.a != eb.a || ea.t < last_t || (ea.t == last_t && (int64_t)ea.seq < last_seq))
+			bad++;
+		last_t = ea.t;
+		last_seq = (int64_t)ea.seq;
+	}
+	CHECK_EQ_INT(T, bad, 0);
+	sim_heap_free(&a);
+	sim_heap_free(&b);
+}
+
+/* ---- NCCL model ---- */
+
+static struct nccl_comm h100_comm(int64_t nodes, int64_t ppn)
+{
+	struct nccl_comm c;
+	memset(&c, 0, sizeof(c));
+	c.cc = 90;
+	c.nnodes = nodes;
+	c.ppn = ppn;
+	c.nranks = nodes * ppn;
+	c.nch = 16;
+	c.intra_GBps = 370.8;
+	c.inter_GBps = 8 * 50.0 * 0.94;
+	c.nvlink = true;
+	c.nvls = true;
+	return c;
+}
+
+static void test_nccl_latency_table(struct test_ctx *T)
+{
+	/* §1.9: Hopper AllReduce latency terms, µs (Intel host, latencyInter 0) */
+	struct nccl_comm c = h100_comm(1, 8);
+	struct nccl_result r;
+	double S = 1 << 20; /* small enough that no plateau factor applies on one node */
+	CHECK(T, nccl_eval(&c, PLAN_ALL_REDUCE, S, NCCL_RING, NCCL_LL, &r));
+	CHECK_NEAR(T, r.lat_us, 15.0, 1e-9);
+	CHECK(T, nccl_eval(&c, PLAN_ALL_REDUCE, S, NCCL_RING, NCCL_LL128, &r));
+	CHECK_NEAR(T, r.lat_us, 40.6, 1e-9);
+	CHECK(T, nccl_eval(&c, PLAN_ALL_REDUCE, S, NCCL_RING, NCCL_SIMPLE, &r));
+	CHECK_NEAR(T, r.lat_us, 56.0, 1e-9);
+	CHECK(T, !nccl_eval(&c, PLAN_ALL_REDUCE, S, NCCL_TREE, NCCL_SIMPLE, &r)); /* one node */
+	/* 16 nodes x 8: Tree LL 55.2, Tree Simple 176.4, Ring LL 311.6 */
+	c = h100_comm(16, 8);
+	CHECK(T, nccl_eval(&c, PLAN_ALL_REDUCE, 4096, NCCL_TREE, NCCL_LL, &r));
+	CHECK_NEAR(T, r.lat_us, 55.2, 1e-9);
+	CHECK(T, nccl_eval(&c, PLAN_ALL_REDUCE, 4096, NCCL_TREE, NCCL_SIMPLE, &r));
+	CHECK_NEAR(T, r.lat_us, 176.4, 1e-9);
+	CHECK(T, nccl_eval(&c, PLAN_ALL_REDUCE, 4096, NCCL_RING, NCCL_LL, &r));
+	CHECK_NEAR(T, r.lat_us, 311.6, 1e-9);
+	/* Ring Simple multi-node: 1190 x 1.4 once nBytes/(nCh n) >= 64 */
+	CHECK(T, nccl_eval(&c, PLAN_ALL_REDUCE, 1 << 20, NCCL_RING, NCCL_SIMPLE, &r));
+	CHECK_NEAR(T, r.lat_us, 1190.0 * 1.4, 1e-9);
+}
+
+static void test_nccl_bandwidth(struct test_ctx *T)
+{
+	/* §1.9 example: one H100 node, nCh*bwIntra = 370.8: Ring LL busBw = min(141, 185.4) */
+	struct nccl_comm c = h100_comm(1, 8);
+	struct nccl_result r;
+	double S = 1e9;
+	CHECK(T, nccl_eval(&c, PLAN_ALL_REDUCE, S, NCCL_RING, NCCL_LL, &r));
+	CHECK_NEAR(T, r.algbw_GBps, 141.0 * 8.0 / 14.0, 1e-9);
+	CHECK(T, nccl_eval(&c, PLAN_ALL_REDUCE, S, NCCL_RING, NCCL_SIMPLE, &r));
+	CHECK_NEAR(T, r.algbw_GBps, 370.8 * 8.0 / 14.0, 1e-9);
+	/* time = lat + S / (1000 algbw) + fill; fill = 14 steps x 512 KiB / (1000 x 370.8/16) */
+	double fill = 14.0 * 524288.0 / (1000.0 * 370.8 / 16.0);
+	CHECK_NEAR(T, r.time_us, 56.0 + S / (1000.0 * 370.8 * 8.0 / 14.0) + fill, 1e-9);
+	/* LL128: min(0.92 busBw, nCh x 36.7) */
+	CHECK(T, nccl_eval(&c, PLAN_ALL_REDUCE, S, NCCL_RING, NCCL_LL128, &r));
+	CHECK_NEAR(T, r.algbw_GBps, 0.92 * 370.8 * 8.0 / 14.0, 1e-9);
+	/* NVLS: switch moves S (1 + 1/n) per GPU per direction at 0.85 efficiency */
+	CHECK(T, nccl_eval(&c, PLAN_ALL_REDUCE, S, NCCL_NVLS, NCCL_SIMPLE, &r));
+	CHECK_NEAR(T, r.algbw_GBps, 370.8 * 0.85 * 8.0 / 9.0, 1e-9);
+	/* the tuner's choice for a large all-reduce on one H100 node is NVLS, for small LL */
+	CHECK(T, nccl_predict(&c, PLAN_ALL_REDUCE, 8e9, -1, &r));
+	CHECK_EQ_INT(T, r.algo, NCCL_NVLS);
+	CHECK(T, nccl_predict(&c, PLAN_ALL_REDUCE, 4096, -1, &r));
+	CHECK_EQ_INT(T, r.proto, NCCL_LL);
+	/* bus bandwidth of a huge ring all-gather approaches the link (nccl-tests' 370) */
+	CHECK(T, nccl_predict(&c, PLAN_ALL_GATHER, 16e9, NCCL_RING, &r));
+	CHECK_NEAR(T, r.busbw_GBps, 370.8, 0.01);
+	/* multi-node ring: limited by the NICs (8 x 47 GB/s) */
+	c = h100_comm(4, 8);
+	c.intra_GBps = 500;
+	CHECK(T, nccl_eval(&c, PLAN_ALL_REDUCE, S, NCCL_RING, NCCL_SIMPLE, &r));
+	CHECK_NEAR(T, r.algbw_GBps, 376.0 * 32.0 / 62.0, 1e-9);
+	CHECK(T, nccl_busbw_factor(PLAN_ALL_REDUCE, 8) == 14.0 / 8.0);
+	CHECK(T, nccl_size(PLAN_ALL_GATHER, 100, 8) == 800);
+}
+
+/* ---- max-min fair sharing ---- */
+
+struct chg {
+	int n;
+	int32_t who[16];
+};
+static void note_change(void *ctx, int32_t f)
+{
+	struct chg *c = ctx;
+	if (c->n < 16)
+		c->who[c->n++] = f;
+}
+
+static void test_maxmin_by_hand(struct test_ctx *T)
+{
+	/* links A=0, B=1 (capacity 1). f1 on A (load 1); f2 on A and B (load 1 each); f3 on B
+	 * (load 0.5). Filling: A carries weight 2, B 1.5 -> level 1/2 fills A: f1 = f2 = 0.5.
+	 * B keeps 1 - 0.75 = 0.25 for f3 (weight 0.5): it reaches its own cap, 1. */
+	struct net n;
+	net_init(&n, 2);
+	struct chg c = { 0 };
+	int32_t A = 0, B = 1, AB[2] = { 0, 1 };
+	double one = 1.0, ones[2] = { 1.0, 1.0 }, half = 0.5;
+	int32_t f1 = net_add(&n, 0, 1000, &A, &one, 1, 1, note_change, &c);
+	CHECK_NEAR(T, n.flows[f1].rate, 1.0, 1e-12); /* alone */
+	int32_t f2 = net_add(&n, 0, 1000, AB, ones, 2, 2, note_change, &c);
+	int32_t f3 = net_add(&n, 0, 1000, &B, &half, 1, 3, note_change, &c);
+	CHECK_NEAR(T, n.flows[f1].rate, 0.5, 1e-12);
+	CHECK_NEAR(T, n.flows[f2].rate, 0.5, 1e-12);
+	CHECK_NEAR(T, n.flows[f3].rate, 1.0, 1e-12);
+	/* f1 ran 400 ns at 0.5: 800 ns of work left at rate 0.5 -> ends 1600 ns later */
+	CHECK_EQ_INT(T, net_eta(&n, f1, 400), 1600);
+	/* f1 leaves at t=400: f2 alone on A, shares B with f3: weights B 1.5 -> level 2/3 */
+	net_remove(&n, 400, f1, note_change, &c);
+	CHECK_NEAR(T, n.flows[f2].rate, 1.0 / 1.5, 1e-12);
+	CHECK_NEAR(T, n.flows[f3].rate, 1.0 / 1.5, 1e-12);
+	/* f2 did 200 ns of work by t=400, the remaining 800 at 2/3 take 1200 ns */
+	CHECK_EQ_INT(T, net_eta(&n, f2, 400), 1200);
+	/* a slow link: capacity 0.25 caps a lone flow of load 1 at 0.25 */
+	net_remove(&n, 400, f2, note_change, &c);
+	net_remove(&n, 400, f3, note_change, &c);
+	n.cap[A] = 0.25;
+	int32_t f4 = net_add(&n, 400, 100, &A, &one, 1, 4, note_change, &c);
+	CHECK_NEAR(T, n.flows[f4].rate, 0.25, 1e-12);
+	CHECK_EQ_INT(T, net_eta(&n, f4, 400), 400);
+	net_free(&n);
+}
+
+/* ---- the engine on hand-built plans ---- */
+
+static void make_job(struct job *j, int64_t tp, int64_t pp, int64_t dp, int gpus_per_node)
+{
+	memset(j, 0, sizeof(*j));
+	struct cluster *c = &j->cluster;
+	snprintf(c->name, sizeof(c->name), "test");
+	snprintf(c->gpu.name, sizeof(c->gpu.name), "A100");
+	c->gpu.peak_tflops[TW_BF16] = 312;
+	c->gpu.peak_tflops[TW_FP16] = 312;
+	c->gpu.hbm_GBps = 2000;
+	c->gpu.launch_us = 0;
+	c->node.gpus = gpus_per_node;
+	c->node.intra = CLUSTER_INTRA_NVSWITCH;
+	c->node.nvlink_GBps = 240;
+	c->node.pcie_GBps = 24;
+	c->net.nics_per_node = gpus_per_node;
+	c->net.nic_gbps = 200;
+	c->net.nic_eff = 0.96;
+	c->eff.gemm.n = 1;
+	c->eff.gemm.eff[0] = 0.5;
+	c->eff.attn = c->eff.gemm;
+	c->eff.mem.n = 1;
+	c->eff.mem.eff[0] = 1.0;
+	c->eff.comm_overlap_slowdown = 1.0;
+	c->eff.alloc_fragmentation = 1.0;
+	j->strat.tp = tp;
+	j->strat.pp = pp;
+	j->strat.dp = dp;
+	j->strat.cp = 1;
+	j->strat.ep = 1;
+	j->gpus = tp * pp * dp;
+	j->nodes = (int)((j->gpus + gpus_per_node - 1) / gpus_per_node);
+}
+
+static uint32_t push(struct plan *p, int kind, int stream, const char *name, const uint32_t *deps,
+		     int nd)
+{
+	TW_GROW(p->ops, p->cap, p->nops + 1);
+	TW_GROW(p->deps, p->deps_cap, p->ndeps + (size_t)nd);
+	struct plan_op *op = &p->ops[p->nops];
+	memset(op, 0, sizeof(*op));
+	op->id = (uint32_t)p->nops++;
+	op->kind = (uint8_t)kind;
+	op->stream = (uint8_t)stream;
+	op->name = name;
+	op->layer = op->micro = op->stage = -1;
+	op->dep_off = (uint32_t)p->ndeps;
+	op->ndeps = (uint32_t)nd;
+	for (int i = 0; i < nd; i++)
+		p->deps[p->ndeps++] = deps[i];
+	return op->id;
+}
+
+/* a miniature pipeline: per micro-batch GEMM -> TP all-reduce -> send to the next stage (or
+ * recv from the previous first); then a DP all-reduce of the gradients overlapping a GEMM */
+struct mini {
+	int micro;
+	bool unmatched;   /* stage 0 sends one message stage 1 never receives */
+	double gemm_flops;
+};
+
+static enum tw_result mini_build(void *ctx, const struct job *j, int64_t rank, struct plan *p,
+				 struct tw_err *err)
+{
+	const struct mini *m = ctx;
+	memset(p, 0, sizeof(*p));
+	p->rank = rank;
+	struct job_coord c;
+	job_coord_of(j, rank, &c);
+	uint32_t last = UINT32_MAX;
+	int64_t stride = j->strat.tp * j->strat.dp;
+	uint32_t a = push(p, PLAN_ALLOC, PLAN_STREAM_COMPUTE, "act", NULL, 0);
+	p->ops[a].u.mem.bytes = 1 << 30;
+	last = a;
+	for (int mb = 0; mb < m->micro; mb++) {
+		if (c.pp > 0) {
+			uint32_t r = push(p, PLAN_P2P, PLAN_STREAM_P2P, "recv", &last, 1);
+			p->ops[r].u.p2p.peer = rank - stride;
+			p->ops[r].u.p2p.bytes = 64 << 20;
+			p->ops[r].u.p2p.seq = mb;
+			last = r;
+		}
+		uint32_t g = push(p, PLAN_COMPUTE, PLAN_STREAM_COMPUTE, "fc1", &last, 1);
+		p->ops[g].u.compute.kernel = PLAN_K_GEMM;
+		p->ops[g].u.compute.dtype = TW_BF16;
+		p->ops[g].u.compute.flops = m->gemm_flops;
+		p->ops[g].micro = mb;
+		last = g;
+		if (j->strat.tp > 1) {
+			uint32_t ar = push(p, PLAN_COLL, PLAN_STREAM_COMM_TP, "tp_ar", &last, 1);
+			p->ops[ar].u.coll.coll = PLAN_ALL_REDUCE;
+			p->ops[ar].u.coll.group = JOB_GROUP_TP;
+			p->ops[ar].u.coll.bytes = 32 << 20;
+			p->ops[ar].u.coll.seq = mb;
+			last = ar;
+		}
+		if (c.pp + 1 < j->strat.pp) {
+			uint32_t s = push(p, PLAN_P2P, PLAN_STREAM_P2P, "send", &last, 1);
+			p->ops[s].flags = PLAN_F_SEND;
+			p->ops[s].u.p2p.peer = rank + stride;
+			p->ops[s].u.p2p.bytes = 64 << 20;
+			p->ops[s].u.p2p.seq = mb;
+			last = s;
+		}
+	}
+	if (m->unmatched && c.pp == 0 && j->strat.pp > 1) {
+		uint32_t s = push(p, PLAN_P2P, PLAN_STREAM_P2P, "orphan", &last, 1);
+		p->ops[s].flags = PLAN_F_SEND;
+		p->ops[s].u.p2p.peer = rank + stride;
+		p->ops[s].u.p2p.bytes = 1024;
+		p->ops[s].u.p2p.seq = 999;
+	}
+	uint32_t dar = push(p, PLAN_COLL, PLAN_STREAM_COMM, "dp_ar", &last, 1);
+	p->ops[dar].u.coll.coll = PLAN_ALL_REDUCE;
+	p->ops[dar].u.coll.group = JOB_GROUP_DP;
+	p->ops[dar].u.coll.bytes = 256 << 20;
+	uint32_t g2 = push(p, PLAN_COMPUTE, PLAN_STREAM_COMPUTE, "other", &last, 1);
+	p->ops[g2].u.compute.kernel = PLAN_K_GEMM;
+	p->ops[g2].u.compute.dtype = TW_BF16;
+	p->ops[g2].u.compute.flops = m->gemm_flops;
+	uint32_t both[2] = { dar, g2 };
+	uint32_t f = push(p, PLAN_FREE, PLAN_STREAM_COMPUTE, "act", both, 2);
+	p->ops[f].u.mem.bytes = 1 << 30;
+	(void)err;
+	return TW_OK;
+}
+
+static int64_t mini_roles(void *ctx, const struct job *j, int64_t *reps, int64_t *w, int64_t n)
+{
+	(void)ctx;
+	for (int64_t s = 0; s < j->strat.pp && s < n; s++) {
+		reps[s] = s * j->strat.tp * j->strat.dp;
+		w[s] = j->strat.tp * j->strat.dp;
+	}
+	return j->strat.pp;
+}
+
+static void test_engine_single_gemm(struct test_ctx *T)
+{
+	/* one GPU, one micro-batch: alloc, GEMM, (no TP, no PP), DP of 1 all-reduce is a no-op
+	 * of zero time, second GEMM; 312e12 x 0.5 FLOP/s: 1.56e12 FLOPs take 10 ms each */
+	struct job j;
+	make_job(&j, 1, 1, 1, 8);
+	struct mini m = { .micro = 1, .gemm_flops = 1.56e12 };
+	struct sim_plan_source src = { &m, mini_build, mini_roles };
+	struct sim_options o = { 0 };
+	struct trace t;
+	struct sim_stats st;
+	struct tw_err err = { 0 };
+	CHECK_EQ_INT(T, sim_run_plans(&j, &o, &src, &t, &st, &err), TW_OK);
+	CHECK_EQ_INT(T, st.step_ns, 20000000);
+	CHECK(T, t.nev >= 3);
+	CHECK_EQ_INT(T, t.peak_mem[0], 1 << 30);
+	trace_release(&t);
+}
+
+static void test_engine_symmetric_equals_full(struct test_ctx *T)
+{
+	struct job j;
+	make_job(&j, 2, 2, 4, 4); /* 16 GPUs on 4 nodes: TP in-node, DP across nodes */
+	struct mini m = { .micro = 4, .gemm_flops = 2e11 };
+	struct sim_plan_source src = { &m, mini_build, mini_roles };
+	struct sim_options sym = { 0 }, full = { .full = true };
+	struct trace t1, t2;
+	struct sim_stats s1, s2;
+	struct tw_err err = { 0 };
+	CHECK_EQ_INT(T, sim_run_plans(&j, &sym, &src, &t1, &s1, &err), TW_OK);
+	CHECK_EQ_INT(T, sim_run_plans(&j, &full, &src, &t2, &s2, &err), TW_OK);
+	CHECK(T, s1.step_ns > 0);
+	CHECK_EQ_INT(T, s1.step_ns, s2.step_ns);
+	CHECK_EQ_INT(T, s1.ranks_simulated, 2);
+	CHECK_EQ_INT(T, s2.ranks_simulated, 16);
+	CHECK(T, s2.events > s1.events);
+	/* the step includes the pipeline: stage 1 waits for stage 0's first send */
+	CHECK(T, s1.step_ns > 5 * 1282051);
+	/* same trace events for the representatives: compare rank 0's event times */
+	size_t k = 0, bad = 0;
+	for (size_t i = 0; i < t1.nev; i++) {
+		if (t1.ev[i].rank != 0)
+			continue;
+		while (k < t2.nev && t2.ev[k].rank != 0)
+			k++;
+		if (k >= t2.nev || t2.ev[k].start_ns != t1.ev[i].start_ns || t2.ev[k].end_ns != t1.ev[i].end_ns)
+			bad++;
+		k++;
+	}
+	CHECK_EQ_INT(T, bad, 0);
+	/* reproducible to the bit */
+	struct trace t3;
+	struct sim_stats s3;
+	CHECK_EQ_INT(T, sim_run_plans(&j, &sym, &src, &t3, &s3, &err), TW_OK);
+	CHECK_EQ_INT(T, s3.step_ns, s1.step_ns);
+	CHECK_EQ_INT(T, s3.events, s1.events);
+	trace_release(&t1);
+	trace_release(&t2);
+	trace_release(&t3);
+}
+
+static void test_engine_straggler(struct test_ctx *T)
+{
+	/* full mode: GPU 5 at half compute speed delays the whole step via TP and DP */
+	struct job j;
+	make_job(&j, 2, 2, 4, 4);
+	struct mini m = { .micro = 4, .gemm_flops = 2e11 };
+	struct sim_plan_source src = { &m, mini_build, mini_roles };
+	struct sim_options full = { .full = true };
+	struct trace t1, t2;
+	struct sim_stats s1, s2;
+	struct tw_err err = { 0 };
+	CHECK_EQ_INT(T, sim_run_plans(&j, &full, &src, &t1, &s1, &err), TW_OK);
+	j.cluster.n_stragglers = 1;
+	j.cluster.stragglers[0].gpu = 5;
+	j.cluster.stragglers[0].compute_scale = 0.5;
+	j.cluster.stragglers[0].link_scale = 1.0;
+	CHECK_EQ_INT(T, sim_run_plans(&j, &full, &src, &t2, &s2, &err), TW_OK);
+	CHECK(T, s2.step_ns > s1.step_ns + 4 * 600000);
+	trace_release(&t1);
+	trace_release(&t2);
+}
+
+static void test_engine_errors(struct test_ctx *T)
+{
+	struct job j;
+	make_job(&j, 2, 2, 4, 4);
+	struct mini m = { .micro = 4, .gemm_flops = 2e11 };
+	struct sim_plan_source src = { &m, mini_build, mini_roles };
+	struct sim_options o = { .max_events = 10 };
+	struct trace t;
+	struct sim_stats s;
+	struct tw_err err = { 0 };
+	CHECK_EQ_INT(T, sim_run_plans(&j, &o, &src, &t, &s, &err), TW_ERR_LIMIT);
+	CHECK_STR_CONTAINS(T, err.msg, "--max-events 10");
+	trace_release(&t);
+	/* a send nobody receives: a clear deadlock message, not a hang */
+	m.unmatched = true;
+	o.max_events = 0;
+	tw_err_clear(&err);
+	CHECK_EQ_INT(T, sim_run_plans(&j, &o, &src, &t, &s, &err), TW_ERR_INVALID);
+	CHECK_STR_CONTAINS(T, err.msg, "deadlocked");
+	trace_release(&t);
+	/* a link of zero bandwidth */
+	m.unmatched = false;
+	j.cluster.node.nvlink_GBps = 0;
+	tw_err_clear(&err);
+	CHECK_EQ_INT(T, sim_run_plans(&j, &o, &src, &t, &s, &err), TW_ERR_INVALID);
+	CHECK_STR_CONTAINS(T, err.msg, "zero bandwidth");
+	trace_release(&t);
+}
+
+static void test_collective_cases(struct test_ctx *T)
+{
+	struct job j;
+	make_job(&j, 1, 1, 8, 8);
+	struct sim_coll_result r;
+	struct tw_err err = { 0 };
+	/* 8 x A100 ring all-reduce of 16 GiB: close to the 240 GB/s NVLink figure */
+	CHECK_EQ_INT(T, sim_collective(&j.cluster, "all_reduce", 17179869184.0, 8, "ring", &r, &err), TW_OK);
+	CHECK(T, r.busbw_GBps > 230 && r.busbw_GBps < 240);
+	CHECK_EQ_INT(T, sim_collective(&j.cluster, "all_reduce", 1e6, 12, NULL, &r, &err), TW_ERR_INVALID);
+	CHECK_EQ_INT(T, sim_collective(&j.cluster, "gather", 1e6, 8, NULL, &r, &err), TW_ERR_INVALID);
+}
+
+int main(void)
+{
+	struct test_ctx T = { 0 };
+	TEST_RUN(&T, test_heap_tie_break);
+	TEST_RUN(&T, test_heap_order_reproducible);
+	TEST_RUN(&T, test_nccl_latency_table);
+	TEST_RUN(&T, test_nccl_bandwidth);
+	TEST_RUN(&T, test_maxmin_by_hand);
+	TEST_RUN(&T, test_engine_single_gemm);
+	TEST_RUN(&T, test_engine_symmetric_equals_full);
+	TEST_RUN(&T, test_engine_straggler);
+	TEST_RUN(&T, test_engine_errors);
+	TEST_RUN(&T, test_collective_cases);
+	return test_done(&T);
+}

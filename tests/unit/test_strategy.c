@@ -1,0 +1,769 @@
+/* strategy_resolve: DeepSpeed's batch rule (every row of deepspeed.md §1.2), defaults by
+ * version, "auto", aliases and deprecated keys, strict sections, provenance sources, --set,
+ * our strategy JSON, and every refusal. Model and cluster are filled by hand. */
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "../../core/core.h"
+#include "test.h"
+
+struct fx {
+	char dir[64];
+	int n;
+	struct model m;
+	struct cluster c;
+	struct strategy s;
+	struct tw_err err;
+};
+
+static void fx_model_llama70b(struct model *m)
+{
+	memset(m, 0, sizeof(*m));
+	snprintf(m->name, sizeof(m->name), "llama2-70b");
+	m->layers = 80;
+	m->hidden = 8192;
+	m->heads = 64;
+	m->kv_heads = 8;
+	m->ffn_hidden = 28672;
+	m->vocab = 32000;
+	m->seq_len = 4096;
+}
+
+static void fx_init(struct fx *f)
+{
+	memset(f, 0, sizeof(*f));
+	snprintf(f->dir, sizeof(f->dir), "/tmp/twin_test_strategy_XXXXXX");
+	if (!mkdtemp(f->dir))
+		abort();
+	fx_model_llama70b(&f->m);
+	snprintf(f->c.name, sizeof(f->c.name), "test-h100");
+	snprintf(f->c.gpu.name, sizeof(f->c.gpu.name), "H100");
+	f->c.gpu.peak_tflops[TW_FP8] = 1979;
+	f->c.node.gpus = 8;
+}
+
+static void fx_done(struct fx *f)
+{
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", f->dir);
+	if (system(cmd) != 0)
+		printf("# could not remove %s\n", f->dir);
+}
+
+static const char *fx_file(struct fx *f, const char *text)
+{
+	static char path[128]; /* test-only scratch; each call's result is used at once */
+	snprintf(path, sizeof(path), "%s/f%d.json", f->dir, f->n++);
+	FILE *o = fopen(path, "w");
+	fputs(text, o);
+	fclose(o);
+	return path;
+}
+
+/* Resolve with a ds_config text and/or a strategy text (either may be NULL). */
+static enum tw_result run(struct fx *f, const char *ds, const char *strat, int64_t gpus,
+			  const char *const *sets, int nsets)
+{
+	char dsp[128] = "", stp[128] = "";
+	if (ds)
+		snprintf(dsp, sizeof(dsp), "%s", fx_file(f, ds));
+	if (strat)
+		snprintf(stp, sizeof(stp), "%s", fx_file(f, strat));
+	struct strat_inputs in = {
+		.ds_config_path = ds ? dsp : NULL,
+		.strategy_path = strat ? stp : NULL,
+		.strategies_dir = TWIN_SOURCE_DIR "/examples/strategies",
+		.sets = sets,
+		.nsets = nsets,
+		.gpus = gpus,
+	};
+	tw_err_clear(&f->err);
+	return strategy_resolve(&in, &f->m, &f->c, &f->s, &f->err);
+}
+
+static const struct strat_prov *prov(const struct strategy *s, const char *path)
+{
+	for (int i = 0; i < s->nprov; i++)
+		if (!strcmp(s->prov[i].path, path))
+			return &s->prov[i];
+	return NULL;
+}
+
+#define CHECK_OK(T, f, call)                                                                       \
+	do {                                                                                       \
+		enum tw_result rc_ = (call);                                                       \
+		if (rc_ != TW_OK)                                                                  \
+			printf("#   unexpected error: %s\n", (f)->err.msg);                        \
+		CHECK(T, rc_ == TW_OK);                                                            \
+	} while (0)
+#define CHECK_FAILS(T, f, call, needle)                                                            \
+	do {                                                                                       \
+		enum tw_result rc_ = (call);                                                       \
+		CHECK(T, rc_ != TW_OK);                                                            \
+		CHECK_STR_CONTAINS(T, (f)->err.msg, needle);                                      \
+	} while (0)
+#define CHECK_SRC(T, s, path, want)                                                                \
+	do {                                                                                       \
+		const struct strat_prov *p_ = prov(s, path);                                       \
+		CHECK(T, p_ != NULL);                                                              \
+		if (p_)                                                                            \
+			CHECK_STR_CONTAINS(T, strat_src_name(p_->src), want);                      \
+	} while (0)
+
+/* ---- the batch rule: every row of the derivation table ---------------------------------------- */
+
+static void test_batch_all_three(struct test_ctx *T)
+{
+	struct fx f;
+	fx_init(&f);
+	CHECK_OK(T, &f, run(&f, "{\"train_batch_size\":32,\"train_micro_batch_size_per_gpu\":2,"
+				"\"gradient_accumulation_steps\":2}", NULL, 8, NULL, 0));
+	CHECK_EQ_INT(T, f.s.global_batch, 32);
+	CHECK_EQ_INT(T, f.s.micro_batch, 2);
+	CHECK_EQ_INT(T, f.s.grad_accum, 2);
+	CHECK_SRC(T, &f.s, "train_batch_size", "file");
+	CHECK_SRC(T, &f.s, "gradient_accumulation_steps", "file");
+	/* inconsistent: DeepSpeed's words */
+	CHECK_FAILS(T, &f, run(&f, "{\"train_batch_size\":32,\"train_micro_batch_size_per_gpu\":2,"
+				   "\"gradient_accumulation_steps\":1}", NULL, 8, NULL, 0),
+		    "train_batch_size is not equal to micro_batch_per_gpu * gradient_acc_step * "
+		    "world_size 32 != 2 * 1 * 8");
+	fx_done(&f);
+}
+
+static void test_batch_tb_micro(struct test_ctx *T)
+{
+	struct fx f;
+	fx_init(&f);
+	CHECK_OK(T, &f, run(&f, "{\"train_batch_size\":32,\"train_micro_batch_size_per_gpu\":2}",
+			    NULL, 8, NULL, 0));
+	CHECK_EQ_INT(T, f.s.grad_accum, 2);
+	CHECK_SRC(T, &f.s, "gradient_accumulation_steps", "derived");
+	/* the doc's example: 10 // 1 // 4 = 2, then 10 != 1 * 2 * 4 */
+	CHECK_FAILS(T, &f, run(&f, "{\"train_batch_size\":10,\"train_micro_batch_size_per_gpu\":1}",
+			       NULL, 4, NULL, 0),
+		    "10 != 1 * 2 * 4");
+	fx_done(&f);
+}
+
+static void test_batch_tb_gas(struct test_ctx *T)
+{
+	struct fx f;
+	fx_init(&f);
+	CHECK_OK(T, &f, run(&f, "{\"train_batch_size\":64,\"gradient_accumulation_steps\":4}", NULL,
+			    8, NULL, 0));
+	CHECK_EQ_INT(T, f.s.micro_batch, 2);
+	CHECK_SRC(T, &f.s, "train_micro_batch_size_per_gpu", "derived");
+	fx_done(&f);
+}
+
+static void test_batch_micro_gas(struct test_ctx *T)
+{
+	struct fx f;
+	fx_init(&f);
+	CHECK_OK(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":2,"
+				"\"gradient_accumulation_steps\":3}", NULL, 16, NULL, 0));
+	CHECK_EQ_INT(T, f.s.global_batch, 96);
+	CHECK_SRC(T, &f.s, "train_batch_size", "derived");
+	fx_done(&f);
+}
+
+static void test_batch_only_tb(struct test_ctx *T)
+{
+	struct fx f;
+	fx_init(&f);
+	CHECK_OK(T, &f, run(&f, "{\"train_batch_size\":16}", NULL, 8, NULL, 0));
+	CHECK_EQ_INT(T, f.s.grad_accum, 1);
+	CHECK_EQ_INT(T, f.s.micro_batch, 2);
+	/* 4 samples over 8 ranks: micro = 0 */
+	CHECK_FAILS(T, &f, run(&f, "{\"train_batch_size\":4}", NULL, 8, NULL, 0),
+		    "Micro batch size per gpu: 0 has to be greater than 0");
+	fx_done(&f);
+}
+
+static void test_batch_only_micro(struct test_ctx *T)
+{
+	struct fx f;
+	fx_init(&f);
+	CHECK_OK(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":4}", NULL, 8, NULL, 0));
+	CHECK_EQ_INT(T, f.s.grad_accum, 1);
+	CHECK_EQ_INT(T, f.s.global_batch, 32);
+	fx_done(&f);
+}
+
+static void test_batch_none(struct test_ctx *T)
+{
+	struct fx f;
+	fx_init(&f);
+	CHECK_FAILS(T, &f, run(&f, "{}", NULL, 8, NULL, 0),
+		    "Either train_batch_size or train_micro_batch_size_per_gpu needs to be provided");
+	CHECK_FAILS(T, &f, run(&f, "{\"gradient_accumulation_steps\":4}", NULL, 8, NULL, 0),
+		    "Either train_batch_size or train_micro_batch_size_per_gpu needs to be provided");
+	/* sign checks in DeepSpeed's words */
+	CHECK_FAILS(T, &f, run(&f, "{\"train_batch_size\":0,\"train_micro_batch_size_per_gpu\":1}",
+			       NULL, 8, NULL, 0),
+		    "Train batch size: 0 has to be greater than 0");
+	CHECK_FAILS(T, &f, run(&f, "{\"train_batch_size\":4,\"train_micro_batch_size_per_gpu\":1}",
+			       NULL, 8, NULL, 0),
+		    "Gradient accumulation steps: 0 has to be greater than 0");
+	CHECK_FAILS(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":-2}", NULL, 8, NULL, 0),
+		    "has to be greater than 0");
+	/* no ds_config at all: one sample per GPU */
+	CHECK_OK(T, &f, run(&f, NULL, "{\"framework\":\"deepspeed\"}", 8, NULL, 0));
+	CHECK_EQ_INT(T, f.s.micro_batch, 1);
+	CHECK_EQ_INT(T, f.s.global_batch, 8);
+	fx_done(&f);
+}
+
+/* the data-parallel world excludes tp, pp and cp */
+static void test_batch_world_is_dp(struct test_ctx *T)
+{
+	struct fx f;
+	fx_init(&f);
+	CHECK_OK(T, &f, run(&f, "{\"train_batch_size\":64,\"train_micro_batch_size_per_gpu\":1}",
+			    "{\"framework\":\"deepspeed\",\"pp\":2,\"tp\":2}", 16, NULL, 0));
+	CHECK_EQ_INT(T, f.s.dp, 4);
+	CHECK_EQ_INT(T, f.s.grad_accum, 16);
+	fx_done(&f);
+}
+
+/* ---- defaults ---------------------------------------------------------------------------------- */
+
+static void test_defaults(struct test_ctx *T)
+{
+	struct fx f;
+	fx_init(&f);
+	CHECK_OK(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1,"
+				"\"zero_optimization\":{\"stage\":2}}", NULL, 8, NULL, 0));
+	CHECK_EQ_INT(T, f.s.zero_stage, 2);
+	CHECK_EQ_INT(T, f.s.reduce_bucket_size, 500000000);
+	CHECK_EQ_INT(T, f.s.allgather_bucket_size, 500000000);
+	CHECK_EQ_INT(T, f.s.prefetch_bucket_size, 50000000);
+	CHECK_EQ_INT(T, f.s.param_persistence_threshold, 100000);
+	CHECK_EQ_INT(T, f.s.max_live_parameters, 1000000000);
+	CHECK_EQ_INT(T, f.s.max_reuse_distance, 1000000000);
+	CHECK_EQ_INT(T, f.s.sub_group_size, 1000000000);
+	CHECK(T, !f.s.overlap_comm); /* only stage 3 turns it on */
+	CHECK(T, f.s.contiguous_gradients);
+	CHECK(T, f.s.reduce_scatter);
+	CHECK(T, f.s.use_multi_rank_bucket_allreduce);
+	CHECK_EQ_INT(T, f.s.param_dtype, TW_FP32);
+	CHECK_EQ_INT(T, f.s.optimizer, STRAT_OPT_ADAMW);
+	CHECK_SRC(T, &f.s, "zero_optimization.reduce_bucket_size", "default");
+	CHECK_OK(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1,"
+				"\"zero_optimization\":{\"stage\":3}}", NULL, 8, NULL, 0));
+	CHECK(T, f.s.overlap_comm);
+	fx_done(&f);
+}
+
+static void test_defaults_by_version(struct test_ctx *T)
+{
+	struct fx f;
+	fx_init(&f);
+	const char *ds = "{\"train_micro_batch_size_per_gpu\":1,\"bf16\":{\"enabled\":true},"
+			 "\"zero_optimization\":{\"stage\":3,\"offload_optimizer\":{\"device\":"
+			 "\"cpu\"},\"offload_param\":{\"device\":\"cpu\"}}}";
+	CHECK_OK(T, &f, run(&f, ds, NULL, 8, NULL, 0)); /* default version 0.19.6 */
+	CHECK_NEAR(T, f.s.gradient_clipping, 1.0, 0);
+	CHECK(T, f.s.offload_pin_memory);
+	CHECK(T, f.s.offload_param_pin_memory);
+	CHECK(T, f.s.check_grad_overflow);
+	CHECK_STR_CONTAINS(T, prov(&f.s, "gradient_clipping")->why, ">= 0.19.3");
+
+	const char *const v4[] = {"deepspeed_version=0.19.4"};
+	CHECK_OK(T, &f, run(&f, ds, NULL, 8, v4, 1));
+	CHECK_NEAR(T, f.s.gradient_clipping, 1.0, 0);
+	CHECK(T, !f.s.offload_pin_memory);
+	CHECK(T, !f.s.offload_param_pin_memory);
+	CHECK_SRC(T, &f.s, "deepspeed_version", "set");
+
+	const char *const v14[] = {"deepspeed_version=0.14.0"};
+	CHECK_OK(T, &f, run(&f, ds, NULL, 8, v14, 1));
+	CHECK_NEAR(T, f.s.gradient_clipping, 0.0, 0);
+	CHECK(T, !f.s.check_grad_overflow);
+	CHECK(T, !f.s.offload_pin_memory);
+
+	const char *const bad[] = {"deepspeed_version=latest"};
+	CHECK_FAILS(T, &f, run(&f, ds, NULL, 8, bad, 1), "is not a version like 0.19.6");
+	fx_done(&f);
+}
+
+/* ---- "auto" ------------------------------------------------------------------------------------ */
+
+static void test_auto_hf(struct test_ctx *T)
+{
+	struct fx f;
+	fx_init(&f);
+	const char *ds = "{\"train_batch_size\":\"auto\",\"train_micro_batch_size_per_gpu\":\"auto\","
+			 "\"gradient_accumulation_steps\":\"auto\",\"gradient_clipping\":\"auto\","
+			 "\"bf16\":{\"enabled\":\"auto\"},\"fp16\":{\"enabled\":\"auto\"},"
+			 "\"zero_optimization\":{\"stage\":3,\"reduce_bucket_size\":\"auto\","
+			 "\"stage3_prefetch_bucket_size\":\"auto\","
+			 "\"stage3_param_persistence_threshold\":\"auto\",\"sub_group_size\":\"auto\"}}";
+	/* no TrainingArguments: HF defaults (per_device 8, gas 1, max_grad_norm 1, fp32) */
+	CHECK_OK(T, &f, run(&f, ds, NULL, 8, NULL, 0));
+	CHECK_EQ_INT(T, f.s.micro_batch, 8);
+	CHECK_EQ_INT(T, f.s.grad_accum, 1);
+	CHECK_EQ_INT(T, f.s.global_batch, 64);
+	CHECK_EQ_INT(T, f.s.param_dtype, TW_FP32);
+	CHECK_EQ_INT(T, f.s.reduce_bucket_size, 8192LL * 8192);
+	CHECK_EQ_INT(T, f.s.prefetch_bucket_size, 60397977); /* int(0.9 * 8192^2) */
+	CHECK_EQ_INT(T, f.s.param_persistence_threshold, 81920);
+	CHECK_EQ_INT(T, f.s.sub_group_size, 1000000000); /* DeepSpeed drops "auto" */
+	CHECK_STR_CONTAINS(T, prov(&f.s, "zero_optimization.reduce_bucket_size")->why, "auto");
+	CHECK_STR_CONTAINS(T, prov(&f.s, "train_micro_batch_size_per_gpu")->why, "auto");
+	CHECK_SRC(T, &f.s, "zero_optimization.sub_group_size", "default");
+	/* with TrainingArguments */
+	char strat[512];
+	snprintf(strat, sizeof(strat),
+		 "{\"framework\":\"deepspeed\",\"ds_config\":%s,\"hf_trainer\":{"
+		 "\"per_device_train_batch_size\":2,\"gradient_accumulation_steps\":4,"
+		 "\"max_grad_norm\":0.5,\"bf16\":true}}",
+		 ds);
+	CHECK_OK(T, &f, run(&f, NULL, strat, 8, NULL, 0));
+	CHECK_EQ_INT(T, f.s.micro_batch, 2);
+	CHECK_EQ_INT(T, f.s.grad_accum, 4);
+	CHECK_EQ_INT(T, f.s.global_batch, 64);
+	CHECK_EQ_INT(T, f.s.param_dtype, TW_BF16);
+	CHECK_NEAR(T, f.s.gradient_clipping, 0.5, 0);
+	/* stage 2: the ZeRO-3 fills do not apply, the defaults stay */
+	CHECK_OK(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1,\"zero_optimization\":{"
+				"\"stage\":2,\"stage3_prefetch_bucket_size\":\"auto\"}}", NULL, 8,
+			    NULL, 0));
+	CHECK_EQ_INT(T, f.s.prefetch_bucket_size, 50000000);
+	/* "auto" where nobody fills it */
+	CHECK_FAILS(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1,"
+				   "\"activation_checkpointing\":{\"partition_activations\":\"auto\"}}",
+			       NULL, 8, NULL, 0),
+		    "\"auto\" is filled only by the HF Trainer");
+	/* explicit value against TrainingArguments: HF's mismatch error */
+	CHECK_FAILS(T, &f, run(&f, NULL,
+			       "{\"ds_config\":{\"train_micro_batch_size_per_gpu\":4},"
+			       "\"hf_trainer\":{\"per_device_train_batch_size\":8}}", 8, NULL, 0),
+		    "mismatch TrainingArguments");
+	fx_done(&f);
+}
+
+/* ---- aliases and deprecated keys ------------------------------------------------------------ */
+
+static void test_aliases(struct test_ctx *T)
+{
+	struct fx f;
+	fx_init(&f);
+	CHECK_OK(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1,\"zero_optimization\":{"
+				"\"stage\":3,\"prefetch_bucket_size\":12345,"
+				"\"param_persistence_threshold\":777,\"max_live_parameters\":5,"
+				"\"max_reuse_distance\":6}}", NULL, 8, NULL, 0));
+	CHECK_EQ_INT(T, f.s.prefetch_bucket_size, 12345);
+	CHECK_EQ_INT(T, f.s.param_persistence_threshold, 777);
+	CHECK_EQ_INT(T, f.s.max_live_parameters, 5);
+	CHECK_EQ_INT(T, f.s.max_reuse_distance, 6);
+	CHECK_STR_CONTAINS(T, prov(&f.s, "zero_optimization.stage3_prefetch_bucket_size")->why,
+			   "as prefetch_bucket_size");
+	CHECK_FAILS(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1,\"zero_optimization\":{"
+				   "\"stage\":3,\"prefetch_bucket_size\":1,"
+				   "\"stage3_prefetch_bucket_size\":2}}", NULL, 8, NULL, 0),
+		    "alias");
+	/* cpu_offload: true is offload_optimizer {device: cpu} */
+	CHECK_OK(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1,\"zero_optimization\":{"
+				"\"stage\":2,\"cpu_offload\":true}}", NULL, 8, NULL, 0));
+	CHECK_EQ_INT(T, f.s.offload_optimizer, STRAT_OFFLOAD_CPU);
+	CHECK_STR_CONTAINS(T, prov(&f.s, "zero_optimization.offload_optimizer.device")->why,
+			   "deprecated cpu_offload");
+	CHECK_OK(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1,\"zero_optimization\":{"
+				"\"stage\":3,\"cpu_offload_param\":true,"
+				"\"cpu_offload_use_pin_memory\":true}}", NULL, 8, NULL, 0));
+	CHECK_EQ_INT(T, f.s.offload_param, STRAT_OFFLOAD_CPU);
+	CHECK_FAILS(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1,\"zero_optimization\":{"
+				   "\"stage\":2,\"cpu_offload\":true,\"offload_optimizer\":{"
+				   "\"device\":\"cpu\"}}}", NULL, 8, NULL, 0),
+		    "Cannot provide deprecated parameter 'cpu_offload'");
+	/* legacy boolean section */
+	CHECK_OK(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1,\"zero_optimization\":true,"
+				"\"allgather_size\":2000}", NULL, 8, NULL, 0));
+	CHECK_EQ_INT(T, f.s.zero_stage, 1);
+	CHECK_EQ_INT(T, f.s.allgather_bucket_size, 2000);
+	/* old bfloat16 key */
+	CHECK_OK(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1,\"bfloat16\":{"
+				"\"enabled\":true}}", NULL, 8, NULL, 0));
+	CHECK_EQ_INT(T, f.s.param_dtype, TW_BF16);
+	/* nvme under ZeRO-2 works as cpu */
+	CHECK_OK(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1,\"zero_optimization\":{"
+				"\"stage\":2,\"offload_optimizer\":{\"device\":\"nvme\"}}}", NULL, 8,
+			    NULL, 0));
+	CHECK_EQ_INT(T, f.s.offload_optimizer, STRAT_OFFLOAD_CPU);
+	CHECK_SRC(T, &f.s, "zero_optimization.offload_optimizer.device", "derived");
+	/* "adam" runs AdamW unless adam_w_mode is false */
+	CHECK_OK(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1,\"optimizer\":{\"type\":"
+				"\"Adam\"}}", NULL, 8, NULL, 0));
+	CHECK_EQ_INT(T, f.s.optimizer, STRAT_OPT_ADAMW);
+	CHECK_OK(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1,\"optimizer\":{\"type\":"
+				"\"Adam\",\"params\":{\"adam_w_mode\":false}}}", NULL, 8, NULL, 0));
+	CHECK_EQ_INT(T, f.s.optimizer, STRAT_OPT_ADAM);
+	fx_done(&f);
+}
+
+/* ---- strict sections --------------------------------------------------------------------------- */
+
+static void test_strict_sections(struct test_ctx *T)
+{
+	struct fx f;
+	fx_init(&f);
+	CHECK_FAILS(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1,\"zero_optimization\":{"
+				   "\"stage\":2,\"reduce_bucket\":5}}", NULL, 8, NULL, 0),
+		    "zero_optimization.reduce_bucket: unknown key");
+	CHECK_FAILS(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1,\"zero_optimization\":{"
+				   "\"stage\":3,\"offload_param\":{\"device\":\"cpu\",\"pin\":1}}}",
+			       NULL, 8, NULL, 0),
+		    "zero_optimization.offload_param.pin: unknown key");
+	CHECK_FAILS(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1,\"zero_optimization\":{"
+				   "\"stage\":3,\"offload_optimizer\":{\"device\":\"cpu\","
+				   "\"ratioo\":1}}}", NULL, 8, NULL, 0),
+		    "offload_optimizer.ratioo: unknown key");
+	CHECK_FAILS(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1,\"fp16\":{\"enabled\":true,"
+				   "\"scale\":1}}", NULL, 8, NULL, 0),
+		    "fp16.scale: unknown key");
+	CHECK_FAILS(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1,\"bf16\":{\"enabled\":true,"
+				   "\"master\":1}}", NULL, 8, NULL, 0),
+		    "bf16.master: unknown key");
+	/* unknown top-level key: a warning, not an error */
+	CHECK_OK(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1,\"my_custom_key\":3}", NULL, 8,
+			    NULL, 0));
+	/* types */
+	CHECK_FAILS(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1,\"zero_optimization\":{"
+				   "\"stage\":\"3\"}}", NULL, 8, NULL, 0),
+		    "zero_optimization.stage: must be an integer");
+	CHECK_FAILS(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1.5}", NULL, 8, NULL, 0),
+		    "must be an integer");
+	CHECK_FAILS(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1e30}", NULL, 8, NULL, 0),
+		    "overflows a 64-bit integer");
+	CHECK_FAILS(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1,\"zero_optimization\":{"
+				   "\"overlap_comm\":1}}", NULL, 8, NULL, 0),
+		    "overlap_comm: must be true or false");
+	CHECK_FAILS(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1,\"zero_optimization\":{"
+				   "\"reduce_bucket_size\":-5}}", NULL, 8, NULL, 0),
+		    "reduce_bucket_size: must be >= 0");
+	fx_done(&f);
+}
+
+/* ---- refusals ------------------------------------------------------------------------------------ */
+
+static void test_ds_refusals(struct test_ctx *T)
+{
+	struct fx f;
+	fx_init(&f);
+	CHECK_FAILS(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1,\"fp16\":{\"enabled\":true},"
+				   "\"bf16\":{\"enabled\":true}}", NULL, 8, NULL, 0),
+		    "bfloat16 and fp16 modes cannot be simultaneously enabled");
+	CHECK_FAILS(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1,\"zero_optimization\":{"
+				   "\"stage\":4}}", NULL, 8, NULL, 0),
+		    "Maximum supported ZeRO stage is 3");
+	CHECK_FAILS(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1,\"zero_optimization\":{"
+				   "\"stage\":2,\"offload_optimizer\":{\"device\":\"cpu\","
+				   "\"ratio\":0.5}}}", NULL, 8, NULL, 0),
+		    "Partial offloading only supported for ZeRO Stage 3.");
+	CHECK_FAILS(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1,\"zero_optimization\":{"
+				   "\"stage\":2,\"offload_param\":{\"device\":\"cpu\"}}}", NULL, 8,
+			       NULL, 0),
+		    "valid only with ZeRO stage 3");
+	CHECK_FAILS(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1,\"zero_optimization\":{"
+				   "\"stage\":0,\"offload_optimizer\":{\"device\":\"cpu\"}}}", NULL,
+			       8, NULL, 0),
+		    "needs ZeRO stage 1, 2 or 3");
+	CHECK_FAILS(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1,\"zero_optimization\":{"
+				   "\"stage\":2}}", "{\"pp\":2}", 8, NULL, 0),
+		    "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism");
+	CHECK_FAILS(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1,\"optimizer\":{\"type\":"
+				   "\"adamw\",\"params\":{\"max_grad_norm\":1}}}", NULL, 8, NULL, 0),
+		    "gradient_clipping");
+	CHECK_FAILS(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1,\"amp\":{\"enabled\":true},"
+				   "\"zero_optimization\":{\"stage\":1}}", NULL, 8, NULL, 0),
+		    "Amp and ZeRO are not currently compatible");
+	CHECK_FAILS(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1,"
+				   "\"communication_data_type\":\"int8\"}", NULL, 8, NULL, 0),
+		    "Invalid communication_data_type");
+	CHECK_FAILS(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1,\"zero_optimization\":{"
+				   "\"stage\":2},\"gradient_predivide_factor\":2}", NULL, 8, NULL, 0),
+		    "gradient_predivide_factor: must be 1.0");
+	CHECK_FAILS(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1,\"optimizer\":{\"type\":"
+				   "\"muon\"}}", NULL, 8, NULL, 0),
+		    "'muon' is not modelled");
+	CHECK_FAILS(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1,\"zero_optimization\":{"
+				   "\"legacy_stage1\":true}}", NULL, 8, NULL, 0),
+		    "legacy_stage1");
+	/* ZeRO-1 with a pipeline is allowed, overlap_comm goes off */
+	CHECK_OK(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1,\"zero_optimization\":{"
+				"\"stage\":1,\"overlap_comm\":true}}", "{\"pp\":2}", 8, NULL, 0));
+	CHECK(T, !f.s.overlap_comm);
+	CHECK_SRC(T, &f.s, "zero_optimization.overlap_comm", "derived");
+	fx_done(&f);
+}
+
+static void test_model_refusals(struct test_ctx *T)
+{
+	struct fx f;
+	fx_init(&f);
+	const char *ds = "{\"train_micro_batch_size_per_gpu\":1}";
+	const char *const tp3[] = {"tp=3"};
+	CHECK_FAILS(T, &f, run(&f, ds, NULL, 24, tp3, 1), "strategy.tp=3 does not divide model.heads=64");
+	const char *const tp16[] = {"tp=16"};
+	CHECK_FAILS(T, &f, run(&f, ds, NULL, 16, tp16, 1),
+		    "strategy.tp=16 does not divide model.kv_heads=8");
+	const char *const pp160[] = {"pp=160"};
+	CHECK_FAILS(T, &f, run(&f, ds, NULL, 160, pp160, 1),
+		    "strategy.pp=160 is larger than model.layers=80");
+	const char *const gp[] = {"tp=8", "pp=2"};
+	CHECK_FAILS(T, &f, run(&f, ds, NULL, 24, gp, 2),
+		    "--gpus 24 is not divisible by tp x pp x cp = 8 x 2 x 1 = 16");
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"pp\":3}", 24, NULL, 0),
+		    "strategy.pp=3 does not divide model.layers=80");
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"pp\":4,\"vp\":3}", 32, NULL, 0),
+		    "strategy.vp=3 does not divide the 20 layers per stage");
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"ep\":2}", 8, NULL, 0),
+		    "has no experts");
+	f.m.experts = 8;
+	f.m.top_k = 2;
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"ep\":3}", 24, NULL, 0),
+		    "strategy.ep=3 does not divide model.experts=8");
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"ep\":4,\"tp\":4}", 8,
+			       NULL, 0),
+		    "strategy.ep=4 does not divide dp=2");
+	CHECK_OK(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"ep\":4}", 16, NULL, 0));
+	f.m.experts = 0;
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"cp\":2,\"seq_len\":4098}", 8,
+			       NULL, 0),
+		    "must be divisible by 2 x cp");
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"cp\":3,\"cp_kind\":\"ulysses\","
+				   "\"seq_len\":4098}", 3, NULL, 0),
+		    "Ulysses");
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"global_batch\":100,"
+				   "\"micro_batch\":2}", 8, NULL, 0),
+		    "global batch size (100) is not divisible by micro batch size (2) times data "
+		    "parallel size (8)");
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"pp\":4,\"vp\":2,"
+				   "\"global_batch\":6}", 8, NULL, 0),
+		    "when using interleaved schedule");
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"pp\":2,\"vp\":2,"
+				   "\"schedule\":\"1f1b\"}", 8, NULL, 0),
+		    "needs schedule interleaved");
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"framework\":\"deepspeed\",\"pp\":2,\"vp\":2}", 8, NULL, 0),
+		    "DeepSpeed's pipeline has no interleaved schedule");
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"framework\":\"deepspeed\",\"pp\":2,\"schedule\":"
+				   "\"interleaved\",\"vp\":2}", 8, NULL, 0),
+		    "TrainSchedule");
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"schedule\":\"ds-1f1b\"}", 8,
+			       NULL, 0),
+		    "ds-1f1b is DeepSpeed's");
+	CHECK_FAILS(T, &f, run(&f, "{\"train_batch_size\":8}", "{\"framework\":\"megatron\"}", 8, NULL,
+			       0),
+		    "read only with framework deepspeed");
+	f.c.gpu.peak_tflops[TW_FP8] = 0;
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"fp8\":true}", 8, NULL, 0),
+		    "no fp8");
+	fx_done(&f);
+}
+
+/* ---- --set -------------------------------------------------------------------------------------- */
+
+static void test_set(struct test_ctx *T)
+{
+	struct fx f;
+	fx_init(&f);
+	const char *ds = "{\"train_micro_batch_size_per_gpu\":1,\"zero_optimization\":{\"stage\":2}}";
+	const char *const s1[] = {"zero_optimization.stage=3", "tp=2",
+				  "train_micro_batch_size_per_gpu=2", "recompute=full",
+				  "zero_optimization.stage3_max_live_parameters=123"};
+	CHECK_OK(T, &f, run(&f, ds, NULL, 16, s1, 5));
+	CHECK_EQ_INT(T, f.s.zero_stage, 3);
+	CHECK_EQ_INT(T, f.s.tp, 2);
+	CHECK_EQ_INT(T, f.s.dp, 8);
+	CHECK_EQ_INT(T, f.s.micro_batch, 2);
+	CHECK_EQ_INT(T, f.s.recompute, STRAT_RECOMPUTE_FULL);
+	CHECK_EQ_INT(T, f.s.max_live_parameters, 123);
+	CHECK_SRC(T, &f.s, "zero_optimization.stage", "set");
+	CHECK_SRC(T, &f.s, "tp", "set");
+	CHECK_SRC(T, &f.s, "recompute", "set");
+	CHECK_SRC(T, &f.s, "zero_optimization.stage3_max_live_parameters", "set");
+	CHECK_SRC(T, &f.s, "gpus", "option");
+	CHECK_SRC(T, &f.s, "dp", "derived");
+	CHECK_SRC(T, &f.s, "zero_optimization.reduce_bucket_size", "default");
+	CHECK_STR_CONTAINS(T, prov(&f.s, "zero_optimization.stage")->why,
+			   "--set zero_optimization.stage=3");
+	/* our micro_batch overrides the file's when set */
+	const char *const s2[] = {"micro_batch=4"};
+	CHECK_OK(T, &f, run(&f, ds, NULL, 8, s2, 1));
+	CHECK_EQ_INT(T, f.s.micro_batch, 4);
+	/* wrong types and unknown fields name the --set */
+	const char *const bad1[] = {"zero_optimization.stage=three"};
+	CHECK_FAILS(T, &f, run(&f, ds, NULL, 8, bad1, 1),
+		    "--set zero_optimization.stage=three: zero_optimization.stage: must be an integer");
+	const char *const bad2[] = {"tp=two"};
+	CHECK_FAILS(T, &f, run(&f, ds, NULL, 8, bad2, 1), "--set tp=two: tp: must be an integer");
+	const char *const bad3[] = {"zero_optimization.bogus=1"};
+	CHECK_FAILS(T, &f, run(&f, ds, NULL, 8, bad3, 1), "zero_optimization.bogus: unknown key");
+	const char *const bad4[] = {"nonsense=1"};
+	CHECK_FAILS(T, &f, run(&f, ds, NULL, 8, bad4, 1), "unknown strategy field 'nonsense'");
+	const char *const bad5[] = {"recompute=sometimes"};
+	CHECK_FAILS(T, &f, run(&f, ds, NULL, 8, bad5, 1), "must be one of: none, selective, full");
+	/* sets without any file */
+	const char *const s3[] = {"framework=megatron", "tp=4", "pp=2", "global_batch=64"};
+	CHECK_OK(T, &f, run(&f, NULL, NULL, 16, s3, 4));
+	CHECK_EQ_INT(T, f.s.framework, STRAT_MEGATRON);
+	CHECK_EQ_INT(T, f.s.grad_accum, 32);
+	fx_done(&f);
+}
+
+/* ---- our strategy JSON ------------------------------------------------------------------------ */
+
+static void test_ours(struct test_ctx *T)
+{
+	struct fx f;
+	fx_init(&f);
+	CHECK_OK(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"tp\":8,\"pp\":4,\"vp\":5,"
+				      "\"sequence_parallel\":true,\"micro_batch\":1,"
+				      "\"global_batch\":512,\"distributed_optimizer\":true}",
+			    64, NULL, 0));
+	CHECK_EQ_INT(T, f.s.schedule, STRAT_SCHED_INTERLEAVED);
+	CHECK_EQ_INT(T, f.s.dp, 2);
+	CHECK_EQ_INT(T, f.s.grad_accum, 256);
+	CHECK_EQ_INT(T, f.s.zero_stage, 1);
+	CHECK_EQ_INT(T, f.s.param_dtype, TW_BF16);
+	CHECK_EQ_INT(T, f.s.grad_accum_dtype, TW_FP32);
+	CHECK(T, f.s.sequence_parallel);
+	CHECK(T, f.s.flash_attention);
+	CHECK_EQ_INT(T, f.s.seq_len, 4096);
+	CHECK_SRC(T, &f.s, "schedule", "default");
+	CHECK_SRC(T, &f.s, "grad_accum", "derived");
+	/* sequence parallel with tp = 1 is turned off, as Megatron does */
+	CHECK_OK(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"sequence_parallel\":true}", 8,
+			    NULL, 0));
+	CHECK(T, !f.s.sequence_parallel);
+	CHECK_SRC(T, &f.s, "sequence_parallel", "derived");
+	/* FSDP */
+	CHECK_OK(T, &f, run(&f, NULL, "{\"framework\":\"fsdp\",\"fsdp\":{\"sharding_strategy\":"
+				      "\"HYBRID_SHARD\"}}", 32, NULL, 0));
+	CHECK_EQ_INT(T, f.s.fsdp_sharding, STRAT_FSDP_HYBRID_SHARD);
+	CHECK_EQ_INT(T, f.s.fsdp_shard_group, 8);
+	CHECK_EQ_INT(T, f.s.zero_stage, 3);
+	CHECK_EQ_INT(T, f.s.schedule, STRAT_SCHED_1F1B);
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"framework\":\"fsdp\",\"fsdp\":{\"sharding_strategy\":"
+					 "\"HYBRID_SHARD\",\"shard_group_size\":3}}", 32, NULL, 0),
+		    "shard_group_size=3 does not divide dp=32");
+	/* LoRA */
+	CHECK_OK(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1}",
+			    "{\"lora\":{\"rank\":16,\"targets\":[\"q_proj\",\"v\",\"down_proj\"]}}", 8,
+			    NULL, 0));
+	CHECK_EQ_INT(T, f.s.lora_rank, 16);
+	CHECK_EQ_INT(T, f.s.lora_targets, STRAT_LORA_Q | STRAT_LORA_V | STRAT_LORA_DOWN);
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"lora\":{\"rank\":16,\"targets\":[\"qq\"]}}", 8, NULL, 0),
+		    "lora.targets: unknown module qq");
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"lora\":{\"targets\":[\"q\"]}}", 8, NULL, 0),
+		    "lora.rank: missing");
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"tensor_parallel\":2}", 8, NULL, 0),
+		    "tensor_parallel: unknown key");
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"tp\":0}", 8, NULL, 0), "tp: must be in [1,");
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"framework\":\"jax\"}", 8, NULL, 0),
+		    "framework: must be one of: deepspeed, megatron, fsdp");
+	/* precision must agree with the ds_config */
+	CHECK_FAILS(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1}",
+			       "{\"precision\":\"bf16\"}", 8, NULL, 0),
+		    "precision=bf16 disagrees");
+	/* without a ds_config our precision stands for its fp16/bf16 sections */
+	CHECK_OK(T, &f, run(&f, NULL, "{\"precision\":\"fp16\"}", 8, NULL, 0));
+	CHECK_EQ_INT(T, f.s.param_dtype, TW_FP16);
+	CHECK(T, f.s.loss_scaling);
+	const char *const dsset[] = {"ds_config=x.json"};
+	CHECK_FAILS(T, &f, run(&f, NULL, NULL, 8, dsset, 1), "--ds-config FILE");
+	/* our batch key and the ds_config's disagree */
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"micro_batch\":2,\"ds_config\":{"
+				   "\"train_micro_batch_size_per_gpu\":1}}", 8, NULL, 0),
+		    "disagrees with");
+	/* AutoTP and Ulysses from the ds_config */
+	CHECK_OK(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1,\"tensor_parallel\":{"
+				"\"autotp_size\":4},\"sequence_parallel_size\":2}", NULL, 16, NULL, 0));
+	CHECK_EQ_INT(T, f.s.tp, 4);
+	CHECK_EQ_INT(T, f.s.cp, 2);
+	CHECK_EQ_INT(T, f.s.cp_kind, STRAT_CP_ULYSSES);
+	CHECK_EQ_INT(T, f.s.dp, 2);
+	fx_done(&f);
+}
+
+static void test_presets(struct test_ctx *T)
+{
+	struct fx f;
+	fx_init(&f);
+	struct strat_inputs in = {.strategy_path = "megatron-175b",
+				  .strategies_dir = TWIN_SOURCE_DIR "/examples/strategies",
+				  .gpus = 1024};
+	struct model m = {.layers = 96, .hidden = 12288, .heads = 96, .kv_heads = 96,
+			  .ffn_hidden = 49152, .vocab = 51200, .seq_len = 2048};
+	CHECK_OK(T, &f, strategy_resolve(&in, &m, &f.c, &f.s, &f.err));
+	CHECK_EQ_INT(T, f.s.dp, 16);
+	CHECK_EQ_INT(T, f.s.grad_accum, 96);
+	CHECK_EQ_INT(T, f.s.recompute, STRAT_RECOMPUTE_FULL);
+	in.strategy_path = "megatron-175b-interleaved";
+	CHECK_OK(T, &f, strategy_resolve(&in, &m, &f.c, &f.s, &f.err));
+	CHECK_EQ_INT(T, f.s.vp, 3);
+	in.strategy_path = "ds-zero3"; /* embeds ../ds_configs/zero3.json */
+	in.gpus = 8;
+	CHECK_OK(T, &f, strategy_resolve(&in, &f.m, &f.c, &f.s, &f.err));
+	CHECK_EQ_INT(T, f.s.zero_stage, 3);
+	CHECK_STR_CONTAINS(T, prov(&f.s, "zero_optimization.stage")->why, "zero3.json");
+	in.strategy_path = "hf-trainer-zero3";
+	CHECK_OK(T, &f, strategy_resolve(&in, &f.m, &f.c, &f.s, &f.err));
+	CHECK_EQ_INT(T, f.s.micro_batch, 2);
+	CHECK_EQ_INT(T, f.s.global_batch, 64);
+	CHECK_EQ_INT(T, f.s.param_dtype, TW_BF16);
+	const char *presets[] = {"llama-70b-fsdp", "lora-zero2", "lora-zero3", NULL};
+	for (int i = 0; presets[i]; i++) {
+		in.strategy_path = presets[i];
+		CHECK_OK(T, &f, strategy_resolve(&in, &f.m, &f.c, &f.s, &f.err));
+	}
+	in.strategy_path = "tiny-host";
+	in.gpus = 4;
+	CHECK_OK(T, &f, strategy_resolve(&in, &f.m, &f.c, &f.s, &f.err));
+	CHECK_EQ_INT(T, f.s.dp, 1);
+	in.strategy_path = "no-such-preset";
+	CHECK_FAILS(T, &f, strategy_resolve(&in, &f.m, &f.c, &f.s, &f.err),
+		    "unknown strategy preset 'no-such-preset' (known: ds-zero3");
+	/* every ds_config example resolves */
+	const char *dss[] = {"zero0", "zero1", "zero2", "zero3", "zero2-offload", "zero3-offload",
+			     "zero3-nvme", "hf-zero3-auto", NULL};
+	for (int i = 0; dss[i]; i++) {
+		char p[256];
+		snprintf(p, sizeof(p), TWIN_SOURCE_DIR "/examples/ds_configs/%s.json", dss[i]);
+		struct strat_inputs di = {.ds_config_path = p, .gpus = 16};
+		CHECK_OK(T, &f, strategy_resolve(&di, &f.m, &f.c, &f.s, &f.err));
+	}
+	/* every value has a source, and the JSON carries them */
+	cJSON *j = strategy_to_json(&f.s);
+	cJSON *pv = cJSON_GetObjectItem(j, "provenance");
+	CHECK_EQ_INT(T, cJSON_GetArraySize(pv), f.s.nprov);
+	CHECK(T, f.s.nprov > 20);
+	cJSON_Delete(j);
+	fx_done(&f);
+}
+
+int main(void)
+{
+	struct test_ctx t = {0};
+	TEST_RUN(&t, test_batch_all_three);
+	TEST_RUN(&t, test_batch_tb_micro);
+	TEST_RUN(&t, test_batch_tb_gas);
+	TEST_RUN(&t, test_batch_micro_gas);
+	TEST_RUN(&t, test_batch_only_tb);
+	TEST_RUN(&t, test_batch_only_micro);
+	TEST_RUN(&t, test_batch_none);
+	TEST_RUN(&t, test_batch_world_is_dp);
+	TEST_RUN(&t, test_defaults);
+	TEST_RUN(&t, test_defaults_by_version);
+	TEST_RUN(&t, test_auto_hf);
+	TEST_RUN(&t, test_aliases);
+	TEST_RUN(&t, test_strict_sections);
+	TEST_RUN(&t, test_ds_refusals);
+	TEST_RUN(&t, test_model_refusals);
+	TEST_RUN(&t, test_set);
+	TEST_RUN(&t, test_ours);
+	TEST_RUN(&t, test_presets);
+	return test_done(&t);
+}
