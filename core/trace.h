@@ -36,9 +36,10 @@ struct trace_event {
 	int32_t group_size;   /* ranks in the collective, 0: unknown */
 	uint32_t name;        /* offset in trace->strings */
 	uint32_t flags;       /* TRACE_F_* */
-	int64_t comm;         /* communicator id, equal on every member of one group instance
-			       * (e.g. job_group x color + 1); 0: unknown. Stragglers are found by
-			       * matching the k-th collective of each communicator across ranks. */
+	int64_t comm;         /* communicator id, equal on every member of one group instance;
+			       * 0: unknown. For plan collectives: 1 + (group << 32) +
+			       * job_group_color(job, group, rank). Stragglers are found by matching
+			       * the k-th collective of each communicator across ranks. */
 };
 
 /* event flags */

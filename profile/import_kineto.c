@@ -3,8 +3,9 @@
  * GPU work: complete events ("ph": "X") of cat kernel, gpu_memcpy, gpu_memset; ts/dur in us
  * (relative to baseTimeNanoseconds when present). Collectives: NCCL kernel names, overridden
  * by the "Collective name" arg Kineto copies from record_param_comms, which also gives the
- * message size ("In/Out msg nelems" x dtype) and "Group size". Steps: ProfilerStep#N
- * annotations, projected onto the GPU through the launches' correlation ids. */
+ * message size ("In/Out msg nelems" x dtype) and "Group size". Steps: GPU-side
+ * ProfilerStep#N annotations (gpu_user_annotation) when present, else the CPU ones projected
+ * onto the GPU through the launches' correlation ids. */
 #include "prof_int.h"
 
 #include <math.h>
@@ -21,10 +22,17 @@ static const cJSON *arg(const cJSON *args, const char *key)
 static bool arg_num(const cJSON *args, const char *key, double *out)
 {
 	const cJSON *v = arg(args, key);
-	if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
+	/* ids, sizes and counts beyond 4e15 are not real and would overflow int64 casts */
+	if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || fabs(v->valuedouble) > 4e15)
 		return false;
 	*out = v->valuedouble;
 	return true;
+}
+
+/* An id from the file as int32; out of range or not finite: -1 (unknown). */
+static int32_t to_i32(double v)
+{
+	return isfinite(v) && v >= INT32_MIN && v <= INT32_MAX ? (int32_t)v : -1;
 }
 
 /* c10 dtype names as record_param_comms writes them */
@@ -114,10 +122,12 @@ enum tw_result prof_import_kineto(const char *path, int64_t rank, struct trace *
 	int64_t base = 0;
 	const cJSON *b = cJSON_GetObjectItemCaseSensitive(root, "baseTimeNanoseconds");
 	if (b) {
-		if (!cJSON_IsNumber(b) || !isfinite(b->valuedouble) || b->valuedouble < 0) {
+		/* int64 ns clock: base (<= 4e18) + ts (<= 4e15 us) cannot overflow */
+		if (!cJSON_IsNumber(b) || !isfinite(b->valuedouble) || b->valuedouble < 0 ||
+		    b->valuedouble > 4e18) {
 			cJSON_Delete(root);
 			return tw_errf(err, TW_ERR_INVALID,
-				       "%s: baseTimeNanoseconds: must be a number >= 0", path);
+				       "%s: baseTimeNanoseconds: must be a number in [0, 4e18]", path);
 		}
 		base = (int64_t)b->valuedouble;
 	}
@@ -130,6 +140,7 @@ enum tw_result prof_import_kineto(const char *path, int64_t rank, struct trace *
 	size_t ccap = 0;
 	size_t i = 0;
 	int64_t max_rank = rank + 1; /* ranks seen + 1 */
+	size_t gpu_steps = 0;         /* GPU-side ProfilerStep annotations */
 	const cJSON *e;
 	cJSON_ArrayForEach(e, evs)
 	{
@@ -158,11 +169,12 @@ enum tw_result prof_import_kineto(const char *path, int64_t rank, struct trace *
 			rc = bad(err, path, i, "cat", "must be a string");
 			break;
 		}
-		if (!cJSON_IsNumber(ts) || !isfinite(ts->valuedouble)) {
+		if (!cJSON_IsNumber(ts) || !isfinite(ts->valuedouble) || fabs(ts->valuedouble) > 4e15) {
 			rc = bad(err, path, i, "ts", ts ? "must be a number (us)" : "missing");
 			break;
 		}
-		if (!cJSON_IsNumber(dur) || !isfinite(dur->valuedouble) || dur->valuedouble < 0) {
+		if (!cJSON_IsNumber(dur) || !isfinite(dur->valuedouble) || dur->valuedouble < 0 ||
+		    dur->valuedouble > 4e15) {
 			rc = bad(err, path, i, "dur", dur ? "must be a number >= 0 (us)" : "missing");
 			break;
 		}
@@ -187,6 +199,18 @@ enum tw_result prof_import_kineto(const char *path, int64_t rank, struct trace *
 				TW_GROW(launches, lcap, nl + 1);
 				launches[nl++] = (struct launch){(int64_t)cv, start};
 			}
+		} else if (!strcmp(c, "gpu_user_annotation") &&
+			   !strncmp(name->valuestring, "ProfilerStep#", 13)) {
+			/* the step's span on the GPU itself: a marker as it is */
+			struct trace_event m = prof_blank_event(erank);
+			m.cat = TRACE_MARKER;
+			m.start_ns = start;
+			m.end_ns = end;
+			m.name = trace_intern(t, name->valuestring);
+			trace_add(t, &m);
+			TW_GROW(corr, ccap, t->nev - first);
+			corr[t->nev - first - 1] = -1;
+			gpu_steps++;
 		} else if ((!strcmp(c, "user_annotation") || !strcmp(c, "cpu_op")) &&
 			   !strncmp(name->valuestring, "ProfilerStep#", 13)) {
 			int64_t s;
@@ -201,9 +225,9 @@ enum tw_result prof_import_kineto(const char *path, int64_t rank, struct trace *
 			const cJSON *pid = cJSON_GetObjectItemCaseSensitive(e, "pid");
 			const cJSON *tid = cJSON_GetObjectItemCaseSensitive(e, "tid");
 			if (arg_num(args, "device", &v) || (cJSON_IsNumber(pid) && (v = pid->valuedouble, 1)))
-				ev.device = (int32_t)v;
+				ev.device = to_i32(v);
 			if (arg_num(args, "stream", &v) || (cJSON_IsNumber(tid) && (v = tid->valuedouble, 1)))
-				ev.stream = (int32_t)v;
+				ev.stream = to_i32(v);
 			ev.start_ns = start;
 			ev.end_ns = end;
 			ev.cat = !strcmp(c, "gpu_memset") ? TRACE_COMPUTE_OTHER
@@ -225,7 +249,7 @@ enum tw_result prof_import_kineto(const char *path, int64_t rank, struct trace *
 				if (es > 0 && nel > 0)
 					ev.bytes = (int64_t)(nel * es);
 				if (arg_num(args, "Group size", &gs) && gs > 0)
-					ev.group_size = (int32_t)gs;
+					ev.group_size = to_i32(gs);
 				/* the process group names the communicator on every member */
 				const cJSON *pg = arg(args, "Process Group Name");
 				if (cJSON_IsString(pg)) {
@@ -242,7 +266,7 @@ enum tw_result prof_import_kineto(const char *path, int64_t rank, struct trace *
 		}
 		i++;
 	}
-	if (rc == TW_OK && ns > 0) {
+	if (rc == TW_OK && ns > 0 && gpu_steps == 0) {
 		/* launch time of each GPU event, through its correlation id */
 		size_t n = t->nev - first;
 		int64_t *launch = TW_NEW_ARRAY(int64_t, n + 1);

@@ -176,7 +176,21 @@ cJSON *prof_compare_json(const struct prof_analysis *a, const struct prof_analys
 		cmp_json(e, "bytes", (double)x->bytes, (double)y->bytes);
 		cmp_json(e, "time_ns", (double)x->time_ns, (double)y->time_ns);
 		cmp_json(e, "exposed_ns", (double)x->exposed_ns, (double)y->exposed_ns);
-		cmp_json(e, "busbw_GBps", x->busbw_GBps, y->busbw_GBps);
+		if (x->bw_time_ns > 0 && y->bw_time_ns > 0) {
+			cmp_json(e, "busbw_GBps", x->busbw_GBps, y->busbw_GBps);
+		} else { /* unknown on at least one side */
+			cJSON *bw = cJSON_AddObjectToObject(e, "busbw_GBps");
+			if (x->bw_time_ns > 0)
+				cJSON_AddNumberToObject(bw, "a", x->busbw_GBps);
+			else
+				cJSON_AddNullToObject(bw, "a");
+			if (y->bw_time_ns > 0)
+				cJSON_AddNumberToObject(bw, "b", y->busbw_GBps);
+			else
+				cJSON_AddNullToObject(bw, "b");
+			cJSON_AddNullToObject(bw, "diff");
+			cJSON_AddNullToObject(bw, "rel_err");
+		}
 	}
 	cmp_json(o, "peak_mem_bytes", (double)a->peak_mem_bytes, (double)b->peak_mem_bytes);
 	return o;
@@ -228,9 +242,18 @@ void prof_compare_print(FILE *f, const struct prof_analysis *a, const struct pro
 		cmp_line(f, l, ms(x->time_ns), ms(y->time_ns), "%12.3f");
 		snprintf(l, sizeof(l), "%s exposed ms", trace_cat_name(k));
 		cmp_line(f, l, ms(x->exposed_ns), ms(y->exposed_ns), "%12.3f");
-		if (x->bw_time_ns > 0 || y->bw_time_ns > 0) {
+		if (x->bw_time_ns > 0 && y->bw_time_ns > 0) {
 			snprintf(l, sizeof(l), "%s busbw GB/s", trace_cat_name(k));
 			cmp_line(f, l, x->busbw_GBps, y->busbw_GBps, "%12.2f");
+		} else if (x->bw_time_ns > 0 || y->bw_time_ns > 0) {
+			/* one side's message sizes are unknown: no difference to show */
+			char va[16] = "-", vb[16] = "-";
+			if (x->bw_time_ns > 0)
+				snprintf(va, sizeof(va), "%.2f", x->busbw_GBps);
+			if (y->bw_time_ns > 0)
+				snprintf(vb, sizeof(vb), "%.2f", y->busbw_GBps);
+			snprintf(l, sizeof(l), "%s busbw GB/s", trace_cat_name(k));
+			fprintf(f, "%-28s %12s %12s %12s %9s\n", l, va, vb, "-", "-");
 		}
 	}
 	if (a->peak_mem_bytes || b->peak_mem_bytes) {

@@ -55,6 +55,24 @@ static enum tw_result prepare(struct prof_db *db, const char *sql, sqlite3_stmt 
 	return TW_OK;
 }
 
+static enum tw_result has_column(struct prof_db *db, const char *table, const char *column,
+				 bool *out, struct tw_err *err)
+{
+	char sql[128];
+	snprintf(sql, sizeof(sql), "PRAGMA table_info(%s)", table);
+	sqlite3_stmt *st;
+	TW_CHECK(prepare(db, sql, &st, err));
+	*out = false;
+	int s;
+	while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+		const unsigned char *c = sqlite3_column_text(st, 1);
+		if (c && strcmp((const char *)c, column) == 0)
+			*out = true;
+	}
+	sqlite3_finalize(st);
+	return s == SQLITE_DONE ? TW_OK : sql_fail(db, err, "reading the schema");
+}
+
 /* ---- schema ------------------------------------------------------------------------------ */
 
 /* Version 1 (the first layout) lacked runs.dropped / runs.source and events.flags / comm;
@@ -95,12 +113,19 @@ static const char schema_v2[] =
 	" rank INTEGER NOT NULL, step INTEGER NOT NULL, category INTEGER NOT NULL,"
 	" busy_ns INTEGER NOT NULL, PRIMARY KEY(run_id, rank, step, category));";
 
-/* v1 -> v2 */
-static const char migrate_v1[] =
-	"ALTER TABLE runs ADD COLUMN dropped INTEGER NOT NULL DEFAULT 0;"
-	"ALTER TABLE runs ADD COLUMN source TEXT;"
-	"ALTER TABLE events ADD COLUMN flags INTEGER NOT NULL DEFAULT 0;"
-	"ALTER TABLE events ADD COLUMN comm INTEGER NOT NULL DEFAULT 0;"
+/* Columns added since version 1: a migration adds those missing (so it also repairs a file
+ * written by a development build between versions). */
+static const struct {
+	const char *table, *column, *decl;
+} added_columns[] = {
+	{"runs", "dropped", "INTEGER NOT NULL DEFAULT 0"},
+	{"runs", "source", "TEXT"},
+	{"events", "flags", "INTEGER NOT NULL DEFAULT 0"},
+	{"events", "comm", "INTEGER NOT NULL DEFAULT 0"},
+};
+
+/* tables added since version 1 */
+static const char added_tables[] =
 	"CREATE TABLE IF NOT EXISTS steps(run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"
 	" rank INTEGER NOT NULL, step INTEGER NOT NULL, start_ns INTEGER NOT NULL,"
 	" end_ns INTEGER NOT NULL, compute_ns INTEGER NOT NULL, comm_ns INTEGER NOT NULL,"
@@ -109,8 +134,29 @@ static const char migrate_v1[] =
 	" stall_host_ns INTEGER NOT NULL, PRIMARY KEY(run_id, rank, step));"
 	"CREATE TABLE IF NOT EXISTS step_categories(run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"
 	" rank INTEGER NOT NULL, step INTEGER NOT NULL, category INTEGER NOT NULL,"
-	" busy_ns INTEGER NOT NULL, PRIMARY KEY(run_id, rank, step, category));"
-	"UPDATE schema_version SET version = 2;";
+	" busy_ns INTEGER NOT NULL, PRIMARY KEY(run_id, rank, step, category));";
+
+static enum tw_result has_column(struct prof_db *db, const char *table, const char *column,
+				 bool *out, struct tw_err *err);
+
+/* Bring an older layout to the current one; inside the caller's transaction. */
+static enum tw_result migrate(struct prof_db *db, struct tw_err *err)
+{
+	for (size_t i = 0; i < sizeof(added_columns) / sizeof(added_columns[0]); i++) {
+		bool have;
+		TW_CHECK(has_column(db, added_columns[i].table, added_columns[i].column, &have, err));
+		if (have)
+			continue;
+		char sql[256];
+		snprintf(sql, sizeof(sql), "ALTER TABLE %s ADD COLUMN %s %s", added_columns[i].table,
+			 added_columns[i].column, added_columns[i].decl);
+		TW_CHECK(exec_sql(db, sql, err));
+	}
+	TW_CHECK(exec_sql(db, added_tables, err));
+	char sql[96];
+	snprintf(sql, sizeof(sql), "UPDATE schema_version SET version = %d", PROF_SCHEMA_VERSION);
+	return exec_sql(db, sql, err);
+}
 
 static enum tw_result fill_categories(struct prof_db *db, struct tw_err *err)
 {
@@ -181,8 +227,16 @@ static enum tw_result setup_schema(struct prof_db *db, struct tw_err *err)
 			rc = tw_errf(err, TW_ERR_INVALID, "%s: bad schema_version table", db->path);
 			goto fail;
 		}
-		if (v == 1) /* silently: the data are unchanged, only columns are added */
-			TW_CHECK_GOTO(exec_sql(db, migrate_v1, err), rc, fail);
+		/* silently: the data are unchanged, only columns and tables are added */
+		bool need = v < PROF_SCHEMA_VERSION;
+		for (size_t i = 0; !need && i < sizeof(added_columns) / sizeof(added_columns[0]); i++) {
+			bool have;
+			TW_CHECK_GOTO(has_column(db, added_columns[i].table, added_columns[i].column,
+						 &have, err), rc, fail);
+			need = !have;
+		}
+		if (need)
+			TW_CHECK_GOTO(migrate(db, err), rc, fail);
 	}
 	return exec_sql(db, "COMMIT", err);
 fail:

@@ -50,6 +50,12 @@ check "export has Kineto fields" sh -c "grep -q '\"traceEvents\"' '$d/x.json' &&
 check "export round trip keeps the step" num "$d/b.json" step_ns 95000
 check "export round trip keeps the straggler" num "$d/b.json" late_ns 10000
 
+# --- export of one rank, for HTA (one file per rank)
+"$TWIN" profile export kin --rank 1 --chrome "$d/r1.json" --db "$d/t.db" >"$d/o" 2>"$d/e"
+check "export --rank writes that rank only" sh -c "grep -q '\"rank\": 1, \"world_size\": 2' '$d/r1.json' && ! grep -q '\"pid\": 0,' '$d/r1.json'"
+"$TWIN" profile export kin --rank 5 --chrome "$d/r5.json" --db "$d/t.db" >"$d/o" 2>"$d/e"
+check "export --rank of an absent rank: exit 2" sh -c "[ $? -eq 2 ] && grep -q 'has no events of rank 5' '$d/e'"
+
 # --- merge: per-rank databases into one run
 "$TWIN" profile import --kineto $K/rank0.json --db "$d/r0.db" >/dev/null 2>&1
 "$TWIN" profile import --kineto $K/rank1.json --db "$d/r1.db" >/dev/null 2>&1

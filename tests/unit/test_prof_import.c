@@ -183,6 +183,32 @@ static void test_kineto_fixture(struct test_ctx *T)
 	trace_release(&t);
 }
 
+/* GPU-side ProfilerStep annotations are the step windows as they are: step [20,120) us holds
+ * a 60 us GEMM -> step 100, compute 60, idle 40 (the CPU range [0,50) is not used). */
+static void test_kineto_gpu_annotation(struct test_ctx *T)
+{
+	const char *p = tmp("gua.json");
+	FILE *f = fopen(p, "w");
+	fputs("{\"traceEvents\": ["
+	      "{\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": \"ProfilerStep#4\", \"pid\": 1, \"tid\": 1, \"ts\": 0, \"dur\": 50},"
+	      "{\"ph\": \"X\", \"cat\": \"gpu_user_annotation\", \"name\": \"ProfilerStep#4\", \"pid\": 0, \"tid\": 7, \"ts\": 20, \"dur\": 100},"
+	      "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"ampere_sgemm\", \"pid\": 0, \"tid\": 7, \"ts\": 30, \"dur\": 60, \"args\": {\"correlation\": 5}},"
+	      "{\"ph\": \"X\", \"cat\": \"cuda_runtime\", \"name\": \"cudaLaunchKernel\", \"pid\": 1, \"tid\": 1, \"ts\": 5, \"dur\": 3, \"args\": {\"correlation\": 5}}"
+	      "]}", f);
+	fclose(f);
+	struct trace t;
+	trace_init(&t, TRACE_KIND_IMPORT, 0);
+	struct tw_err err = {0};
+	CHECK_EQ_INT(T, prof_import_kineto(p, 0, &t, &err), TW_OK);
+	struct prof_analysis a;
+	CHECK_EQ_INT(T, prof_analyze(&t, &a, &err), TW_OK);
+	CHECK_EQ_INT(T, a.nsteps, 1);
+	CHECK_EQ_INT(T, a.step_ns, 100000);
+	CHECK_EQ_INT(T, a.compute_ns, 60000);
+	CHECK_EQ_INT(T, a.idle_ns, 40000);
+	trace_release(&t);
+}
+
 static void kineto_bad(struct test_ctx *T, const char *text, const char *want)
 {
 	const char *p = tmp("bad.json");
@@ -228,6 +254,7 @@ int main(void)
 	TEST_RUN(&T, test_nsys_fixture);
 	TEST_RUN(&T, test_nsys_malformed);
 	TEST_RUN(&T, test_kineto_fixture);
+	TEST_RUN(&T, test_kineto_gpu_annotation);
 	TEST_RUN(&T, test_kineto_malformed);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
 	if (system(cmd) != 0)
