@@ -11,14 +11,15 @@
 static const char profile_help[] =
 	"usage: twin profile import (--nsys FILE.sqlite | --kineto FILE.json)... [--name N] [--db F] [--json]\n"
 	"       twin profile analyze RUN [--per-rank] [--db F] [--json]\n"
-	"       twin profile export RUN --chrome OUT.json [--db F]\n"
+	"       twin profile export RUN --chrome OUT.json [--rank R] [--db F]\n"
 	"       twin profile merge INPUT.db... [--name N] [--db F] [--json]\n\n"
 	"import   reads 'nsys export --type sqlite' files and PyTorch profiler (Kineto) traces;\n"
 	"         several files form one run, one file per rank (Kineto: distributedInfo.rank,\n"
 	"         else file order; nsys: file order)\n"
 	"analyze  step breakdown per category, exposed communication, stall split, achieved\n"
 	"         algbw/busbw per collective type (nccl-tests definitions), stragglers\n"
-	"export   Chrome / Perfetto trace JSON with Kineto's fields (HTA reads it)\n"
+	"export   Chrome / Perfetto trace JSON with Kineto's fields; --rank R writes one rank\n"
+	"         (HTA reads one file per rank)\n"
 	"merge    combines the runs of per-rank databases (e.g. written by libtwinprof.so with\n"
 	"         TWIN_DB=rank%%r.db) into one run of the database given by --db\n\n"
 	"RUN is a run id or name (see 'twin runs'). The default database is twin.db.\n";
@@ -27,6 +28,7 @@ struct popts {
 	const char *db;
 	const char *name;
 	const char *chrome;
+	int64_t rank; /* export: -1 all */
 	bool json, per_rank;
 	const char *pos[256];
 	int npos;
@@ -43,6 +45,7 @@ static int parse(const char *sub, int argc, char **argv, struct popts *o)
 	struct tw_err err = {0};
 	memset(o, 0, sizeof(*o));
 	o->db = "twin.db";
+	o->rank = -1;
 	for (int i = 2; i < argc; i++) {
 		const char *a = argv[i];
 		const char *v;
@@ -67,6 +70,10 @@ static int parse(const char *sub, int argc, char **argv, struct popts *o)
 				o->kineto[o->nkineto++] = v;
 			o->file_is_nsys[o->nfiles] = nsys;
 			o->files[o->nfiles++] = v;
+		} else if (cli_is_opt(a, "--rank")) {
+			if (!(v = cli_value(argc, argv, &i, "--rank", &err)) ||
+			    cli_parse_int("--rank", v, 0, INT32_MAX, &o->rank, &err) != TW_OK)
+				return cli_fail(&err);
 		} else if (!strcmp(a, "--json")) {
 			o->json = true;
 		} else if (!strcmp(a, "--per-rank")) {
@@ -261,6 +268,19 @@ static int do_export(struct popts *o)
 	if (st >= 0)
 		return st;
 	struct tw_err err = {0};
+	if (o->rank >= 0) { /* keep one rank's events */
+		size_t k = 0;
+		for (size_t i = 0; i < t.nev; i++)
+			if (t.ev[i].rank == o->rank)
+				t.ev[k++] = t.ev[i];
+		t.nev = k;
+		if (k == 0) {
+			trace_release(&t);
+			tw_errf(&err, TW_ERR_INVALID, "run %" PRId64 " has no events of rank %" PRId64,
+				info.id, o->rank);
+			return cli_fail(&err);
+		}
+	}
 	enum tw_result rc = prof_export_chrome_file(&t, o->chrome, &err);
 	size_t nev = t.nev;
 	trace_release(&t);
