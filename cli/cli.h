@@ -66,4 +66,11 @@ bool cli_wants_help(int argc, char **argv);
 /* Print a cJSON object to stdout (and free it). */
 void cli_print_json(struct cJSON *obj);
 
+/* Simulate every point of a sweep (twin sweep, twin report scaling|whatif; cli/cmd_sweep.c):
+ * base's job with each point's --vary values, symmetric mode; a point whose job is invalid
+ * keeps its one-line reason. With db, each point is stored as run "NAME/PATH=V". */
+struct rpt_sweep;
+enum tw_result cli_sweep_run(const struct cli_job_opts *base, const char *cmd, struct rpt_sweep *s,
+			     const char *db, const char *name, struct tw_err *err);
+
 #endif

@@ -566,38 +566,9 @@ static bool is_path(const char *s)
 	return strchr(s, '/') || (n > 5 && !strcmp(s + n - 5, ".json"));
 }
 
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 void cluster_list_presets(const char *topologies_dir, char *buf, size_t len)
 {
-	if (len)
-		buf[0] = '\0';
-	DIR *d = topologies_dir ? opendir(topologies_dir) : NULL;
-	if (!d)
-		return;
-	char **names = NULL;
-	size_t n = 0, cap = 0;
-	struct dirent *e;
-	while ((e = readdir(d))) {
-		size_t l = strlen(e->d_name);
-		if (l <= 5 || strcmp(e->d_name + l - 5, ".json") || e->d_name[0] == '.')
-			continue;
-		TW_GROW(names, cap, n + 1);
-		names[n] = tw_strdup(e->d_name);
-		names[n++][l - 5] = '\0';
-	}
-	closedir(d);
-	qsort(names, n, sizeof(*names), cmp_str);
-	size_t used = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (used < len)
-			used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? ", " : "", names[i]);
-		free(names[i]);
-	}
-	free(names);
+	json_list_dir(topologies_dir, buf, len);
 }
 
 enum tw_result cluster_load(const char *name_or_path, const char *topologies_dir,

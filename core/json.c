@@ -2,6 +2,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "json.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -333,4 +334,40 @@ enum tw_result json_set_path(cJSON *root, const char *assignment, bool must_exis
 		tok = next;
 	}
 	return tw_errf(err, TW_ERR_USAGE, "%s %s: empty path", what, assignment);
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void json_list_dir(const char *dir, char *buf, size_t len)
+{
+	if (len == 0)
+		return;
+	buf[0] = '\0';
+	DIR *d = dir ? opendir(dir) : NULL;
+	if (!d)
+		return;
+	char **names = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		size_t l = strlen(e->d_name);
+		if (l <= 5 || strcmp(e->d_name + l - 5, ".json") || e->d_name[0] == '.')
+			continue;
+		TW_GROW(names, cap, n + 1);
+		names[n] = tw_strdup(e->d_name);
+		names[n++][l - 5] = '\0';
+	}
+	closedir(d);
+	if (n)
+		qsort(names, n, sizeof(*names), cmp_name);
+	size_t used = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (used + 1 < len)
+			used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? ", " : "", names[i]);
+		free(names[i]);
+	}
+	free(names);
 }

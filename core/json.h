@@ -56,6 +56,10 @@ enum tw_result json_check_keys(const struct json_ctx *c, const cJSON *obj,
 enum tw_result json_fail(const struct json_ctx *c, const char *key, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
+/* Names of the NAME.json files in dir (the presets), sorted and comma-separated, into buf
+ * (always NUL-terminated when len > 0; empty when dir cannot be read). */
+void json_list_dir(const char *dir, char *buf, size_t len);
+
 /* Overrides: PATH=VALUE applied to a tree. The value is parsed as JSON (number, true, false,
  * null, object) or else taken as a string. With must_exist the path must already be there and
  * the new value must have the same JSON type (numbers stay numbers); otherwise missing objects

@@ -946,42 +946,9 @@ static bool is_file(const char *p)
 	return stat(p, &st) == 0;
 }
 
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
 void model_list_presets(const char *presets_dir, char *buf, size_t len)
 {
-	if (len == 0)
-		return;
-	buf[0] = '\0';
-	DIR *d = opendir(presets_dir);
-	if (!d)
-		return;
-	char **names = NULL;
-	size_t n = 0, cap = 0;
-	struct dirent *e;
-	while ((e = readdir(d))) {
-		size_t l = strlen(e->d_name);
-		if (l <= 5 || strcmp(e->d_name + l - 5, ".json") || e->d_name[0] == '.')
-			continue;
-		TW_GROW(names, cap, n + 1);
-		names[n] = tw_strdup(e->d_name);
-		names[n++][l - 5] = '\0';
-	}
-	closedir(d);
-	if (n)
-		qsort(names, n, sizeof(*names), cmp_str);
-	size_t o = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (o + 1 < len)
-			o += (size_t)snprintf(buf + o, len - o, "%s%s", i ? ", " : "", names[i]);
-		if (o >= len)
-			o = len - 1;
-		free(names[i]);
-	}
-	free(names);
+	json_list_dir(presets_dir, buf, len);
 }
 
 enum tw_result model_load(const char *name_or_path, const char *presets_dir, struct model *out,
