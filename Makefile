@@ -117,9 +117,10 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libtwin.a tests/unit/test.h
 
 # Fuzz targets built with a plain main() that replays tests/fuzz/regress/TARGET/* (make test).
 FUZZREG_BINS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzzreg/%,$(wildcard tests/fuzz/fuzz_*.c))
-$(BUILD)/fuzzreg/%: tests/fuzz/%.c tests/fuzz/replay.c $(BUILD)/libtwin.a
+$(BUILD)/fuzzreg/fuzz_validate: FUZZ_EXTRA = $(BUILD)/obj/cli/opts.o $(BUILD)/obj/cli/cmd_validate.o
+$(BUILD)/fuzzreg/%: tests/fuzz/%.c tests/fuzz/replay.c $(BUILD)/libtwin.a $(CLI_OBJS)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL) -o $@ $< tests/fuzz/replay.c $(BUILD)/libtwin.a $(LDLIBS_ALL)
+	$(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL) -o $@ $< tests/fuzz/replay.c $(FUZZ_EXTRA) $(BUILD)/libtwin.a $(LDLIBS_ALL)
 
 $(BUILD)/bench/%: tests/bench/%.c $(BUILD)/libtwin.a
 	@mkdir -p $(@D)
@@ -188,9 +189,12 @@ FUZZ_LIB_SRCS := $(wildcard core/*.c profile/*.c sim/*.c)
 FUZZ_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -O1 -g -I. \
 	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -DTWIN_FUZZ \
 	-DTWIN_SOURCE_DIR='"$(CURDIR)"' -DTWIN_FEATURES='""'
-$(FUZZ_BUILD)/%: tests/fuzz/%.c $(FUZZ_LIB_SRCS) $(wildcard core/*.h profile/*.h sim/*.h)
+# fuzz_validate drives the validate subcommand itself, so it also links cli/ (without main)
+FUZZ_CLI_SRCS := cli/opts.c cli/cmd_validate.c
+$(FUZZ_BUILD)/fuzz_validate: FUZZ_EXTRA = $(FUZZ_CLI_SRCS)
+$(FUZZ_BUILD)/%: tests/fuzz/%.c $(FUZZ_LIB_SRCS) $(wildcard core/*.h profile/*.h sim/*.h cli/*.h)
 	@mkdir -p $(@D)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_LIB_SRCS) -lcjson -lsqlite3 -lm -lpthread
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_LIB_SRCS) $(FUZZ_EXTRA) -lcjson -lsqlite3 -lm -lpthread
 fuzz: deps
 	@$(MAKE) --no-print-directory $(FUZZ_BINS)
 	@sh tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)

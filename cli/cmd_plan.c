@@ -1,13 +1,422 @@
-/* twin plan — placeholder until its issue lands. */
+/* twin plan — the what-if search (sim/search.c, docs/search.md): which tp / pp / dp /
+ * micro-batch / ZeRO / recompute / offload fits, and how fast is it. --emit-ds-config writes
+ * the best as a ds_config.json plus a strategy JSON for the knobs ds_config cannot hold. */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
+#include "../sim/sim.h"
 #include "cli.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: twin plan -m MODEL -c CLUSTER --gpus N --global-batch B [--seq S]\n"
+		"                 [--framework deepspeed|megatron|fsdp] [--top K] [--exhaustive]\n"
+		"                 [--emit-ds-config F] [--threads N] [--set PATH=VALUE]... [--json]\n"
+		"\n"
+		"Search the strategies of a job: tp (divides heads and kv_heads, within a node), pp\n"
+		"(divides layers), dp = N / (tp x pp), micro-batches with B divisible by micro x dp,\n"
+		"ZeRO stage 0-3 (megatron: distributed optimizer; fsdp: sharding), recompute\n"
+		"none/selective/full, and optimizer offload to CPU when nothing fits on the GPUs.\n"
+		"What does not fit in GPU memory is dropped; the rest is simulated and ranked by\n"
+		"step time.\n"
+		"\n"
+		"      --global-batch B    samples per optimizer step (required)\n"
+		"      --seq S             tokens per sample (default: the model's)\n"
+		"      --framework F       deepspeed (default), megatron or fsdp\n"
+		"      --top K             candidates printed (default 5)\n"
+		"      --exhaustive        simulate every fitting candidate (default: stop once the\n"
+		"                          compute lower bound exceeds the K-th best step time)\n"
+		"      --threads N         worker threads (default 0: one per CPU); same answer\n"
+		"      --emit-ds-config F  write the best as a DeepSpeed config F and the rest of the\n"
+		"                          strategy (tp, pp, recompute, seq_len) as F.strategy.json;\n"
+		"                          use both: --ds-config F -s F.strategy.json (deepspeed only)\n"
+		"      --set PATH=VALUE    cluster or strategy override; tp=, pp=, micro_batch=,\n"
+		"                          zero_optimization.stage=, recompute= pin that dimension\n"
+		"\n"
+		"  -m, --model MODEL       model preset (examples/models) or path\n"
+		"  -c, --cluster CLUSTER   cluster preset (topologies/) or path\n"
+		"      --gpus N            GPUs of the job\n"
+		"      --json              machine-readable output\n");
+}
+
+static const char *recompute_name(enum strat_recompute r)
+{
+	return r == STRAT_RECOMPUTE_FULL ? "full" : r == STRAT_RECOMPUTE_SELECTIVE ? "selective" : "none";
+}
+
+static const char *framework_name(enum strat_framework f)
+{
+	return f == STRAT_MEGATRON ? "megatron" : f == STRAT_FSDP ? "fsdp" : "deepspeed";
+}
+
+static double gib(int64_t b)
+{
+	return (double)b / (double)TW_GIB;
+}
+
+static void cand_desc(enum strat_framework f, const struct search_cand *c, char *buf, size_t len)
+{
+	snprintf(buf, len, "tp %lld pp %lld dp %lld micro %lld %s recompute %s%s",
+		 (long long)c->tp, (long long)c->pp, (long long)c->dp, (long long)c->micro,
+		 search_shard_name(f, c->zero), recompute_name(c->recompute),
+		 c->offload == STRAT_OFFLOAD_CPU ? " offload cpu" : "");
+}
+
+static void print_text(const struct job *base, const struct search_space *sp,
+		       const struct search_result *r, int64_t seq)
+{
+	printf("twin plan: %s on %lld x %s (%s), global batch %lld x %lld tokens\n\n",
+	       base->model.name, (long long)base->gpus, base->cluster.name,
+	       framework_name(sp->framework), (long long)sp->global_batch, (long long)seq);
+	printf("%-4s %3s %3s %4s %5s %4s  %-13s %-9s %-7s %10s %12s %6s  %s\n", "#", "tp", "pp",
+	       "dp", "micro", "gas", "zero/shard", "recompute", "offload", "step (s)", "tok/s/GPU",
+	       "MFU", "peak/capacity GiB");
+	for (int i = 0; i < r->ntop; i++) {
+		const struct search_cand *c = &r->top[i];
+		printf("%-4d %3lld %3lld %4lld %5lld %4lld  %-13s %-9s %-7s %10.4f %12.1f %5.1f%%  %.1f/%.1f\n",
+		       i + 1, (long long)c->tp, (long long)c->pp, (long long)c->dp,
+		       (long long)c->micro, (long long)c->grad_accum,
+		       search_shard_name(sp->framework, c->zero), recompute_name(c->recompute),
+		       c->offload == STRAT_OFFLOAD_CPU ? "cpu" : "-", (double)c->step_ns * 1e-9,
+		       c->tokens_s_gpu, 100 * c->mfu, gib(c->peak_bytes), gib(c->capacity_bytes));
+	}
+	printf("\ncandidates %lld (rejected by the resolver %lld, skipped %lld, duplicates %lld), fit %lld, "
+	       "simulated %lld (pruned by bound %lld)%s\n",
+	       (long long)r->candidates, (long long)r->rejected, (long long)r->skipped,
+	       (long long)r->duplicates, (long long)r->fit, (long long)r->simulated, (long long)r->pruned,
+	       r->offload_tried ? ", optimizer offload searched (nothing fit on the GPUs)" : "");
+	printf("search time %.2f s (%.0f configs/s, %d thread%s): memory filter %.2f s, simulation %.2f s\n",
+	       r->wall_s, r->configs_per_s, r->threads, r->threads == 1 ? "" : "s", r->filter_s, r->sim_s);
+}
+
+static cJSON *cand_json(enum strat_framework f, const struct search_cand *c)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddNumberToObject(o, "tp", (double)c->tp);
+	cJSON_AddNumberToObject(o, "pp", (double)c->pp);
+	cJSON_AddNumberToObject(o, "dp", (double)c->dp);
+	cJSON_AddNumberToObject(o, "micro_batch", (double)c->micro);
+	cJSON_AddNumberToObject(o, "grad_accum", (double)c->grad_accum);
+	cJSON_AddNumberToObject(o, "zero_stage", c->zero);
+	cJSON_AddStringToObject(o, "shard", search_shard_name(f, c->zero));
+	cJSON_AddStringToObject(o, "recompute", recompute_name(c->recompute));
+	cJSON_AddStringToObject(o, "offload_optimizer", c->offload == STRAT_OFFLOAD_CPU ? "cpu" : "none");
+	cJSON_AddBoolToObject(o, "sequence_parallel", c->sequence_parallel);
+	cJSON_AddNumberToObject(o, "step_time_s", (double)c->step_ns * 1e-9);
+	cJSON_AddNumberToObject(o, "bound_s", (double)c->bound_ns * 1e-9);
+	cJSON_AddNumberToObject(o, "tokens_per_s", c->tokens_s);
+	cJSON_AddNumberToObject(o, "tokens_per_s_per_gpu", c->tokens_s_gpu);
+	cJSON_AddNumberToObject(o, "mfu", c->mfu);
+	cJSON_AddNumberToObject(o, "peak_bytes", (double)c->peak_bytes);
+	cJSON_AddNumberToObject(o, "capacity_bytes", (double)c->capacity_bytes);
+	cJSON *sets = cJSON_AddArrayToObject(o, "sets");
+	for (int i = 0; i < c->nsets; i++)
+		cJSON_AddItemToArray(sets, cJSON_CreateString(c->sets[i]));
+	return o;
+}
+
+static void print_json(const struct job *base, const struct search_space *sp,
+		       const struct search_result *r, int64_t seq, const char *emitted)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "model", base->model.name);
+	cJSON_AddStringToObject(o, "cluster", base->cluster.name);
+	cJSON_AddNumberToObject(o, "gpus", (double)base->gpus);
+	cJSON_AddStringToObject(o, "framework", framework_name(sp->framework));
+	cJSON_AddNumberToObject(o, "global_batch", (double)sp->global_batch);
+	cJSON_AddNumberToObject(o, "seq_len", (double)seq);
+	cJSON_AddNumberToObject(o, "candidates", (double)r->candidates);
+	cJSON_AddNumberToObject(o, "rejected", (double)r->rejected);
+	cJSON_AddNumberToObject(o, "skipped", (double)r->skipped);
+	cJSON_AddNumberToObject(o, "duplicates", (double)r->duplicates);
+	cJSON_AddNumberToObject(o, "fit", (double)r->fit);
+	cJSON_AddNumberToObject(o, "simulated", (double)r->simulated);
+	cJSON_AddNumberToObject(o, "pruned", (double)r->pruned);
+	cJSON_AddBoolToObject(o, "offload_searched", r->offload_tried);
+	cJSON_AddNumberToObject(o, "search_s", r->wall_s);
+	cJSON_AddNumberToObject(o, "configs_per_s", r->configs_per_s);
+	cJSON_AddNumberToObject(o, "filter_s", r->filter_s);
+	cJSON_AddNumberToObject(o, "sim_s", r->sim_s);
+	cJSON_AddNumberToObject(o, "threads", r->threads);
+	cJSON *top = cJSON_AddArrayToObject(o, "top");
+	for (int i = 0; i < r->ntop; i++)
+		cJSON_AddItemToArray(top, cand_json(sp->framework, &r->top[i]));
+	if (emitted)
+		cJSON_AddStringToObject(o, "emitted_ds_config", emitted);
+	cli_print_json(o);
+}
+
+/* ds_config top-level keys a user --set may carry into the emitted ds_config (everything
+ * else that is not a cluster path goes to the strategy JSON). */
+static bool ds_path(const char *set)
+{
+	static const char *const keys[] = {
+		"train_", "gradient_", "zero_", "bf16", "fp16", "bfloat16", "optimizer", "scheduler",
+		"data_types", "communication_data_type", "activation_checkpointing", "steps_per_print",
+		"wall_clock_breakdown", "prescale_gradients", "tensor_parallel",
+		"sequence_parallel_size", "amp", "ds_config.",
+	};
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		if (!strncmp(set, keys[i], strlen(keys[i])))
+			return true;
+	return false;
+}
+
+static enum tw_result write_file(const char *path, const char *text, struct tw_err *err)
+{
+	FILE *f = fopen(path, "w");
+	if (!f)
+		return tw_errf(err, TW_ERR_SYSTEM, "%s: cannot write: %s", path, strerror(errno));
+	bool ok = fputs(text, f) >= 0 && fputc('\n', f) != EOF;
+	ok = (fclose(f) == 0) && ok;
+	if (!ok) {
+		unlink(path);
+		return tw_errf(err, TW_ERR_SYSTEM, "%s: write failed", path);
+	}
+	return TW_OK;
+}
+
+/* Both files go to temporaries first, are loaded back through job_load and checked to give
+ * the candidate's degrees, and only then are renamed into place. */
+static enum tw_result emit(const struct cli_job_opts *o, const struct job *base,
+			   const struct search_space *sp, const struct search_cand *c,
+			   const char *path, struct tw_err *err)
+{
+	cJSON *ds = cJSON_CreateObject(), *st = cJSON_CreateObject();
+	enum tw_result rc = TW_OK;
+	char *dtext = NULL, *stext = NULL;
+	char spath[1024], dtmp[1100], stmp[1100];
+	snprintf(spath, sizeof(spath), "%s.strategy.json", path);
+	snprintf(dtmp, sizeof(dtmp), "%s.tmp.%ld", path, (long)getpid());
+	snprintf(stmp, sizeof(stmp), "%s.tmp.%ld", spath, (long)getpid());
+
+	char desc[160];
+	cand_desc(sp->framework, c, desc, sizeof(desc));
+	char note[512];
+	snprintf(note, sizeof(note), "twin plan: %s on %lld x %s, best of the search: %s",
+		 base->model.name, (long long)base->gpus, base->cluster.name, desc);
+	cJSON_AddStringToObject(st, "name", "twin plan");
+	cJSON_AddStringToObject(st, "description", note);
+	cJSON_AddStringToObject(st, "note", "use with --ds-config of the ds_config written beside it");
+	for (int i = 0; i < c->nsets && rc == TW_OK; i++)
+		rc = json_set_path(ds_path(c->sets[i]) ? ds : st, c->sets[i], false, "twin plan", err);
+	if (rc == TW_OK) {
+		char buf[64];
+		snprintf(buf, sizeof(buf), "gradient_accumulation_steps=%lld", (long long)c->grad_accum);
+		rc = json_set_path(ds, buf, false, "twin plan", err);
+	}
+	/* the user's strategy --set values travel with the files */
+	for (int i = 0; i < sp->nsets && rc == TW_OK; i++) {
+		const char *s = sp->sets[i];
+		char p[128];
+		size_t n = strcspn(s, "=");
+		snprintf(p, sizeof(p), "%.*s", (int)(n < sizeof(p) - 1 ? n : sizeof(p) - 1), s);
+		if (cluster_owns_path(p) || !strcmp(p, "tp") || !strcmp(p, "pp") ||
+		    !strcmp(p, "recompute") || !strcmp(p, "micro_batch") ||
+		    !strcmp(p, "zero_optimization.stage") || !strcmp(p, "train_micro_batch_size_per_gpu"))
+			continue;
+		const char *v = !strncmp(s, "ds_config.", 10) ? s + 10 : !strncmp(s, "strategy.", 9) ? s + 9 : s;
+		rc = json_set_path(ds_path(s) && strncmp(s, "strategy.", 9) ? ds : st, v, false, "--set", err);
+	}
+	if (rc == TW_OK) {
+		dtext = cJSON_Print(ds);
+		stext = cJSON_Print(st);
+		if (!dtext || !stext)
+			rc = tw_errf(err, TW_ERR_INTERNAL, "cannot print the emitted configuration");
+	}
+	if (rc == TW_OK)
+		rc = write_file(dtmp, dtext, err);
+	if (rc == TW_OK) {
+		rc = write_file(stmp, stext, err);
+		if (rc != TW_OK)
+			unlink(dtmp);
+	}
+	if (rc == TW_OK) {
+		/* load back as a user would and check the degrees */
+		struct job *j = TW_NEW(struct job);
+		const char *csets[CLI_MAX_SETS];
+		int nc = 0;
+		for (int i = 0; i < o->in.nsets; i++) {
+			char p[128];
+			size_t n = strcspn(o->in.sets[i], "=");
+			snprintf(p, sizeof(p), "%.*s", (int)(n < sizeof(p) - 1 ? n : sizeof(p) - 1), o->in.sets[i]);
+			if (cluster_owns_path(p))
+				csets[nc++] = o->in.sets[i];
+		}
+		struct job_inputs in = o->in;
+		in.ds_config = dtmp;
+		in.strategy = stmp;
+		in.sets = csets;
+		in.nsets = nc;
+		struct tw_err e = { 0 };
+		if (job_load(&in, j, &e) != TW_OK)
+			rc = tw_errf(err, TW_ERR_INTERNAL, "emitted configuration does not load back: %s", e.msg);
+		else if (j->strat.tp != c->tp || j->strat.pp != c->pp || j->strat.dp != c->dp ||
+			 j->strat.micro_batch != c->micro || j->strat.zero_stage != c->zero ||
+			 j->strat.recompute != c->recompute)
+			rc = tw_errf(err, TW_ERR_INTERNAL,
+				     "emitted configuration loads back as a different strategy (tp %lld pp %lld "
+				     "dp %lld micro %lld zero %d)", (long long)j->strat.tp, (long long)j->strat.pp,
+				     (long long)j->strat.dp, (long long)j->strat.micro_batch, j->strat.zero_stage);
+		free(j);
+		if (rc == TW_OK && rename(stmp, spath) != 0)
+			rc = tw_errf(err, TW_ERR_SYSTEM, "%s: cannot rename into place: %s", spath, strerror(errno));
+		if (rc == TW_OK && rename(dtmp, path) != 0) {
+			rc = tw_errf(err, TW_ERR_SYSTEM, "%s: cannot rename into place: %s", path, strerror(errno));
+			unlink(spath);
+		}
+		unlink(dtmp);
+		unlink(stmp);
+	}
+	free(dtext);
+	free(stext);
+	cJSON_Delete(ds);
+	cJSON_Delete(st);
+	return rc;
+}
 
 int cmd_plan(const struct cli_ctx *ctx, int argc, char **argv)
 {
-	(void)ctx;
-	(void)argc;
-	(void)argv;
-	fprintf(stderr, "twin plan: not available in this build yet\n");
-	return 2;
+	if (cli_wants_help(argc, argv)) {
+		usage(stdout);
+		return 0;
+	}
+	struct cli_job_opts o;
+	cli_job_opts_init(&o, ctx);
+	struct search_space sp;
+	search_space_init(&sp);
+	struct tw_err err = { 0 };
+	const char *emit_path = NULL;
+	int64_t seq = 0, top = 5;
+	bool have_batch = false;
+	for (int i = 1; i < argc; i++) {
+		int r = cli_job_opt(&o, argc, argv, &i, &err);
+		if (r < 0)
+			return cli_fail(&err);
+		if (r > 0)
+			continue;
+		const char *a = argv[i], *v;
+		if (cli_is_opt(a, "--global-batch")) {
+			if (!(v = cli_value(argc, argv, &i, "--global-batch", &err)) ||
+			    cli_parse_int("--global-batch", v, 1, 1LL << 40, &sp.global_batch, &err) != TW_OK)
+				return cli_fail(&err);
+			have_batch = true;
+		} else if (cli_is_opt(a, "--seq")) {
+			if (!(v = cli_value(argc, argv, &i, "--seq", &err)) ||
+			    cli_parse_int("--seq", v, 1, 1LL << 30, &seq, &err) != TW_OK)
+				return cli_fail(&err);
+		} else if (cli_is_opt(a, "--top")) {
+			if (!(v = cli_value(argc, argv, &i, "--top", &err)) ||
+			    cli_parse_int("--top", v, 1, 1000, &top, &err) != TW_OK)
+				return cli_fail(&err);
+		} else if (cli_is_opt(a, "--framework")) {
+			if (!(v = cli_value(argc, argv, &i, "--framework", &err)))
+				return cli_fail(&err);
+			if (!strcmp(v, "deepspeed"))
+				sp.framework = STRAT_DEEPSPEED;
+			else if (!strcmp(v, "megatron"))
+				sp.framework = STRAT_MEGATRON;
+			else if (!strcmp(v, "fsdp"))
+				sp.framework = STRAT_FSDP;
+			else
+				return cli_usage_error("plan", "--framework %s: must be one of: deepspeed, megatron, fsdp", v);
+		} else if (cli_is_opt(a, "--emit-ds-config")) {
+			if (!(emit_path = cli_value(argc, argv, &i, "--emit-ds-config", &err)))
+				return cli_fail(&err);
+		} else if (cli_is_opt(a, "--threads")) {
+			int64_t th = 0;
+			if (!(v = cli_value(argc, argv, &i, "--threads", &err)) ||
+			    cli_parse_int("--threads", v, 0, SEARCH_MAX_THREADS, &th, &err) != TW_OK)
+				return cli_fail(&err);
+			sp.threads = (int)th;
+		} else if (!strcmp(a, "--exhaustive")) {
+			sp.exhaustive = true;
+		} else {
+			return cli_usage_error("plan", "unknown option %s (see twin plan --help)", a);
+		}
+	}
+	if (o.in.ds_config || o.in.strategy)
+		return cli_usage_error("plan", "--ds-config and -s are not taken: plan searches the "
+					       "strategy (pin a dimension with --set tp=N, ...)");
+	if (!o.in.model)
+		return cli_usage_error("plan", "-m MODEL is required");
+	if (!o.in.cluster)
+		return cli_usage_error("plan", "-c CLUSTER is required");
+	if (!o.in.gpus)
+		return cli_usage_error("plan", "--gpus N is required");
+	if (!have_batch)
+		return cli_usage_error("plan", "--global-batch B is required");
+	if (emit_path && sp.framework != STRAT_DEEPSPEED)
+		return cli_usage_error("plan", "--emit-ds-config needs --framework deepspeed");
+	sp.seq = seq;
+	sp.top = (int)top;
+	sp.sets = o.sets;
+	sp.nsets = o.in.nsets;
+
+	/* the base job: model and cluster (with the cluster --set values) under the default
+	 * strategy; the search replaces the strategy */
+	char sdir[1024];
+	snprintf(sdir, sizeof(sdir), "%s/examples/strategies", ctx->data_dir);
+	sp.strategies_dir = sdir;
+	const char *csets[CLI_MAX_SETS];
+	int nc = 0;
+	for (int i = 0; i < o.in.nsets; i++) {
+		char p[128];
+		size_t n = strcspn(o.sets[i], "=");
+		snprintf(p, sizeof(p), "%.*s", (int)(n < sizeof(p) - 1 ? n : sizeof(p) - 1), o.sets[i]);
+		if (cluster_owns_path(p))
+			csets[nc++] = o.sets[i];
+	}
+	struct job_inputs bin = o.in;
+	bin.sets = csets;
+	bin.nsets = nc;
+	struct job *base = TW_NEW(struct job);
+	struct search_result res;
+	memset(&res, 0, sizeof(res));
+	int status = 0;
+	if (job_load(&bin, base, &err) != TW_OK || search_run(base, &sp, &res, &err) != TW_OK) {
+		status = cli_fail(&err);
+		goto out;
+	}
+	int64_t seq_used = seq ? seq : base->model.seq_len;
+	if (!res.any_fit) {
+		char desc[160];
+		if (res.closest_short_bytes == INT64_MAX) {
+			tw_errf(&err, TW_ERR_INVALID,
+				"nothing fits: none of the %lld candidates for %s on %lld x %s is a valid strategy",
+				(long long)res.candidates, base->model.name, (long long)base->gpus,
+				base->cluster.name);
+		} else {
+			cand_desc(sp.framework, &res.closest, desc, sizeof(desc));
+			tw_errf(&err, TW_ERR_INVALID,
+				"nothing fits: %s on %lld x %s (%.1f GiB each): smallest shortfall %.1f GiB "
+				"with %s (%.1f GiB needed; %s)%s",
+				base->model.name, (long long)base->gpus, base->cluster.name,
+				gib(res.closest.capacity_bytes), gib(res.closest_short_bytes), desc,
+				gib(res.closest.peak_bytes), res.closest.worst_verdict,
+				res.offload_tried ? "; optimizer offload included" : "");
+		}
+		status = cli_fail(&err);
+		goto out;
+	}
+	if (emit_path && emit(&o, base, &sp, &res.top[0], emit_path, &err) != TW_OK) {
+		status = cli_fail(&err);
+		goto out;
+	}
+	if (o.json)
+		print_json(base, &sp, &res, seq_used, emit_path);
+	else {
+		print_text(base, &sp, &res, seq_used);
+		if (emit_path)
+			printf("wrote %s and %s.strategy.json (use: --ds-config %s -s %s.strategy.json)\n",
+			       emit_path, emit_path, emit_path, emit_path);
+	}
+out:
+	search_result_release(&res);
+	free(base);
+	return status;
 }

@@ -225,6 +225,18 @@ static bool case_flash(const cJSON *cs)
 	return false;
 }
 
+/* Whether the case's text says the run overlapped the data-parallel gradient reduce /
+ * parameter gather with compute (Megatron-Core --overlap-grad-reduce / --overlap-param-gather;
+ * Megatron's default is off). */
+static bool case_mentions(const cJSON *cs, const char *a, const char *b)
+{
+	const char *t[2] = { str(cs, "notes"), str(cs, "source") };
+	for (int i = 0; i < 2; i++)
+		if (t[i] && (strstr(t[i], a) || (b && strstr(t[i], b))))
+			return true;
+	return false;
+}
+
 static cJSON *strategy_json(const cJSON *cs, const cJSON *s, const cJSON *m, struct vcase *vc)
 {
 	cJSON *o = cJSON_CreateObject();
@@ -236,6 +248,24 @@ static cJSON *strategy_json(const cJSON *cs, const cJSON *s, const cJSON *m, str
 	if (!fw)
 		fw = "megatron";
 	cJSON_AddStringToObject(o, "framework", fw);
+	if (!strcmp(fw, "megatron")) {
+		bool distopt = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s, "distributed_optimizer"));
+		double zs = 0;
+		distopt = distopt || (num(s, "zero_stage", &zs) && zs >= 1);
+		if (case_mentions(cs, "overlap-grad-reduce", "grad-reduce/param-gather overlap")) {
+			cJSON_AddBoolToObject(o, "overlap_grad_reduce", true);
+			assume(vc, "strategy.overlap_grad_reduce=true (the case says so)");
+		}
+		if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s, "sequence_parallel")) &&
+		    case_mentions(cs, "tp-comm-overlap", "TP comm overlap")) {
+			cJSON_AddBoolToObject(o, "tp_comm_overlap", true);
+			assume(vc, "strategy.tp_comm_overlap=true (the case says so)");
+		}
+		if (distopt && case_mentions(cs, "overlap-param-gather", "param-gather overlap")) {
+			cJSON_AddBoolToObject(o, "overlap_param_gather", true);
+			assume(vc, "strategy.overlap_param_gather=true (the case says so)");
+		}
+	}
 	static const char *const ints[] = { "tp", "pp", "cp", "ep", "micro_batch", "global_batch" };
 	for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++) {
 		double v;

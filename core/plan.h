@@ -177,9 +177,10 @@ const char *plan_copy_name(enum plan_copy c);
 const char *plan_mem_cat_name(enum plan_mem_cat c);
 const char *plan_device_name(enum plan_device d);
 const char *plan_phase_name(enum plan_phase p);
+/* The op's dependencies (op->ndeps of them; NULL when none: a plan may have no deps array). */
 static inline const uint32_t *plan_op_deps(const struct plan *p, const struct plan_op *op)
 {
-	return p->deps + op->dep_off;
+	return op->ndeps ? p->deps + op->dep_off : NULL;
 }
 
 #endif

@@ -108,6 +108,10 @@ struct pb {
 	int64_t psi, psit;      /* parameters on this rank: all, trainable (elements) */
 	int64_t psi_layers;     /* of which in transformer layers */
 	uint32_t last_d2h;
+	uint32_t tpo_ag;        /* tp_comm_overlap: an SP all-gather the next GEMM overlaps */
+	uint32_t before_gemm;   /* the compute op before the latest GEMM */
+	uint32_t *pg_op;        /* Megatron overlap_param_gather: the all-gather of each layer of
+				 * this stage (by act_index layer slot), PLAN_NONE once waited on */
 };
 
 /* ---- op emission ------------------------------------------------------------------------ */
@@ -146,7 +150,19 @@ static void wait_on(struct pb *b, uint32_t id)
 static uint32_t compute_d(struct pb *b, enum plan_kernel kern, const char *name, double flops,
 			  double bytes, enum plan_stream st, uint32_t dep)
 {
+	/* tp_comm_overlap: a GEMM runs alongside the all-gather of its input (userbuffers
+	 * pipeline the chunks), what follows it waits for both; any other kernel waits first */
+	uint32_t ag = st == PLAN_STREAM_COMPUTE ? b->tpo_ag : PLAN_NONE;
+	if (ag != PLAN_NONE) {
+		b->tpo_ag = PLAN_NONE;
+		if (kern != PLAN_K_GEMM)
+			wait_on(b, ag);
+	}
+	if (st == PLAN_STREAM_COMPUTE && kern == PLAN_K_GEMM)
+		b->before_gemm = b->last_compute;
 	uint32_t id = emit(b, PLAN_COMPUTE, st, name, &dep, dep == PLAN_NONE ? 0 : 1, true);
+	if (ag != PLAN_NONE && kern == PLAN_K_GEMM)
+		wait_on(b, ag);
 	struct plan_op *op = &b->p->ops[id];
 	op->u.compute.kernel = (uint8_t)kern;
 	op->u.compute.dtype = (uint8_t)(kern == PLAN_K_OPTIM ? TW_FP32 : b->pdt);
@@ -233,7 +249,19 @@ static uint32_t coll(struct pb *b, enum plan_coll c, enum job_group g, enum plan
 static void coll_tp(struct pb *b, enum plan_coll c, enum job_group g, const char *name,
 		    int64_t count)
 {
-	wait_on(b, coll(b, c, g, PLAN_STREAM_COMM_TP, name, count, b->pdt, b->last_compute));
+	bool tpo = b->megatron && b->sp && b->s->tp_comm_overlap && g == JOB_GROUP_TP;
+	if (tpo && c == PLAN_ALL_GATHER) {
+		/* Megatron-Core --tp-comm-overlap: the next GEMM consumes the gathered chunks as
+		 * they arrive */
+		wait_on(b, b->tpo_ag); /* a gather nothing overlapped yet */
+		b->tpo_ag = coll(b, c, g, PLAN_STREAM_COMM_TP, name, count, b->pdt, b->last_compute);
+		return;
+	}
+	uint32_t dep = b->last_compute;
+	if (tpo && c == PLAN_REDUCE_SCATTER && dep != PLAN_NONE &&
+	    b->p->ops[dep].u.compute.kernel == PLAN_K_GEMM)
+		dep = b->before_gemm; /* reduce-scatters the GEMM's chunks as they are produced */
+	wait_on(b, coll(b, c, g, PLAN_STREAM_COMM_TP, name, count, b->pdt, dep));
 }
 
 static struct p2p_ctr *peer_ctr(struct pb *b, int64_t peer)
@@ -600,6 +628,11 @@ static enum plan_stream red_stream(const struct pb *b)
 
 static int64_t bucket_elems(const struct pb *b)
 {
+	/* Megatron-Core DDP: buckets of max(40M, 1M x dp) elements when it overlaps the grad
+	 * reduce (distributed_data_parallel.py), else one bucket for all grads */
+	if (b->megatron)
+		return b->s->overlap_grad_reduce ? (40000000 > 1000000 * b->dp ? 40000000 : 1000000 * b->dp)
+						 : INT64_MAX / 4;
 	if (b->ds && b->s->zero_stage == 0)
 		return DS_STAGE0_BUCKET;
 	return b->s->reduce_bucket_size > 0 ? b->s->reduce_bucket_size : DS_STAGE0_BUCKET;
@@ -962,6 +995,11 @@ static void layer_fwd(struct pb *b, int64_t l)
 	b->layer = (int32_t)l;
 	struct act_sizes a = layer_act(b, l);
 	int64_t ai = act_index(b, l);
+	if (b->pg_op && b->pg_op[ai % b->nlayers] != PLAN_NONE) {
+		/* its parameters, updated by the last step, are gathered by now */
+		wait_on(b, b->pg_op[ai % b->nlayers]);
+		b->pg_op[ai % b->nlayers] = PLAN_NONE;
+	}
 	if (b->upl == 1)
 		unit_in(b, 1 + l);
 	if (b->s->recompute == STRAT_RECOMPUTE_FULL) {
@@ -1378,7 +1416,7 @@ static void optimizer_step(struct pb *b)
 	mem_free(b, zero1_part, "grads_partition", PLAN_STREAM_COMPUTE);
 	/* updated parameters back to every replica */
 	if ((b->ds && (b->shard == SH_OPT || b->shard == SH_GRAD)) ||
-	    (b->megatron && s->distributed_optimizer))
+	    (b->megatron && s->distributed_optimizer && !s->overlap_param_gather))
 		coll(b, PLAN_ALL_GATHER, b->zgroup, PLAN_STREAM_COMPUTE, "ag_params", part, b->pdt,
 		     PLAN_NONE);
 	else if (b->ds && b->shard == SH_PARAM && b->persist_elems > 0)
@@ -1542,6 +1580,7 @@ static void setup(struct pb *b)
 	for (int64_t i = 0; i < PLAN_NUM_STREAMS; i++)
 		b->wait[i] = PLAN_NONE;
 	b->last_compute = b->last_red = b->last_d2h = PLAN_NONE;
+	b->tpo_ag = b->before_gemm = PLAN_NONE;
 	b->bucket_buf = b->grads_full = b->grads_part = -1;
 	b->layer = b->micro = b->stage = -1;
 	b->phase = PLAN_PHASE_OTHER;
@@ -1608,6 +1647,45 @@ static void setup(struct pb *b)
 		b->act[i] = b->ckpt[i] = -1;
 }
 
+/* Megatron-Core --overlap-param-gather: the all-gather of the parameters the last optimizer
+ * step updated runs bucket by bucket on the DP stream, and each layer's first forward waits
+ * only for its own bucket (the steady state of consecutive steps: the gathers issued after
+ * step k's optimizer overlap step k+1's forward). Buckets follow forward order over the
+ * stage's layers, max(40M, 1M x dp) elements each as the gradient buckets. */
+static void param_gather_start(struct pb *b)
+{
+	int64_t nl = b->nlayers > 0 ? b->nlayers : 1, B = bucket_elems(b), N = b->nz, acc = 0;
+	b->pg_op = TW_NEW_ARRAY(uint32_t, (size_t)nl);
+	uint8_t ph = b->phase;
+	b->phase = PLAN_PHASE_FWD;
+	b->micro = 0;
+	int64_t slot0 = 0, k = 0;
+	for (int64_t c = 0; c < b->vp; c++)
+		for (int64_t l = b->first[c]; l < b->first[c] + b->nl[c]; l++, k++) {
+			int64_t n = 0;
+			for (int64_t u = 1 + l * b->upl; u < 1 + (l + 1) * b->upl; u++)
+				n += unit_trainable(b, u);
+			if (k == 0 && b->c.pp == 0)
+				n += unit_trainable(b, 0); /* the embedding goes with the first bucket */
+			if (k == nl - 1 && b->c.pp == b->pp - 1)
+				n += unit_trainable(b, b->head_uid); /* the head with the last */
+			acc += n;
+			bool close = acc >= B || k == nl - 1;
+			b->pg_op[k] = PLAN_NONE;
+			if (!close)
+				continue;
+			b->layer = (int32_t)l;
+			uint32_t id = coll(b, PLAN_ALL_GATHER, b->zgroup, PLAN_STREAM_COMM, "ag_params",
+					   (acc + N - 1) / N, b->pdt, PLAN_NONE);
+			for (int64_t i = slot0; i <= k; i++)
+				b->pg_op[i] = id;
+			slot0 = k + 1;
+			acc = 0;
+		}
+	b->phase = ph;
+	b->layer = b->micro = -1;
+}
+
 enum tw_result plan_rank(const struct job *j, int64_t rank, struct plan *out, struct tw_err *err)
 {
 	memset(out, 0, sizeof(*out));
@@ -1631,6 +1709,8 @@ enum tw_result plan_rank(const struct job *j, int64_t rank, struct plan *out, st
 	struct item *items = TW_NEW_ARRAY(struct item, nitems);
 	int32_t *logits = TW_NEW_ARRAY(int32_t, (size_t)b.nmicro);
 	size_t n = schedule(&b, items);
+	if (b.megatron && b.s->overlap_param_gather && b.s->distributed_optimizer)
+		param_gather_start(&b);
 	for (size_t i = 0; i < n; i++)
 		run_item(&b, &items[i], logits);
 	optimizer_step(&b);
@@ -1642,6 +1722,7 @@ enum tw_result plan_rank(const struct job *j, int64_t rank, struct plan *out, st
 	free(b.keep_fwd);
 	free(b.act);
 	free(b.ckpt);
+	free(b.pg_op);
 	return TW_OK;
 }
 

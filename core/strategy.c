@@ -134,7 +134,8 @@ static const char *const our_keys[] = {
 	"name", "description", "note", "framework", "deepspeed_version", "tp", "pp", "cp", "cp_kind",
 	"ep", "vp", "sequence_parallel", "schedule", "recompute", "flash_attention", "fp8",
 	"precision", "optimizer", "distributed_optimizer", "fsdp", "lora", "seq_len", "micro_batch",
-	"global_batch", "grad_accum", "hf_trainer", "ds_config", NULL};
+	"global_batch", "grad_accum", "hf_trainer", "ds_config", "host_op_us",
+	"overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap", NULL};
 
 static bool is_our_key(const char *k)
 {
@@ -349,7 +350,9 @@ static const char *const offload_names[] = {"none", "cpu", "nvme"};
 struct ours {
 	struct oval framework, version, tp, pp, cp, cp_kind, ep, vp, sp, schedule, recompute, flash,
 		fp8, precision, optimizer, distopt, fsdp_sharding, fsdp_group, lora_rank,
-		lora_targets, seq_len;
+		lora_targets, seq_len, host_op, ogr, opg, tpo;
+	bool ogr_v, opg_v, tpo_v;
+	double host_op_v;
 	int framework_i, schedule_i, recompute_i, cp_kind_i, precision_i, optimizer_i, fsdp_i;
 	int64_t tp_v, pp_v, cp_v, ep_v, vp_v, seq_v, fsdp_group_v, lora_rank_v;
 	bool sp_v, flash_v, fp8_v, distopt_v;
@@ -447,6 +450,10 @@ static enum tw_result parse_ours(struct strat_rd *r, const cJSON *o, struct ours
 	TW_CHECK(oenum(r, o, NULL, "recompute", recompute_names, &u->recompute_i, &u->recompute));
 	TW_CHECK(obool(r, o, NULL, "flash_attention", &u->flash_v, &u->flash));
 	TW_CHECK(obool(r, o, NULL, "fp8", &u->fp8_v, &u->fp8));
+	TW_CHECK(onum(r, o, NULL, "host_op_us", 0, 1e4, &u->host_op_v, &u->host_op));
+	TW_CHECK(obool(r, o, NULL, "overlap_grad_reduce", &u->ogr_v, &u->ogr));
+	TW_CHECK(obool(r, o, NULL, "overlap_param_gather", &u->opg_v, &u->opg));
+	TW_CHECK(obool(r, o, NULL, "tp_comm_overlap", &u->tpo_v, &u->tpo));
 	TW_CHECK(oenum(r, o, NULL, "precision", precision_names, &u->precision_i, &u->precision));
 	TW_CHECK(oenum(r, o, NULL, "optimizer", optimizer_names, &u->optimizer_i, &u->optimizer));
 	TW_CHECK(obool(r, o, NULL, "distributed_optimizer", &u->distopt_v, &u->distopt));
@@ -1054,7 +1061,20 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 			   s->distributed_optimizer ? "distributed optimizer shards states like ZeRO-1"
 						    : "optimizer states replicated",
 			   "%d", s->zero_stage);
-		s->overlap_comm = false;
+		s->overlap_grad_reduce = u.ogr.given && u.ogr_v;
+		s->overlap_param_gather = u.opg.given && u.opg_v;
+		oprov(s, "overlap_grad_reduce", &u.ogr, "Megatron default", "%s",
+		      s->overlap_grad_reduce ? "true" : "false");
+		oprov(s, "overlap_param_gather", &u.opg, "Megatron default", "%s",
+		      s->overlap_param_gather ? "true" : "false");
+		if (s->overlap_param_gather && !s->distributed_optimizer)
+			return sfail(r, "overlap_param_gather",
+				     "needs distributed_optimizer (Megatron's rule)");
+		s->tp_comm_overlap = u.tpo.given && u.tpo_v;
+		oprov(s, "tp_comm_overlap", &u.tpo, "Megatron default", "%s",
+		      s->tp_comm_overlap ? "true" : "false");
+		/* gradient buckets reduced as they fill, on the DP stream */
+		s->overlap_comm = s->overlap_grad_reduce;
 	} else if (s->framework == STRAT_FSDP) {
 		s->fsdp_sharding = u.fsdp_sharding.given ? (enum strat_fsdp)u.fsdp_i
 							 : STRAT_FSDP_FULL_SHARD;
@@ -1066,12 +1086,18 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 			   "%d", s->zero_stage);
 		s->overlap_comm = true; /* FSDP prefetches and reduces on its own streams */
 	}
+	if (s->framework != STRAT_MEGATRON && (u.ogr.given || u.opg.given))
+		return sfail(r, u.ogr.given ? "overlap_grad_reduce" : "overlap_param_gather",
+			     "needs framework megatron (DeepSpeed: zero_optimization.overlap_comm)");
+	if (s->framework != STRAT_MEGATRON && u.tpo.given)
+		return sfail(r, "tp_comm_overlap", "needs framework megatron");
 	if (s->framework != STRAT_FSDP && u.fsdp_group.given)
 		return sfail(r, "fsdp.shard_group_size", "needs framework fsdp");
 
 	s->recompute = u.recompute.given ? (enum strat_recompute)u.recompute_i : STRAT_RECOMPUTE_NONE;
 	s->flash_attention = u.flash.given ? u.flash_v : true;
 	s->fp8_gemm = u.fp8.given && u.fp8_v;
+	s->host_op_us = u.host_op.given ? u.host_op_v : STRAT_HOST_OP_US;
 	s->lora_rank = u.has_lora ? u.lora_rank_v : 0;
 	s->lora_targets = u.has_lora ? u.lora_targets_v : 0;
 
@@ -1129,6 +1155,8 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 	      recompute_names[s->recompute]);
 	oprov(s, "flash_attention", &u.flash, "twin default: fused attention keeps no s x s scores",
 	      "%s", s->flash_attention ? "true" : "false");
+	oprov(s, "host_op_us", &u.host_op, "eager PyTorch: host time per framework op (docs/simulator.md)",
+	      "%g", s->host_op_us);
 	oprov(s, "fp8", &u.fp8, "GEMMs in the model dtype", "%s", s->fp8_gemm ? "true" : "false");
 	if (s->fp8_gemm && r->c && r->c->gpu.name[0] && r->c->gpu.peak_tflops[TW_FP8] <= 0)
 		return sfail(r, "fp8", "fp8: GPU %s has no fp8 tensor cores", r->c->gpu.name);
@@ -1234,6 +1262,10 @@ struct cJSON *strategy_to_json(const struct strategy *s)
 	cJSON_AddBoolToObject(a, "partition_activations", s->partition_activations);
 	cJSON_AddBoolToObject(a, "cpu_checkpointing", s->cpu_checkpointing);
 	cJSON_AddBoolToObject(a, "flash_attention", s->flash_attention);
+	cJSON_AddNumberToObject(o, "host_op_us", s->host_op_us);
+	cJSON_AddBoolToObject(o, "overlap_grad_reduce", s->overlap_grad_reduce);
+	cJSON_AddBoolToObject(o, "overlap_param_gather", s->overlap_param_gather);
+	cJSON_AddBoolToObject(o, "tp_comm_overlap", s->tp_comm_overlap);
 	cJSON *l = cJSON_AddObjectToObject(o, "lora");
 	cJSON_AddNumberToObject(l, "rank", (double)s->lora_rank);
 	cJSON_AddNumberToObject(l, "targets_mask", s->lora_targets);

@@ -37,6 +37,10 @@ struct strat_prov {
 };
 
 #define STRAT_MAX_PROV 128
+/* Default host time per framework op in eager PyTorch (Megatron, DeepSpeed, FSDP), us: the
+ * CUDA launch alone takes 5-20 us of host time per kernel (HTA docs, reference/profiling.md
+ * s1.6) and an eager op adds Python, the dispatcher and autograd recording on top; docs/simulator.md. */
+#define STRAT_HOST_OP_US 20.0
 struct strategy {
 	enum strat_framework framework;
 	char deepspeed_version[16];  /* selects defaults that changed between versions */
@@ -75,6 +79,15 @@ struct strategy {
 
 	/* Megatron / FSDP */
 	bool distributed_optimizer;
+	/* Megatron-Core DDP: reduce(-scatter) gradient buckets during the last backward
+	 * (--overlap-grad-reduce) and all-gather updated parameters bucket by bucket before
+	 * their forward (--overlap-param-gather, needs the distributed optimizer); both off by
+	 * default, as in Megatron */
+	bool overlap_grad_reduce, overlap_param_gather;
+	/* Megatron-Core --tp-comm-overlap (Transformer Engine userbuffers, needs sequence
+	 * parallelism): each SP all-gather / reduce-scatter is split into chunks pipelined with
+	 * the GEMM next to it; off by default */
+	bool tp_comm_overlap;
 	enum strat_fsdp fsdp_sharding;
 	int64_t fsdp_shard_group;   /* HYBRID_SHARD: ranks per shard group (default gpus per node) */
 
@@ -82,6 +95,10 @@ struct strategy {
 	enum strat_recompute recompute;
 	bool partition_activations, cpu_checkpointing;
 	bool flash_attention;       /* default true: no s*s scores saved */
+
+	/* host dispatch: the CPU time one framework op costs the rank's issuing thread (Python,
+	 * dispatcher, autograd, CUDA launch), us; 0: the host never delays the GPU (sim) */
+	double host_op_us;
 
 	/* LoRA (rank 0: off) */
 	int64_t lora_rank;

@@ -76,4 +76,47 @@ const char *exec_features(void);
 /* Trace category of a plan op (also used by tests). */
 enum trace_cat exec_op_cat(const struct plan_op *op);
 
+/* ==== calibration (twin calibrate) — appended by the calibration module; implementation
+ * exec/calib.c (host) and exec/cuda/calib_cuda.c (cuda, CUDA builds only); what is measured and
+ * which cluster fields it replaces: docs/calibrate.md. ======================================= */
+#define CALIB_MAX_POINTS 8
+struct calib_point {
+	int64_t n;                   /* square GEMM n x n x n */
+	double flops;                /* 2 n^3 */
+	double tflops;               /* best measured rate */
+};
+struct calib_result {
+	char backend[8], host[64], date[32]; /* date: UTC, ISO 8601 to the minute */
+	int ranks;                   /* host: MPI ranks measuring together; cuda: GPUs */
+	bool report;                 /* this process writes the file (rank 0) */
+	double peak_tflops[TW_NUM_DTYPES]; /* best GEMM rate per dtype, 0: not measured */
+	enum tw_dtype gemm_dtype;    /* the sweep below (host: fp32; cuda: bf16) */
+	int npoints;
+	struct calib_point gemm[CALIB_MAX_POINTS];
+	double cpu_tflops;           /* host: sgemm on all cores */
+	double mem_GBps;             /* host: one core's streaming copy (mean over ranks);
+					cuda: device-to-device copy; read + written bytes / s */
+	double host_mem_GBps;        /* all cores' streaming copy, read + written bytes / s */
+	int host_threads;
+	double h2d_GBps, d2h_GBps;   /* cuda: pinned copies */
+	double allreduce_busbw_GBps; /* 0: not measured (one rank / one GPU) */
+	double allreduce_bytes;
+};
+struct calib_options {
+	const char *backend;         /* "host" | "cuda" */
+	bool quick;                  /* a few seconds: smaller sizes, fewer repetitions */
+};
+/* Measure this machine. Under mpirun every rank measures at once (so per-rank figures are a
+ * rank's share) and rank 0 gets the result with report set. */
+enum tw_result calib_measure(const struct calib_options *o, struct calib_result *r,
+			     struct tw_err *err);
+/* Replace the measured fields of a cluster file tree (the file's schema, notes kept) and note
+ * each one "measured by twin calibrate on HOST at DATE". base is the loaded BASE. */
+enum tw_result calib_apply(const struct calib_result *r, const struct cluster *base,
+			   struct cJSON *root, struct tw_err *err);
+#ifdef TWIN_HAVE_CUDA
+enum tw_result calib_cuda_measure(const struct calib_options *o, struct calib_result *r,
+				  struct tw_err *err);
+#endif
+
 #endif

@@ -99,3 +99,52 @@ int64_t sim_copy_ns(const struct job *j, const struct plan_op *op, double *bw_GB
 		return 0;
 	return (int64_t)ceil((double)op->u.copy.bytes / bw + c->node.pcie_latency_us * 1e3);
 }
+
+/* Framework ops one plan op stands for: the Python-level calls the rank's thread makes to
+ * issue it (docs/simulator.md, "Host dispatch"), counted from Megatron-LM's GPT layer in eager
+ * PyTorch (2021-23 code, which Megatron-DeepSpeed shares):
+ *  - a linear: the tensor-parallel region autograd Function, the matmul, the bias add or view
+ *    (3); backward: dgrad, wgrad and the bias-grad sum (3);
+ *  - unfused attention (CoreAttention): q/k/v views and transposes, the score buffer from the
+ *    global memory buffer, baddbmm, the fused scale-mask-softmax with its reshapes, dropout
+ *    inside the CUDA RNG tracker's fork (two get/set RNG-state pairs), bmm, permute,
+ *    contiguous and views: about 25; backward about 14 autograd nodes (two per bmm, softmax,
+ *    dropout, the view/permute nodes). Flash attention: the call and its reshapes (6, 3);
+ *  - layer norm: the module and its Function (2, 2); bias-gelu and bias-dropout-add: the
+ *    grad-mode context, expand and the scripted function (3; backward 2);
+ *  - a collective: the autograd region Function and the c10d call (2); p2p, copies: 1;
+ *  - embedding (word + position + add + dropout: 6, 3); vocab-parallel cross entropy (max,
+ *    its all-reduce, subtract, exp, sums, gather of the target logit, masks: 15; backward 5). */
+static double framework_ops(const struct job *j, const struct plan_op *op)
+{
+	bool bwd = op->phase == PLAN_PHASE_BWD && !(op->flags & PLAN_F_RECOMPUTE);
+	switch (op->kind) {
+	case PLAN_COMPUTE:
+		switch (op->u.compute.kernel) {
+		case PLAN_K_GEMM: return 3;
+		case PLAN_K_ATTN:
+			if (!j->strat.flash_attention)
+				return bwd ? 14 : 25;
+			return bwd ? 3 : 6;
+		case PLAN_K_NORM: return 2;
+		case PLAN_K_ELEMWISE: return bwd ? 2 : 3;
+		case PLAN_K_EMBED: return bwd ? 3 : 6;
+		case PLAN_K_LOSS: return bwd ? 5 : 15;
+		default: return 1;
+		}
+	case PLAN_COLL:
+		return 2;
+	case PLAN_P2P:
+	case PLAN_COPY:
+		return 1;
+	default:
+		return 0; /* allocations: the caching allocator, well under a framework op */
+	}
+}
+
+int64_t sim_host_ns(const struct job *j, const struct plan_op *op)
+{
+	if (op->stream == PLAN_STREAM_HOST || j->strat.host_op_us <= 0)
+		return 0; /* host-stream work is timed as host work itself */
+	return (int64_t)llround(framework_ops(j, op) * j->strat.host_op_us * 1e3);
+}

@@ -14,7 +14,7 @@
 
 #include "sim_int.h"
 
-enum { EV_OP_END = 0, EV_COMM_DATA, EV_FLOW_END };
+enum { EV_OP_END = 0, EV_COMM_DATA, EV_FLOW_END, EV_HOST };
 enum { LINK_NVL = 0, LINK_NIC, LINK_PCIE, LINKS_PER_GPU };
 #define DEFAULT_MAX_EVENTS 2000000000LL
 
@@ -22,6 +22,12 @@ struct role {
 	int64_t rep;            /* its representative rank */
 	struct plan plan;
 	int64_t *dur;           /* base duration of COMPUTE / COPY ops, ns */
+	int64_t *issue;         /* host time at which the rank's thread has issued each op, ns,
+				 * before sync shifts (it issues the plan in order, each op
+				 * costing sim_host_ns) */
+	uint32_t *sync_op;      /* ops after which the host synchronizes with the GPU, in order */
+	uint32_t *sync_from;    /* first op of each sync's batch of p2p ops */
+	uint32_t nsync;
 	uint32_t *succ_off, *succ; /* dependents (CSR) */
 	uint32_t *sops[PLAN_NUM_STREAMS];
 	uint32_t nsops[PLAN_NUM_STREAMS];
@@ -35,6 +41,10 @@ struct srank {
 	uint32_t *left;         /* dependencies left per op */
 	uint32_t head[PLAN_NUM_STREAMS];
 	bool busy[PLAN_NUM_STREAMS];
+	bool wake[PLAN_NUM_STREAMS]; /* a wake-up at the head op's issue time is queued */
+	uint32_t sync_k;        /* the host waits at role sync_op[sync_k] (nsync: no more) */
+	uint32_t sync_left;     /* p2p ops of that batch not finished yet */
+	int64_t host_shift;     /* how long syncs have held the host back, ns */
 	int64_t start[PLAN_NUM_STREAMS];
 	int32_t ncomm;          /* comm operations in progress that involve this GPU */
 	double compute_scale;   /* straggler: < 1 slower */
@@ -298,6 +308,29 @@ static void push_work(struct eng *e, int32_t sr, int stream)
 	e->work[e->nwork++] = (int64_t)sr * PLAN_NUM_STREAMS + stream;
 }
 
+static uint32_t batch_size(const struct role *ro, uint32_t k)
+{
+	uint32_t n = 0;
+	for (uint32_t i = ro->sync_from[k]; i <= ro->sync_op[k]; i++)
+		n += ro->plan.ops[i].kind == PLAN_P2P;
+	return n;
+}
+
+/* The batch the host waited for is done (torch.cuda.synchronize returned): the host goes on
+ * issuing from max(its own time, now). */
+static void host_resume(struct eng *e, int32_t sri, int64_t t)
+{
+	struct srank *s = &e->sr[sri];
+	const struct role *ro = &e->roles[s->role];
+	int64_t held = t - ro->issue[ro->sync_op[s->sync_k]];
+	if (held > s->host_shift)
+		s->host_shift = held;
+	s->sync_k++;
+	s->sync_left = s->sync_k < ro->nsync ? batch_size(ro, s->sync_k) : 0;
+	for (int st = 0; st < PLAN_NUM_STREAMS; st++)
+		push_work(e, sri, st);
+}
+
 static void complete_op_at(struct eng *e, int32_t sri, uint32_t opi, int64_t t0, int64_t t,
 			   bool stream_released)
 {
@@ -312,6 +345,9 @@ static void complete_op_at(struct eng *e, int32_t sri, uint32_t opi, int64_t t0,
 	s->ndone++;
 	if (t > s->end_ns)
 		s->end_ns = t;
+	if (s->sync_k < ro->nsync && op->kind == PLAN_P2P && opi >= ro->sync_from[s->sync_k] &&
+	    opi <= ro->sync_op[s->sync_k] && --s->sync_left == 0)
+		host_resume(e, sri, t);
 	for (uint32_t k = ro->succ_off[opi]; k < ro->succ_off[opi + 1]; k++) {
 		uint32_t d = ro->succ[k];
 		if (--s->left[d] == 0)
@@ -605,6 +641,16 @@ static void drain(struct eng *e)
 		uint32_t opi = ro->sops[st][s->head[st]];
 		if (s->left[opi] != 0)
 			continue;
+		if (s->sync_k < ro->nsync && opi > ro->sync_op[s->sync_k])
+			continue; /* the host waits at a sync and has not issued it yet */
+		if (ro->issue[opi] + s->host_shift > e->now) {
+			/* ready on the GPU, not yet issued by the host: wait for the host thread */
+			if (!s->wake[st]) {
+				s->wake[st] = true;
+				sim_heap_push(&e->heap, ro->issue[opi] + s->host_shift, EV_HOST, sri, st, 0);
+			}
+			continue;
+		}
 		start_op(e, sri, opi);
 	}
 }
@@ -616,6 +662,8 @@ static enum tw_result role_prepare(struct eng *e, struct role *ro)
 	const struct plan *p = &ro->plan;
 	size_t n = p->nops;
 	ro->dur = TW_NEW_ARRAY(int64_t, n ? n : 1);
+	ro->issue = TW_NEW_ARRAY(int64_t, n ? n : 1);
+	int64_t host_t = 0;
 	ro->succ_off = TW_NEW_ARRAY(uint32_t, n + 1);
 	ro->succ = TW_NEW_ARRAY(uint32_t, p->ndeps ? p->ndeps : 1);
 	for (size_t i = 0; i < n; i++) {
@@ -635,6 +683,8 @@ static enum tw_result role_prepare(struct eng *e, struct role *ro)
 			ro->succ_off[d[k] + 1]++;
 		}
 		ro->nsops[op->stream]++;
+		host_t += sim_host_ns(e->j, op);
+		ro->issue[i] = host_t;
 		if (op->kind == PLAN_COMPUTE)
 			ro->dur[i] = sim_compute_ns(e->j, op);
 		else if (op->kind == PLAN_COPY)
@@ -652,6 +702,33 @@ static enum tw_result role_prepare(struct eng *e, struct role *ro)
 			if (peer < 0 || peer >= e->j->gpus)
 				return tw_errf(e->err, TW_ERR_INVALID, "op %s: p2p peer %lld outside the job's %lld GPUs",
 					       op->name ? op->name : "?", (long long)peer, (long long)e->j->gpus);
+		}
+	}
+	/* Megatron synchronizes the device after each batch of p2p isend/irecv
+	 * (p2p_communication.py; Megatron-Core's batch_p2p_sync, default on): the host waits
+	 * there until the batch is done. A batch: consecutive p2p ops (allocations between them
+	 * do not count). Not for the interleaved schedule: its plan orders the p2p ops of the
+	 * model chunks differently from Megatron's batches, and waiting there would deadlock. */
+	ro->sync_op = TW_NEW_ARRAY(uint32_t, n ? n : 1);
+	ro->sync_from = TW_NEW_ARRAY(uint32_t, n ? n : 1);
+	ro->nsync = 0;
+	if (e->j->strat.framework == STRAT_MEGATRON && e->j->strat.host_op_us > 0 &&
+	    e->j->strat.schedule != STRAT_SCHED_INTERLEAVED && e->j->strat.vp <= 1) {
+		for (size_t i = 0; i < n;) {
+			if (p->ops[i].kind != PLAN_P2P) {
+				i++;
+				continue;
+			}
+			size_t first = i, last = i;
+			for (i++; i < n; i++) {
+				uint8_t k = p->ops[i].kind;
+				if (k == PLAN_P2P)
+					last = i;
+				else if (k != PLAN_ALLOC && k != PLAN_FREE)
+					break;
+			}
+			ro->sync_from[ro->nsync] = (uint32_t)first;
+			ro->sync_op[ro->nsync++] = (uint32_t)last;
 		}
 	}
 	for (size_t i = 0; i < n; i++)
@@ -710,6 +787,9 @@ static void eng_free(struct eng *e)
 		struct role *ro = &e->roles[i];
 		plan_release(&ro->plan);
 		free(ro->dur);
+		free(ro->issue);
+		free(ro->sync_op);
+		free(ro->sync_from);
 		free(ro->succ_off);
 		free(ro->succ);
 		free(ro->name);
@@ -808,6 +888,8 @@ enum tw_result sim_run_plans(const struct job *j, const struct sim_options *opt,
 		for (size_t k = 0; k < p->nops; k++)
 			s->left[k] = p->ops[k].ndeps;
 		s->record = !opt->full || opt->trace_all || s->rank == e->roles[s->role].rep;
+		if (e->roles[s->role].nsync > 0)
+			s->sync_left = batch_size(&e->roles[s->role], 0);
 	}
 	net_init(&e->net, (int32_t)(e->nsr * LINKS_PER_GPU));
 	{
@@ -866,6 +948,10 @@ enum tw_result sim_run_plans(const struct job *j, const struct sim_options *opt,
 			break;
 		case EV_COMM_DATA:
 			comm_data(e, ev.a, ev.b);
+			break;
+		case EV_HOST:
+			e->sr[ev.a].wake[ev.b] = false;
+			push_work(e, ev.a, (int)ev.b);
 			break;
 		case EV_FLOW_END: {
 			int32_t owner = e->net.flows[ev.a].owner;

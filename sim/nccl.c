@@ -189,21 +189,32 @@ bool nccl_eval(const struct nccl_comm *cm, enum plan_coll c, double S, int a, in
 	double nsteps = ar ? 2.0 * (double)(n - 1) : agrs ? (double)(n - 1) : (double)n;
 	double total = N == 1 ? cm->intra_GBps : fmin(cm->intra_GBps, cm->inter_GBps);
 	double bw_ch = total / cm->nch;
-	double bus = cm->nch * bw_ch, alg;
+	/* §1.6 step 5: small messages run on fewer channels (the kernel, not the tuner's table):
+	 * drop channels while nBytes < nc x threads x threadThreshold */
+	int nc = cm->nch;
+	if (a != NCCL_NVLS) {
+		double nt = p == NCCL_LL128 ? 640 : 512;
+		double thr = p == NCCL_SIMPLE ? 64 : 8;
+		if (p == NCCL_LL && a == NCCL_RING)
+			thr *= (double)n;
+		while (nc >= 2 && S < nc * nt * thr)
+			nc--;
+	}
+	double bus = nc * bw_ch, alg;
 	if (a == NCCL_RING) {
 		if (p == NCCL_LL)
-			bus = fmin(ll_max_bw[N > 1 ? (cm->amd_cpu ? 1 : 0) : ci][i2], 0.5 * bus);
+			bus = fmin(ll_max_bw[N > 1 ? (cm->amd_cpu ? 1 : 0) : ci][i2] * nc / cm->nch, 0.5 * bus);
 		else if (p == NCCL_LL128)
-			bus = fmin(0.92 * bus, cm->nch * per_ch_ring_ll128[ci]);
+			bus = fmin(0.92 * bus, nc * per_ch_ring_ll128[ci]);
 		alg = bus * (double)n / nsteps;
 	} else if (a == NCCL_TREE) {
 		/* across two nodes each node sends S once; beyond, 2S (double binary tree) */
-		bus = fmin(cm->intra_GBps, cm->inter_GBps * (N == 2 ? 2.0 : 1.0));
-		bus = fmin(0.92 * bus, cm->nch * per_ch_tree[ci][i2]);
+		bus = fmin(cm->intra_GBps, cm->inter_GBps * (N == 2 ? 2.0 : 1.0)) * nc / cm->nch;
+		bus = fmin(0.92 * bus, nc * per_ch_tree[ci][i2]);
 		if (p == NCCL_LL)
-			bus = fmin(bus / 3.8, ll_max_bw[cm->amd_cpu ? 1 : 0][i2]);
+			bus = fmin(bus / 3.8, ll_max_bw[cm->amd_cpu ? 1 : 0][i2] * nc / cm->nch);
 		else if (p == NCCL_LL128)
-			bus = fmin(bus * 120.0 / 128.0, cm->nch * per_ch_tree_ll128[ci][i2]);
+			bus = fmin(bus * 120.0 / 128.0, nc * per_ch_tree_ll128[ci][i2]);
 		alg = bus * 0.5;
 	} else {
 		/* NVLS AllReduce: each GPU sends S into the switch and gets S/n... in both phases,
@@ -245,7 +256,7 @@ bool nccl_eval(const struct nccl_comm *cm, enum plan_coll c, double S, int a, in
 
 	/* pipeline fill: the first chunk of a channel crosses every step before data streams */
 	double chunk = a == NCCL_NVLS ? NVLS_CHUNK : step_bytes[p];
-	double per_ch = S / (cm->nch * (double)n);
+	double per_ch = S / (nc * (double)n);
 	if (chunk > per_ch)
 		chunk = per_ch;
 	double fill_steps = a == NCCL_NVLS ? 2.0

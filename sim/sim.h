@@ -48,4 +48,82 @@ struct sim_coll_result {
 enum tw_result sim_collective(const struct cluster *c, const char *op, double S, int64_t ranks,
 			      const char *algo, struct sim_coll_result *out, struct tw_err *err);
 
+/* ==== search (twin plan) — appended by the search module; implementation sim/search.c,
+ * model and limits in docs/search.md. ==================================================== */
+
+/* What to search: the job's model and cluster come from `base` (its strategy is ignored);
+ * candidates vary tp, pp, micro-batch, ZeRO stage (or Megatron distributed optimizer / FSDP
+ * sharding), recompute, and optimizer offload when nothing fits without it. A pin >= 0 fixes
+ * that dimension. `sets` are the user's strategy --set PATH=VALUE, applied after the
+ * candidate's own (cluster paths in it are skipped: they are in base). */
+struct search_space {
+	enum strat_framework framework;
+	int64_t global_batch;        /* samples per optimizer step */
+	int64_t seq;                 /* tokens per sample; 0: the model's */
+	const char *const *sets;
+	int nsets;
+	const char *strategies_dir;  /* for strategy_resolve (presets); may be NULL */
+	int64_t pin_tp, pin_pp, pin_micro, pin_zero, pin_recompute; /* -1: search */
+	int top;                     /* candidates kept, best first (default 5) */
+	bool exhaustive;             /* simulate every fitting candidate (no bound pruning) */
+	int threads;                 /* worker threads, 0: one per online CPU (at most
+					SEARCH_MAX_THREADS); the result does not depend on it */
+};
+#define SEARCH_MAX_THREADS 64
+void search_space_init(struct search_space *s);
+
+#define SEARCH_MAX_SETS 12
+struct search_cand {
+	int64_t tp, pp, dp, micro, grad_accum;
+	int zero;                    /* deepspeed: ZeRO stage; megatron: 1 with the distributed
+					optimizer; fsdp: 3 FULL_SHARD, 2 SHARD_GRAD_OP, 0 NO_SHARD */
+	enum strat_recompute recompute;
+	enum strat_offload offload;  /* optimizer offload */
+	bool sequence_parallel;
+	int64_t peak_bytes;          /* worst role: plan_memory gpu_total */
+	int64_t capacity_bytes;      /* gpu.memory_gib */
+	int64_t bound_ns;            /* lower bound: busiest role's compute-stream time */
+	int64_t step_ns;             /* simulated step time, 0: not simulated */
+	int64_t seq;                 /* enumeration order among the fitting: breaks ties */
+	double tokens_s, tokens_s_gpu, mfu;
+	int64_t short_bytes;         /* memory missing on the worst role: GPU bytes beyond
+					capacity, or when the GPU fits, host bytes beyond the
+					node's share per GPU (offload); <= 0: fits */
+	char verdict[160];           /* scratch: the last role's verdict */
+	char worst_verdict[160];     /* plan_mem_fits verdict of the worst role (or host's) */
+	/* the strategy --set list that reproduces it (strategy_resolve input) */
+	int nsets;
+	char sets[SEARCH_MAX_SETS][64];
+};
+
+struct search_result {
+	struct search_cand *top;     /* best first, ntop <= space.top */
+	int ntop;
+	int64_t candidates;          /* enumerated */
+	int64_t rejected;            /* refused by the strategy resolver */
+	int64_t skipped;             /* not built: a smaller micro-batch already did not fit */
+	int64_t duplicates;          /* selective recompute identical to none (nothing to redo) */
+	int64_t fit, simulated, pruned; /* pruned: bound above the top-K simulated times */
+	double wall_s, configs_per_s; /* search time; candidates / wall */
+	double filter_s, sim_s;      /* of which: enumeration and memory filter; simulation */
+	int threads;                 /* worker threads used */
+	bool offload_tried;          /* nothing fit on GPU, so optimizer offload was searched */
+	/* when nothing fits: the candidate with the smallest shortfall */
+	bool any_fit;
+	struct search_cand closest;
+	int64_t closest_short_bytes;
+};
+
+/* Enumerate, filter by memory (plan_memory + plan_mem_fits on every role), simulate the fitting
+ * ones (symmetric sim_run) and rank by step time. Nothing fitting is not an error here
+ * (res->any_fit false, res->closest filled); bad inputs are (global batch not divisible, ...). */
+enum tw_result search_run(const struct job *base, const struct search_space *sp,
+			  struct search_result *res, struct tw_err *err);
+/* The resolved job of a candidate (same code path as the search). */
+enum tw_result search_job(const struct job *base, const struct search_space *sp,
+			  const struct search_cand *c, struct job *out, struct tw_err *err);
+void search_result_release(struct search_result *res);
+/* "zero 3", "distopt", "FULL_SHARD", ... for printing */
+const char *search_shard_name(enum strat_framework f, int zero);
+
 #endif

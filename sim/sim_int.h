@@ -142,6 +142,8 @@ int64_t net_eta(const struct net *n, int32_t flow, int64_t now);
 
 /* Duration of a COMPUTE op on an idle GPU (or the host CPU for host-stream ops), ns. */
 int64_t sim_compute_ns(const struct job *j, const struct plan_op *op);
+/* Host time the rank's issuing thread spends to issue an op (framework dispatch), ns. */
+int64_t sim_host_ns(const struct job *j, const struct plan_op *op);
 /* Duration of a COPY op at full PCIe / NVMe speed, ns; bw_GBps gets the speed used. */
 int64_t sim_copy_ns(const struct job *j, const struct plan_op *op, double *bw_GBps);
 /* Efficiency table lookup (cluster_eff_lookup semantics). */

@@ -19,7 +19,7 @@ for bin in "$B"/fuzz_*; do
 	dict=""
 	[ -f "tests/fuzz/$t.dict" ] && dict="-dict=tests/fuzz/$t.dict"
 	# shellcheck disable=SC2086
-	"$bin" -print_final_stats=1 -max_total_time="$SECS" -timeout=10 -rss_limit_mb=2048 -max_len=65536 $dict \
+	"$bin" -print_final_stats=1 -close_fd_mask=1 -max_total_time="$SECS" -timeout=10 -rss_limit_mb=2048 -max_len=65536 $dict \
 		-artifact_prefix="$B/crashes/$t-" "$corpus" $seeds >"$B/$t.log" 2>&1
 	rc=$?
 	execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$B/$t.log" | awk '{print $2}')

@@ -407,6 +407,50 @@ static void test_engine_straggler(struct test_ctx *T)
 	trace_release(&t2);
 }
 
+static int64_t mini_step(struct job *j, struct mini *m, bool full, struct tw_err *err)
+{
+	struct sim_plan_source src = { m, mini_build, mini_roles };
+	struct sim_options o = { .full = full };
+	struct trace t;
+	struct sim_stats st = { 0 };
+	if (sim_run_plans(j, &o, &src, &t, &st, err) != TW_OK)
+		return -1;
+	trace_release(&t);
+	return st.step_ns;
+}
+
+static void test_engine_host_dispatch(struct test_ctx *T)
+{
+	/* one GPU, tiny kernels: the host thread issues fc1 (a GEMM: 3 framework ops), dp_ar (a
+	 * collective: 2) and other (3) at 100 us per framework op, so "other" cannot start
+	 * before 800 us although the GPU work takes nanoseconds */
+	struct job j;
+	struct tw_err err = { 0 };
+	make_job(&j, 1, 1, 1, 8);
+	struct mini m = { .micro = 1, .gemm_flops = 1e6 };
+	int64_t fast = mini_step(&j, &m, false, &err);
+	CHECK(T, fast > 0 && fast < 1000);
+	j.strat.host_op_us = 100;
+	int64_t bound = mini_step(&j, &m, false, &err);
+	CHECK(T, bound >= 800000 && bound < 801000);
+	/* large kernels: the host runs ahead; only the first GEMM waits for its issue */
+	m.gemm_flops = 1.56e12;
+	CHECK_EQ_INT(T, mini_step(&j, &m, false, &err), 300000 + 20000000);
+	/* Megatron's sync after each p2p batch: the host waits there and cannot run ahead of
+	 * the pipeline, so the step grows; symmetric and full mode still agree to the nanosecond */
+	make_job(&j, 2, 2, 4, 4);
+	m = (struct mini){ .micro = 4, .gemm_flops = 2e9 };
+	j.strat.host_op_us = 20;
+	j.strat.framework = STRAT_DEEPSPEED;
+	int64_t nosync = mini_step(&j, &m, false, &err);
+	j.strat.framework = STRAT_MEGATRON;
+	j.strat.schedule = STRAT_SCHED_1F1B;
+	j.strat.vp = 1;
+	int64_t sync = mini_step(&j, &m, false, &err), sync_full = mini_step(&j, &m, true, &err);
+	CHECK(T, nosync > 0 && sync > nosync);
+	CHECK_EQ_INT(T, sync, sync_full);
+}
+
 static void test_engine_errors(struct test_ctx *T)
 {
 	struct job j;
@@ -460,6 +504,7 @@ int main(void)
 	TEST_RUN(&T, test_engine_single_gemm);
 	TEST_RUN(&T, test_engine_symmetric_equals_full);
 	TEST_RUN(&T, test_engine_straggler);
+	TEST_RUN(&T, test_engine_host_dispatch);
 	TEST_RUN(&T, test_engine_errors);
 	TEST_RUN(&T, test_collective_cases);
 	return test_done(&T);

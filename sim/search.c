@@ -1,0 +1,700 @@
+/* search — the what-if search behind `twin plan` (docs/search.md): enumerate strategies, build
+ * each through the strategy resolver (the same code path as --set on the command line), keep
+ * those whose every role fits in GPU memory (plan_memory), then simulate in order of a compute
+ * lower bound and rank by simulated step time. */
+#include "sim.h"
+#include "sim_int.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#define MAX_ROLES 4096
+#define MAX_DIVS 256
+
+void search_space_init(struct search_space *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->framework = STRAT_DEEPSPEED;
+	s->pin_tp = s->pin_pp = s->pin_micro = s->pin_zero = s->pin_recompute = -1;
+	s->top = 5;
+}
+
+const char *search_shard_name(enum strat_framework f, int zero)
+{
+	static const char *const ds[] = { "zero 0", "zero 1", "zero 2", "zero 3" };
+	if (f == STRAT_MEGATRON)
+		return zero ? "distopt" : "no-distopt";
+	if (f == STRAT_FSDP)
+		return zero == 3 ? "FULL_SHARD" : zero == 2 ? "SHARD_GRAD_OP" : "NO_SHARD";
+	return zero >= 0 && zero <= 3 ? ds[zero] : "?";
+}
+
+static const char *recompute_name(enum strat_recompute r)
+{
+	return r == STRAT_RECOMPUTE_FULL ? "full" : r == STRAT_RECOMPUTE_SELECTIVE ? "selective" : "none";
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int divisors(int64_t n, int64_t *out, int max)
+{
+	int k = 0;
+	for (int64_t d = 1; d <= n && k < max; d++)
+		if (n % d == 0)
+			out[k++] = d;
+	return k;
+}
+
+static void add_set(struct search_cand *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void add_set(struct search_cand *c, const char *fmt, ...)
+{
+	if (c->nsets >= SEARCH_MAX_SETS)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(c->sets[c->nsets++], sizeof(c->sets[0]), fmt, ap);
+	va_end(ap);
+}
+
+/* The candidate as strategy --set paths, in the framework's own vocabulary. */
+static void cand_sets(const struct job *base, const struct search_space *sp, struct search_cand *c)
+{
+	bool bf16 = base->cluster.gpu.peak_tflops[TW_BF16] > 0;
+	c->nsets = 0;
+	switch (sp->framework) {
+	case STRAT_DEEPSPEED:
+		add_set(c, "tp=%lld", (long long)c->tp);
+		add_set(c, "pp=%lld", (long long)c->pp);
+		add_set(c, "train_batch_size=%lld", (long long)sp->global_batch);
+		add_set(c, "train_micro_batch_size_per_gpu=%lld", (long long)c->micro);
+		add_set(c, "zero_optimization.stage=%d", c->zero);
+		add_set(c, bf16 ? "bf16.enabled=true" : "fp16.enabled=true");
+		if (c->offload == STRAT_OFFLOAD_CPU)
+			add_set(c, "zero_optimization.offload_optimizer.device=cpu");
+		break;
+	case STRAT_MEGATRON:
+		add_set(c, "framework=megatron");
+		add_set(c, "tp=%lld", (long long)c->tp);
+		add_set(c, "pp=%lld", (long long)c->pp);
+		add_set(c, "global_batch=%lld", (long long)sp->global_batch);
+		add_set(c, "micro_batch=%lld", (long long)c->micro);
+		add_set(c, "distributed_optimizer=%s", c->zero ? "true" : "false");
+		if (c->sequence_parallel)
+			add_set(c, "sequence_parallel=true");
+		if (!bf16)
+			add_set(c, "precision=fp16");
+		break;
+	case STRAT_FSDP:
+		add_set(c, "framework=fsdp");
+		add_set(c, "tp=%lld", (long long)c->tp);
+		add_set(c, "global_batch=%lld", (long long)sp->global_batch);
+		add_set(c, "micro_batch=%lld", (long long)c->micro);
+		add_set(c, "fsdp.sharding_strategy=%s", search_shard_name(STRAT_FSDP, c->zero));
+		if (!bf16)
+			add_set(c, "precision=fp16");
+		break;
+	}
+	add_set(c, "recompute=%s", recompute_name(c->recompute));
+	if (sp->seq > 0)
+		add_set(c, "seq_len=%lld", (long long)sp->seq);
+}
+
+/* The user's sets that do not pin a searched dimension and are not cluster paths. */
+struct user_sets {
+	const char *v[64];
+	int n;
+};
+
+enum tw_result search_job(const struct job *base, const struct search_space *sp,
+			  const struct search_cand *c, struct job *out, struct tw_err *err)
+{
+	const char *sets[SEARCH_MAX_SETS + 64];
+	int n = 0;
+	for (int i = 0; i < c->nsets; i++)
+		sets[n++] = c->sets[i];
+	for (int i = 0; i < sp->nsets && n < (int)(sizeof(sets) / sizeof(sets[0])); i++) {
+		char path[128];
+		const char *eq = strchr(sp->sets[i], '=');
+		size_t len = eq ? (size_t)(eq - sp->sets[i]) : strlen(sp->sets[i]);
+		if (len >= sizeof(path))
+			len = sizeof(path) - 1;
+		memcpy(path, sp->sets[i], len);
+		path[len] = '\0';
+		/* pins were consumed by search_run; cluster paths are already in base */
+		if (cluster_owns_path(path) || !strcmp(path, "tp") || !strcmp(path, "pp") ||
+		    !strcmp(path, "recompute") || !strcmp(path, "zero_optimization.stage") ||
+		    !strcmp(path, "micro_batch") || !strcmp(path, "train_micro_batch_size_per_gpu"))
+			continue;
+		sets[n++] = sp->sets[i];
+	}
+	out->model = base->model;
+	out->cluster = base->cluster;
+	out->gpus = base->gpus;
+	out->nodes = base->nodes;
+	struct strat_inputs si = { .strategies_dir = sp->strategies_dir, .sets = sets, .nsets = n,
+				   .gpus = base->gpus };
+	TW_CHECK(strategy_resolve(&si, &out->model, &out->cluster, &out->strat, err));
+	out->seq = out->strat.seq_len ? out->strat.seq_len : out->model.seq_len;
+	if (!tw_mul64(out->strat.global_batch, out->seq, &out->tokens_per_step))
+		return tw_errf(err, TW_ERR_INVALID, "global_batch x seq_len overflows 64 bits");
+	return TW_OK;
+}
+
+/* Memory and compute bound of every role of j. Returns false when a plan cannot be built
+ * (err filled). */
+static bool measure(const struct job *j, struct search_cand *c, int64_t *reps, int64_t *w,
+		    struct tw_err *err)
+{
+	int64_t nr = plan_roles(j, reps, w, MAX_ROLES);
+	c->peak_bytes = 0;
+	c->bound_ns = 0;
+	c->capacity_bytes = 0;
+	int64_t worst_short = INT64_MIN;
+	for (int64_t r = 0; r < nr; r++) {
+		struct plan p;
+		if (plan_rank(j, reps[r], &p, err) != TW_OK)
+			return false;
+		struct plan_mem m;
+		enum tw_result rc = plan_memory(j, &p, &m, err);
+		if (rc != TW_OK) {
+			plan_release(&p);
+			return false;
+		}
+		/* the busiest compute stream bounds the step from below: the simulator runs these
+		 * ops one after another at no less than their own cost */
+		int64_t busy = 0;
+		for (size_t i = 0; i < p.nops; i++) {
+			const struct plan_op *op = &p.ops[i];
+			if (op->kind == PLAN_COMPUTE && op->stream == PLAN_STREAM_COMPUTE)
+				busy += sim_compute_ns(j, op);
+		}
+		plan_release(&p);
+		if (busy > c->bound_ns)
+			c->bound_ns = busy;
+		int64_t s = m.gpu_total - m.gpu_capacity;
+		bool gpu_fits = plan_mem_fits(&m, c->verdict, sizeof(c->verdict));
+		/* offloaded states live in host memory: the node's share per GPU must hold them */
+		int64_t hs = m.host_capacity > 0 ? m.peak[PLAN_DEV_HOST] - m.host_capacity : INT64_MIN;
+		if (gpu_fits && hs > 0) {
+			snprintf(c->verdict, sizeof(c->verdict),
+				 "host memory does not fit: needs %.2f GiB more of %.2f GiB per GPU",
+				 (double)hs / (double)TW_GIB, (double)m.host_capacity / (double)TW_GIB);
+			s = hs;
+		}
+		if (s > worst_short) {
+			worst_short = s;
+			c->peak_bytes = m.gpu_total;
+			c->capacity_bytes = m.gpu_capacity;
+			snprintf(c->worst_verdict, sizeof(c->worst_verdict), "%s", c->verdict);
+		}
+	}
+	c->short_bytes = worst_short;
+	return true;
+}
+
+static double peak_tflops(const struct job *j)
+{
+	const struct cluster *c = &j->cluster;
+	enum tw_dtype d = j->strat.fp8_gemm ? TW_FP8 : j->strat.param_dtype;
+	if (d == TW_FP32 && c->gpu.peak_tflops[TW_TF32] > 0)
+		d = TW_TF32; /* fp32 training runs its GEMMs in TF32 (as twin simulate) */
+	double p = c->gpu.peak_tflops[d];
+	if (p <= 0)
+		p = c->gpu.peak_tflops[TW_BF16] > 0 ? c->gpu.peak_tflops[TW_BF16] : c->gpu.peak_tflops[TW_FP16];
+	return p;
+}
+
+/* Apply the user's pins (tp=, pp=, recompute=, zero_optimization.stage=, micro_batch=). */
+static enum tw_result read_pins(const struct search_space *in, struct search_space *sp,
+				struct tw_err *err)
+{
+	*sp = *in;
+	for (int i = 0; i < in->nsets; i++) {
+		const char *s = in->sets[i], *eq = strchr(s, '=');
+		if (!eq)
+			continue;
+		size_t len = (size_t)(eq - s);
+		const char *v = eq + 1;
+		int64_t *pin = NULL;
+		if (len == 2 && !strncmp(s, "tp", 2))
+			pin = &sp->pin_tp;
+		else if (len == 2 && !strncmp(s, "pp", 2))
+			pin = &sp->pin_pp;
+		else if ((len == 11 && !strncmp(s, "micro_batch", 11)) ||
+			 (len == 30 && !strncmp(s, "train_micro_batch_size_per_gpu", 30)))
+			pin = &sp->pin_micro;
+		else if (len == 23 && !strncmp(s, "zero_optimization.stage", 23))
+			pin = &sp->pin_zero;
+		else if (len == 9 && !strncmp(s, "recompute", 9)) {
+			if (!strcmp(v, "none"))
+				sp->pin_recompute = STRAT_RECOMPUTE_NONE;
+			else if (!strcmp(v, "selective"))
+				sp->pin_recompute = STRAT_RECOMPUTE_SELECTIVE;
+			else if (!strcmp(v, "full"))
+				sp->pin_recompute = STRAT_RECOMPUTE_FULL;
+			else
+				return tw_errf(err, TW_ERR_INVALID,
+					       "--set %s: recompute must be one of: none, selective, full", s);
+			continue;
+		}
+		if (!pin)
+			continue;
+		char *end;
+		long long x = strtoll(v, &end, 10);
+		if (*v == '\0' || *end != '\0' || x < 0 || x > (1LL << 40))
+			return tw_errf(err, TW_ERR_INVALID, "--set %s: must be a non-negative integer", s);
+		*pin = x;
+	}
+	return TW_OK;
+}
+
+/* Candidate order for the top K: step time, then enumeration order (so ties, and therefore
+ * the result, do not depend on which thread finished first). */
+static bool before(const struct search_cand *x, const struct search_cand *y)
+{
+	return x->step_ns != y->step_ns ? x->step_ns < y->step_ns : x->seq < y->seq;
+}
+
+static void keep_top(struct search_result *res, int top, const struct search_cand *c)
+{
+	int n = res->ntop;
+	if (n == top && !before(c, &res->top[n - 1]))
+		return;
+	int i = n < top ? n : top - 1;
+	while (i > 0 && before(c, &res->top[i - 1])) {
+		res->top[i] = res->top[i - 1];
+		i--;
+	}
+	res->top[i] = *c;
+	if (n < top)
+		res->ntop++;
+}
+
+/* One task of the memory filter: every recompute and micro-batch choice of one (tp, pp, zero,
+ * offload). Tasks run on worker threads; their results are merged in task order. */
+struct task {
+	int64_t tp, pp, dp;
+	int zero;
+	enum strat_offload offload;
+	const int64_t *mics;
+	int nm;
+	/* out */
+	struct search_cand *fit;
+	size_t nfit, cap;
+	int64_t candidates, rejected, skipped, duplicates;
+	struct search_cand closest;
+	int64_t closest_short;
+};
+
+struct shared {
+	const struct job *base;
+	const struct search_space *sp;
+	struct task *tasks;
+	size_t ntasks, next_task;
+	/* simulation */
+	struct search_cand *fit;
+	size_t nfit, next_fit;
+	struct search_result *res;
+	enum tw_result rc;
+	struct tw_err err;
+	pthread_mutex_t mu;
+	/* libcjson writes a global error position on every parse (cJSON_GetErrorPtr, unused
+	 * here); resolving one candidate at a time keeps that write free of data races */
+	pthread_mutex_t resolve_mu;
+};
+
+static enum tw_result resolve_locked(struct shared *sh, const struct search_cand *c,
+				     struct job *out, struct tw_err *err)
+{
+	pthread_mutex_lock(&sh->resolve_mu);
+	enum tw_result rc = search_job(sh->base, sh->sp, c, out, err);
+	pthread_mutex_unlock(&sh->resolve_mu);
+	return rc;
+}
+
+static void run_task(struct shared *sh, struct task *t)
+{
+	const struct job *base = sh->base;
+	const struct search_space *sp = sh->sp;
+	struct job *j = TW_NEW(struct job);
+	int64_t *reps = TW_NEW_ARRAY(int64_t, MAX_ROLES), *w = TW_NEW_ARRAY(int64_t, MAX_ROLES);
+	t->closest_short = INT64_MAX;
+	/* recompute none's peak and bound per micro-batch size: a selective candidate with the
+	 * same figures recomputes nothing (flash attention saves no scores), a duplicate */
+	int64_t none_peak[MAX_DIVS], none_bound[MAX_DIVS];
+	for (int k = 0; k < t->nm; k++)
+		none_peak[k] = none_bound[k] = -1;
+	for (int r = 0; r < 3; r++) {
+		if (sp->pin_recompute >= 0 && sp->pin_recompute != r)
+			continue;
+		for (int k = 0; k < t->nm; k++) {
+			struct search_cand c;
+			memset(&c, 0, sizeof(c));
+			c.tp = t->tp;
+			c.pp = t->pp;
+			c.dp = t->dp;
+			c.micro = t->mics[k];
+			c.grad_accum = sp->global_batch / (t->dp * c.micro);
+			c.zero = t->zero;
+			c.recompute = (enum strat_recompute)r;
+			c.offload = t->offload;
+			c.sequence_parallel = sp->framework == STRAT_MEGATRON && t->tp > 1;
+			cand_sets(base, sp, &c);
+			t->candidates++;
+			struct tw_err e = { 0 };
+			memset(j, 0, sizeof(*j));
+			if (resolve_locked(sh, &c, j, &e) != TW_OK || !measure(j, &c, reps, w, &e)) {
+				t->rejected++;
+				continue;
+			}
+			c.sequence_parallel = j->strat.sequence_parallel;
+			if (r == STRAT_RECOMPUTE_NONE) {
+				none_peak[k] = c.peak_bytes;
+				none_bound[k] = c.bound_ns;
+			} else if (r == STRAT_RECOMPUTE_SELECTIVE && none_peak[k] == c.peak_bytes &&
+				   none_bound[k] == c.bound_ns) {
+				t->duplicates++;
+				continue;
+			}
+			int64_t shortfall = c.short_bytes;
+			if (shortfall > 0) {
+				if (shortfall < t->closest_short) {
+					t->closest_short = shortfall;
+					t->closest = c;
+				}
+				/* activations only grow with the micro-batch: larger ones cannot fit */
+				t->skipped += t->nm - k - 1;
+				t->candidates += t->nm - k - 1;
+				break;
+			}
+			TW_GROW(t->fit, t->cap, t->nfit + 1);
+			t->fit[t->nfit++] = c;
+		}
+	}
+	free(j);
+	free(reps);
+	free(w);
+}
+
+static void *filter_worker(void *p)
+{
+	struct shared *sh = p;
+	for (;;) {
+		pthread_mutex_lock(&sh->mu);
+		size_t i = sh->next_task++;
+		pthread_mutex_unlock(&sh->mu);
+		if (i >= sh->ntasks)
+			return NULL;
+		run_task(sh, &sh->tasks[i]);
+	}
+}
+
+static double peak_of(const struct job *j);
+
+/* Simulate candidates in order of their lower bound; once the bound of the next one puts it
+ * after the K-th best simulated, no later one (higher bound) can enter the top K. */
+static void *sim_worker(void *p)
+{
+	struct shared *sh = p;
+	struct job *j = TW_NEW(struct job);
+	for (;;) {
+		pthread_mutex_lock(&sh->mu);
+		struct search_result *res = sh->res;
+		int top = sh->sp->top;
+		size_t i = sh->next_fit;
+		if (sh->rc != TW_OK || i >= sh->nfit) {
+			pthread_mutex_unlock(&sh->mu);
+			break;
+		}
+		struct search_cand *c = &sh->fit[i];
+		if (!sh->sp->exhaustive && res->ntop == top) {
+			const struct search_cand *kth = &res->top[top - 1];
+			if (c->bound_ns > kth->step_ns || (c->bound_ns == kth->step_ns && c->seq > kth->seq)) {
+				sh->next_fit = sh->nfit;
+				pthread_mutex_unlock(&sh->mu);
+				break;
+			}
+		}
+		sh->next_fit++;
+		pthread_mutex_unlock(&sh->mu);
+
+		struct tw_err e = { 0 };
+		memset(j, 0, sizeof(*j));
+		enum tw_result rc = resolve_locked(sh, c, j, &e);
+		struct sim_stats st;
+		memset(&st, 0, sizeof(st));
+		if (rc == TW_OK) {
+			struct sim_options o = { .full = false };
+			struct trace t;
+			rc = sim_run(j, &o, &t, &st, &e);
+			if (rc == TW_OK)
+				trace_release(&t);
+		}
+		if (rc == TW_OK) {
+			c->step_ns = st.step_ns > 0 ? st.step_ns : 1;
+			double step_s = (double)c->step_ns * 1e-9;
+			int64_t gpus = sh->base->gpus;
+			c->tokens_s = (double)j->tokens_per_step / step_s;
+			c->tokens_s_gpu = c->tokens_s / (double)gpus;
+			double mf = model_flops_per_token(&j->model, j->seq) * (double)j->tokens_per_step;
+			double pk = peak_of(j);
+			c->mfu = pk > 0 ? mf / (double)gpus / step_s * 1e-12 / pk : 0;
+		}
+		pthread_mutex_lock(&sh->mu);
+		if (rc != TW_OK) {
+			if (sh->rc == TW_OK) {
+				sh->rc = rc;
+				tw_errf(&sh->err, rc, "simulating tp %lld pp %lld dp %lld micro %lld %s recompute %s: %s",
+					(long long)c->tp, (long long)c->pp, (long long)c->dp, (long long)c->micro,
+					search_shard_name(sh->sp->framework, c->zero), recompute_name(c->recompute),
+					e.msg);
+			}
+		} else {
+			res->simulated++;
+			keep_top(res, top, c);
+		}
+		pthread_mutex_unlock(&sh->mu);
+	}
+	free(j);
+	return NULL;
+}
+
+/* Run fn on n threads (the caller is one of them). */
+static void run_workers(void *(*fn)(void *), struct shared *sh, int n)
+{
+	pthread_t th[SEARCH_MAX_THREADS];
+	int started = 0;
+	for (int i = 1; i < n && i < SEARCH_MAX_THREADS; i++) {
+		if (pthread_create(&th[started], NULL, fn, sh) != 0)
+			break; /* fewer threads: the work queue still drains */
+		started++;
+	}
+	fn(sh);
+	for (int i = 0; i < started; i++)
+		pthread_join(th[i], NULL);
+}
+
+static int by_bound_seq(const void *a, const void *b)
+{
+	const struct search_cand *x = a, *y = b;
+	if (x->bound_ns != y->bound_ns)
+		return x->bound_ns < y->bound_ns ? -1 : 1;
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+enum tw_result search_run(const struct job *base, const struct search_space *space,
+			  struct search_result *res, struct tw_err *err)
+{
+	memset(res, 0, sizeof(*res));
+	double t0 = now_s();
+	struct search_space sp;
+	TW_CHECK(read_pins(space, &sp, err));
+	if (sp.top <= 0)
+		sp.top = 5;
+	if (sp.global_batch <= 0)
+		return tw_errf(err, TW_ERR_INVALID, "global batch must be > 0 (got %lld)",
+			       (long long)sp.global_batch);
+	int threads = sp.threads;
+	if (threads <= 0) {
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+		threads = n < 1 ? 1 : n > SEARCH_MAX_THREADS ? SEARCH_MAX_THREADS : (int)n;
+	}
+	if (threads > SEARCH_MAX_THREADS)
+		threads = SEARCH_MAX_THREADS;
+	res->threads = threads;
+	const struct model *m = &base->model;
+	const struct cluster *cl = &base->cluster;
+	const int64_t gpus = base->gpus;
+
+	int64_t tps[MAX_DIVS], pps[MAX_DIVS];
+	int ntp = 0, npp = 0;
+	{
+		int64_t d[MAX_DIVS];
+		int nd = divisors(cl->node.gpus < gpus ? cl->node.gpus : gpus, d, MAX_DIVS);
+		for (int i = 0; i < nd; i++)
+			if (gpus % d[i] == 0 && m->heads % d[i] == 0 && m->kv_heads % d[i] == 0 &&
+			    (sp.pin_tp < 0 || sp.pin_tp == d[i]))
+				tps[ntp++] = d[i];
+		nd = divisors(m->layers, d, MAX_DIVS);
+		for (int i = 0; i < nd; i++)
+			if (gpus % d[i] == 0 && (sp.pin_pp < 0 || sp.pin_pp == d[i]) &&
+			    (sp.framework != STRAT_FSDP || d[i] == 1))
+				pps[npp++] = d[i];
+	}
+	if (ntp == 0)
+		return tw_errf(err, TW_ERR_INVALID,
+			       "no tensor-parallel degree fits: tp must divide model.heads=%lld, "
+			       "model.kv_heads=%lld, --gpus %lld and node.gpus=%d%s",
+			       (long long)m->heads, (long long)m->kv_heads, (long long)gpus, cl->node.gpus,
+			       sp.pin_tp >= 0 ? " (and the pinned --set tp)" : "");
+	if (npp == 0)
+		return tw_errf(err, TW_ERR_INVALID,
+			       "no pipeline degree fits: pp must divide model.layers=%lld and --gpus %lld%s",
+			       (long long)m->layers, (long long)gpus,
+			       sp.pin_pp >= 0 ? " (and the pinned --set pp)" : "");
+
+	/* micro-batch sizes per (tp, pp): divisors of global_batch / dp */
+	typedef int64_t mic_row[MAX_DIVS];
+	mic_row *mics = TW_NEW_ARRAY(mic_row, (size_t)(ntp * npp));
+	int *nmics = TW_NEW_ARRAY(int, (size_t)(ntp * npp));
+	int64_t dps[MAX_DIVS];
+	int ndps = 0;
+	bool any_batch = false;
+	for (int a = 0; a < ntp; a++)
+		for (int b = 0; b < npp; b++) {
+			int64_t tp = tps[a], pp = pps[b], slot = a * npp + b;
+			if (gpus % (tp * pp))
+				continue;
+			int64_t dp = gpus / (tp * pp);
+			int i = 0;
+			while (i < ndps && dps[i] != dp)
+				i++;
+			if (i == ndps && ndps < MAX_DIVS)
+				dps[ndps++] = dp;
+			if (sp.global_batch % dp)
+				continue;
+			int64_t d[MAX_DIVS];
+			int nd = divisors(sp.global_batch / dp, d, MAX_DIVS);
+			for (int k = 0; k < nd; k++)
+				if (sp.pin_micro < 0 || sp.pin_micro == d[k])
+					mics[slot][nmics[slot]++] = d[k];
+			if (nmics[slot] > 0)
+				any_batch = true;
+		}
+	if (!any_batch) {
+		free(mics);
+		free(nmics);
+		char list[160] = "";
+		size_t len = 0;
+		for (int i = 0; i < ndps && len + 24 < sizeof(list); i++)
+			len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%lld", i ? ", " : "",
+						(long long)dps[i]);
+		return tw_errf(err, TW_ERR_INVALID,
+			       "--global-batch %lld is not divisible by the data-parallel size of any "
+			       "candidate (dp in {%s})%s",
+			       (long long)sp.global_batch, list,
+			       sp.pin_micro >= 0 ? " times the pinned micro-batch" : "");
+	}
+
+	struct shared sh;
+	memset(&sh, 0, sizeof(sh));
+	sh.base = base;
+	sh.sp = &sp;
+	sh.res = res;
+	pthread_mutex_init(&sh.mu, NULL);
+	pthread_mutex_init(&sh.resolve_mu, NULL);
+	struct search_cand *fit = NULL;
+	size_t nfit = 0, fit_cap = 0;
+	res->closest_short_bytes = INT64_MAX;
+
+	/* pass 0: everything on the GPU; pass 1 (only if nothing fit): optimizer offload to CPU */
+	for (int pass = 0; pass < 2; pass++) {
+		if (pass == 1) {
+			if (nfit > 0 || sp.framework != STRAT_DEEPSPEED)
+				break;
+			res->offload_tried = true;
+		}
+		size_t ntasks = 0, cap = 0;
+		struct task *tasks = NULL;
+		for (int a = 0; a < ntp; a++)
+			for (int b = 0; b < npp; b++) {
+				int slot = a * npp + b;
+				if (nmics[slot] == 0)
+					continue;
+				int64_t tp = tps[a], pp = pps[b];
+				int zlo = pass == 1 ? 1 : 0, zhi = 3; /* offload needs ZeRO >= 1 */
+				if (sp.framework == STRAT_MEGATRON)
+					zhi = 1;
+				else if (sp.framework == STRAT_DEEPSPEED && pp > 1)
+					zhi = 1; /* ZeRO-2/3 are incompatible with DeepSpeed's pipeline */
+				for (int z = zlo; z <= zhi; z++) {
+					if ((sp.pin_zero >= 0 && sp.pin_zero != z) ||
+					    (sp.framework == STRAT_FSDP && z == 1))
+						continue; /* FSDP shardings map to 0, 2, 3 */
+					TW_GROW(tasks, cap, ntasks + 1);
+					struct task *t = &tasks[ntasks++];
+					memset(t, 0, sizeof(*t));
+					t->tp = tp;
+					t->pp = pp;
+					t->dp = gpus / (tp * pp);
+					t->zero = z;
+					t->offload = pass ? STRAT_OFFLOAD_CPU : STRAT_OFFLOAD_NONE;
+					t->mics = mics[slot];
+					t->nm = nmics[slot];
+				}
+			}
+		sh.tasks = tasks;
+		sh.ntasks = ntasks;
+		sh.next_task = 0;
+		run_workers(filter_worker, &sh, threads);
+		for (size_t i = 0; i < ntasks; i++) {
+			struct task *t = &tasks[i];
+			res->candidates += t->candidates;
+			res->rejected += t->rejected;
+			res->skipped += t->skipped;
+			res->duplicates += t->duplicates;
+			if (t->closest_short < res->closest_short_bytes) {
+				res->closest_short_bytes = t->closest_short;
+				res->closest = t->closest;
+			}
+			for (size_t k = 0; k < t->nfit; k++) {
+				TW_GROW(fit, fit_cap, nfit + 1);
+				fit[nfit] = t->fit[k];
+				fit[nfit].seq = (int64_t)nfit;
+				nfit++;
+			}
+			free(t->fit);
+		}
+		free(tasks);
+	}
+	free(mics);
+	free(nmics);
+	res->fit = (int64_t)nfit;
+	res->any_fit = nfit > 0;
+	res->filter_s = now_s() - t0;
+
+	enum tw_result rc = TW_OK;
+	if (nfit > 0) {
+		qsort(fit, nfit, sizeof(*fit), by_bound_seq);
+		res->top = TW_NEW_ARRAY(struct search_cand, (size_t)sp.top);
+		sh.fit = fit;
+		sh.nfit = nfit;
+		sh.next_fit = 0;
+		run_workers(sim_worker, &sh, threads);
+		res->pruned = (int64_t)nfit - res->simulated;
+		rc = sh.rc;
+		if (rc != TW_OK)
+			tw_errf(err, rc, "%s", sh.err.msg);
+	}
+	pthread_mutex_destroy(&sh.mu);
+	pthread_mutex_destroy(&sh.resolve_mu);
+	res->wall_s = now_s() - t0;
+	res->sim_s = res->wall_s - res->filter_s;
+	res->configs_per_s = res->wall_s > 0 ? (double)res->candidates / res->wall_s : 0;
+	free(fit);
+	if (rc != TW_OK)
+		search_result_release(res);
+	return rc;
+}
+
+void search_result_release(struct search_result *res)
+{
+	free(res->top);
+	res->top = NULL;
+	res->ntop = 0;
+}
+
+static double peak_of(const struct job *j)
+{
+	return peak_tflops(j);
+}

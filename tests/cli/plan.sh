@@ -1,0 +1,95 @@
+#!/bin/sh
+# twin plan: the what-if search on Llama-2 7B over 8 H100 — the table, --json (every printed
+# candidate fits, best first), --emit-ds-config (both files load back through twin config show
+# with the same degrees, written atomically: a failing run leaves nothing), pins, megatron.
+# Needs $TWIN; run from the repo root. Prints "ok - NAME" / "not ok - NAME" per check.
+TWIN=${TWIN:-build/twin}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+err=$tmp/err
+
+check() { # name, condition (a shell command)
+	if eval "$2"; then echo "ok - $1"; else echo "not ok - $1"; fi
+}
+py() { # python expression on the parsed JSON file $1 (as d)
+	python3 -c "import json,sys; d=json.load(open('$1')); print($2)"
+}
+
+"$TWIN" plan -m llama2-7b -c dgx-h100 --gpus 8 --global-batch 32 >"$tmp/out" 2>"$err"
+st=$?
+check "plan: exits 0" "[ $st -eq 0 ]"
+check "plan: prints the table header" "grep -q 'tok/s/GPU' '$tmp/out' && grep -q 'MFU' '$tmp/out'"
+check "plan: prints 5 candidates" "[ \$(grep -c '^[1-5] ' '$tmp/out') -eq 5 ]"
+check "plan: prints counts and search time" "grep -q '^candidates [0-9]* ' '$tmp/out' && grep -q 'configs/s' '$tmp/out'"
+check "plan: nothing on stderr" "[ ! -s '$err' ]"
+
+"$TWIN" plan -m llama2-7b -c dgx-h100 --gpus 8 --global-batch 32 --top 8 --json >"$tmp/p.json" 2>"$err"
+check "plan --json: parses" "python3 -m json.tool '$tmp/p.json' >/dev/null"
+check "plan --json: 8 candidates" "[ \"\$(py '$tmp/p.json' 'len(d[\"top\"])')\" = 8 ]"
+check "plan --json: every candidate fits" \
+	"[ \"\$(py '$tmp/p.json' 'all(c[\"peak_bytes\"] <= c[\"capacity_bytes\"] for c in d[\"top\"])')\" = True ]"
+check "plan --json: best first (step times ascending)" \
+	"[ \"\$(py '$tmp/p.json' 'all(a[\"step_time_s\"] <= b[\"step_time_s\"] for a, b in zip(d[\"top\"], d[\"top\"][1:]))')\" = True ]"
+check "plan --json: degrees multiply to the GPUs, batch rule holds" \
+	"[ \"\$(py '$tmp/p.json' 'all(c[\"tp\"]*c[\"pp\"]*c[\"dp\"] == 8 and c[\"micro_batch\"]*c[\"grad_accum\"]*c[\"dp\"] == 32 for c in d[\"top\"])')\" = True ]"
+check "plan --json: counts add up" \
+	"[ \"\$(py '$tmp/p.json' 'd[\"simulated\"] + d[\"pruned\"] == d[\"fit\"] and d[\"fit\"] <= d[\"candidates\"]')\" = True ]"
+
+# the best candidate, simulated on its own through the same sets, gives the same step time
+sets=$(py "$tmp/p.json" '" ".join("--set " + s for s in d["top"][0]["sets"])')
+# shellcheck disable=SC2086
+"$TWIN" simulate -m llama2-7b -c dgx-h100 --gpus 8 $sets --json >"$tmp/s.json" 2>"$err"
+check "plan: best re-simulates to the same step time" \
+	"[ \"\$(python3 -c \"import json; a=json.load(open('$tmp/p.json'))['top'][0]['step_time_s']; b=json.load(open('$tmp/s.json'))['step_time_s']; print(abs(a-b) <= 1e-9*a)\")\" = True ]"
+
+# --emit-ds-config: both files, loaded back as a user would, give the same degrees
+"$TWIN" plan -m llama2-7b -c dgx-h100 --gpus 8 --global-batch 32 --json \
+	--emit-ds-config "$tmp/ds.json" >"$tmp/e.json" 2>"$err"
+check "plan --emit-ds-config: exits 0, writes both files" \
+	"[ -s '$tmp/ds.json' ] && [ -s '$tmp/ds.json.strategy.json' ]"
+check "plan --emit-ds-config: no temporaries left" "[ \$(ls '$tmp' | grep -c tmp) -eq 0 ]"
+check "plan --emit-ds-config: ds_config has the batch and ZeRO stage" \
+	"[ \"\$(py '$tmp/ds.json' 'd[\"train_batch_size\"] == 32 and \"stage\" in d[\"zero_optimization\"]')\" = True ]"
+"$TWIN" config show -m llama2-7b -c dgx-h100 --gpus 8 --ds-config "$tmp/ds.json" \
+	-s "$tmp/ds.json.strategy.json" --json >"$tmp/c.json" 2>"$err"
+check "plan --emit-ds-config: loads back with twin config show" "[ -s '$tmp/c.json' ] && [ ! -s '$err' ]"
+want=$(py "$tmp/e.json" '"%d %d %d %d %d" % tuple(d["top"][0][k] for k in ("tp","pp","dp","micro_batch","zero_stage"))')
+got=$(python3 -c "
+import json
+d = json.load(open('$tmp/c.json'))
+s = d['strategy']
+g = s['degrees']
+print('%d %d %d %d %d' % (g['tp'], g['pp'], g['dp'], s['batch']['micro_batch'], s['zero']['stage']))" 2>/dev/null)
+check "plan --emit-ds-config: same tp pp dp micro zero ($want = $got)" "[ -n '$want' ] && [ '$want' = '$got' ]"
+
+# a failing run writes nothing: nothing fits
+"$TWIN" plan -m llama2-70b -c dgx-h100 --gpus 1 --global-batch 8 --emit-ds-config "$tmp/no.json" \
+	>"$tmp/out" 2>"$err"
+st=$?
+check "plan: nothing fits exits 2" "[ $st -eq 2 ]"
+check "plan: nothing fits says the shortfall in one line" \
+	"grep -q 'smallest shortfall' '$err' && [ \$(wc -l <'$err') -eq 1 ] && [ ! -s '$tmp/out' ]"
+check "plan: nothing fits writes no file" "[ ! -e '$tmp/no.json' ] && [ ! -e '$tmp/no.json.strategy.json' ]"
+
+# pins and frameworks
+"$TWIN" plan -m llama2-7b -c dgx-h100 --gpus 8 --global-batch 32 --set tp=2 --set recompute=full \
+	--json >"$tmp/pin.json" 2>"$err"
+check "plan --set tp=2 recompute=full: pinned" \
+	"[ \"\$(py '$tmp/pin.json' 'all(c[\"tp\"] == 2 and c[\"recompute\"] == \"full\" for c in d[\"top\"])')\" = True ]"
+"$TWIN" plan -m llama2-7b -c dgx-h100 --gpus 8 --global-batch 32 --framework megatron --json \
+	>"$tmp/m.json" 2>"$err"
+check "plan --framework megatron: distributed optimizer or not, pp divides layers" \
+	"[ \"\$(py '$tmp/m.json' 'd[\"framework\"] == \"megatron\" and all(c[\"shard\"] in (\"distopt\", \"no-distopt\") and 32 % c[\"pp\"] == 0 for c in d[\"top\"])')\" = True ]"
+# a cluster --set changes the answer: half the memory leaves fewer fitting candidates
+"$TWIN" plan -m llama2-7b -c dgx-h100 --gpus 8 --global-batch 32 --set gpu.memory_gib=40 --json \
+	>"$tmp/h.json" 2>"$err"
+check "plan --set gpu.memory_gib=40: fewer candidates fit" \
+	"[ \"\$(python3 -c \"import json; a=json.load(open('$tmp/p.json'))['fit']; b=json.load(open('$tmp/h.json'))['fit']; print(b < a)\")\" = True ]"
+
+# a pipeline candidate round-trips too (pp lives in the strategy file beside the ds_config)
+"$TWIN" plan -m llama2-7b -c dgx-h100 --gpus 8 --global-batch 32 --set pp=2 --set recompute=full \
+	--emit-ds-config "$tmp/pp.json" >"$tmp/out" 2>"$err"
+"$TWIN" config show -m llama2-7b -c dgx-h100 --gpus 8 --ds-config "$tmp/pp.json" \
+	-s "$tmp/pp.json.strategy.json" --json >"$tmp/c2.json" 2>"$err"
+check "plan --emit-ds-config with pp=2: loads back as pp 2, recompute full" \
+	"[ \"\$(py '$tmp/c2.json' 'd[\"strategy\"][\"degrees\"][\"pp\"] == 2 and d[\"strategy\"][\"activations\"][\"recompute\"] == \"full\"')\" = True ]"

@@ -1,0 +1,235 @@
+/* search (sim/search.c): on Llama-2 7B over 8 H100 every kept candidate fits on every role
+ * (checked again here through the resolver and plan_memory), the best has the smallest
+ * simulated step time, the pruning bound never exceeds a simulated time and pruning does not
+ * change the top K, the best re-simulates to the same time, pins hold, and the refusals
+ * (nothing fits, batch not divisible) say so. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../sim/sim.h"
+#include "test.h"
+
+static struct job *load_base(const char *model, const char *cluster, int64_t gpus)
+{
+	struct job *j = TW_NEW(struct job);
+	struct tw_err err = { 0 };
+	struct job_inputs in = { .model = model, .cluster = cluster, .gpus = gpus,
+				 .data_dir = TWIN_SOURCE_DIR };
+	if (job_load(&in, j, &err) != TW_OK) {
+		printf("# job_load: %s\n", err.msg);
+		free(j);
+		return NULL;
+	}
+	return j;
+}
+
+static void space(struct search_space *sp, int64_t batch, int top, bool exhaustive)
+{
+	search_space_init(sp);
+	sp->global_batch = batch;
+	sp->top = top;
+	sp->exhaustive = exhaustive;
+	sp->strategies_dir = TWIN_SOURCE_DIR "/examples/strategies";
+}
+
+/* every role of the candidate's job fits, recomputed independently of the search */
+static bool fits_everywhere(const struct job *base, const struct search_space *sp,
+			    const struct search_cand *c)
+{
+	struct job *j = TW_NEW(struct job);
+	struct tw_err err = { 0 };
+	bool ok = search_job(base, sp, c, j, &err) == TW_OK;
+	ok = ok && j->strat.tp == c->tp && j->strat.pp == c->pp && j->strat.dp == c->dp &&
+	     j->strat.micro_batch == c->micro && j->strat.grad_accum == c->grad_accum;
+	int64_t reps[512], w[512];
+	int64_t nr = ok ? plan_roles(j, reps, w, 512) : 0;
+	for (int64_t r = 0; r < nr && ok; r++) {
+		struct plan p;
+		struct plan_mem m;
+		char verdict[256];
+		ok = plan_rank(j, reps[r], &p, &err) == TW_OK;
+		if (!ok)
+			break;
+		ok = plan_memory(j, &p, &m, &err) == TW_OK && plan_mem_fits(&m, verdict, sizeof(verdict)) &&
+		     m.gpu_total <= c->peak_bytes;
+		plan_release(&p);
+	}
+	free(j);
+	return ok;
+}
+
+static void test_exhaustive_7b(struct test_ctx *T)
+{
+	struct job *base = load_base("llama2-7b", "dgx-h100", 8);
+	CHECK(T, base != NULL);
+	if (!base)
+		return;
+	struct search_space sp;
+	space(&sp, 32, 1000, true);
+	struct search_result r;
+	struct tw_err err = { 0 };
+	CHECK_EQ_INT(T, search_run(base, &sp, &r, &err), TW_OK);
+	CHECK(T, r.any_fit);
+	CHECK(T, r.candidates > 50);
+	CHECK_EQ_INT(T, r.simulated, r.fit);   /* exhaustive: everything that fits */
+	CHECK_EQ_INT(T, r.ntop, r.fit);        /* top is large enough to hold them all */
+	CHECK_EQ_INT(T, r.pruned, 0);
+	for (int i = 0; i < r.ntop; i++) {
+		const struct search_cand *c = &r.top[i];
+		CHECK(T, c->peak_bytes <= c->capacity_bytes);
+		CHECK(T, c->short_bytes <= 0);
+		CHECK(T, c->step_ns > 0);
+		/* the pruning bound is a true lower bound of the simulated time */
+		CHECK(T, c->bound_ns <= c->step_ns);
+		/* best first */
+		CHECK(T, i == 0 || r.top[i - 1].step_ns <= c->step_ns);
+		CHECK(T, c->tp * c->pp * c->dp == 8);
+		CHECK_EQ_INT(T, c->micro * c->grad_accum * c->dp, 32);
+		CHECK(T, c->pp == 1 || c->zero <= 1); /* DeepSpeed: no ZeRO-2/3 with its pipeline */
+		CHECK(T, c->mfu > 0 && c->mfu < 1);
+	}
+	/* the fit check holds on every role, recomputed here (first few: it is slow) */
+	for (int i = 0; i < r.ntop && i < 6; i++)
+		CHECK(T, fits_everywhere(base, &sp, &r.top[i]));
+
+	/* the best simulates to the same time on its own */
+	struct job *j = TW_NEW(struct job);
+	CHECK_EQ_INT(T, search_job(base, &sp, &r.top[0], j, &err), TW_OK);
+	struct sim_options o = { .full = false };
+	struct trace t;
+	struct sim_stats st;
+	CHECK_EQ_INT(T, sim_run(j, &o, &t, &st, &err), TW_OK);
+	CHECK_EQ_INT(T, st.step_ns, r.top[0].step_ns);
+	trace_release(&t);
+	free(j);
+
+	/* pruning by the bound keeps the same top 5 */
+	struct search_space sp5;
+	space(&sp5, 32, 5, false);
+	struct search_result r5;
+	CHECK_EQ_INT(T, search_run(base, &sp5, &r5, &err), TW_OK);
+	CHECK_EQ_INT(T, r5.ntop, 5);
+	CHECK(T, r5.simulated + r5.pruned == r5.fit);
+	CHECK(T, r5.simulated < r.simulated);
+	for (int i = 0; i < r5.ntop && i < r.ntop; i++)
+		CHECK_EQ_INT(T, r5.top[i].step_ns, r.top[i].step_ns);
+	/* the answer does not depend on the number of worker threads */
+	for (int th = 1; th <= 4; th += 3) {
+		struct search_space spt;
+		space(&spt, 32, 5, false);
+		spt.threads = th;
+		struct search_result rt;
+		CHECK_EQ_INT(T, search_run(base, &spt, &rt, &err), TW_OK);
+		CHECK_EQ_INT(T, rt.threads, th);
+		CHECK_EQ_INT(T, rt.ntop, r5.ntop);
+		for (int i = 0; i < rt.ntop && i < r5.ntop; i++) {
+			CHECK_EQ_INT(T, rt.top[i].step_ns, r5.top[i].step_ns);
+			CHECK_EQ_INT(T, rt.top[i].seq, r5.top[i].seq);
+		}
+		search_result_release(&rt);
+	}
+	search_result_release(&r5);
+	search_result_release(&r);
+	free(base);
+}
+
+static void test_pins_and_frameworks(struct test_ctx *T)
+{
+	struct job *base = load_base("llama2-7b", "dgx-h100", 8);
+	if (!base)
+		return;
+	struct search_space sp;
+	space(&sp, 16, 20, false);
+	const char *sets[] = { "tp=2", "recompute=full" };
+	sp.sets = sets;
+	sp.nsets = 2;
+	struct search_result r;
+	struct tw_err err = { 0 };
+	CHECK_EQ_INT(T, search_run(base, &sp, &r, &err), TW_OK);
+	CHECK(T, r.ntop > 0);
+	for (int i = 0; i < r.ntop; i++) {
+		CHECK_EQ_INT(T, r.top[i].tp, 2);
+		CHECK_EQ_INT(T, r.top[i].recompute, STRAT_RECOMPUTE_FULL);
+	}
+	search_result_release(&r);
+
+	/* Megatron: layers divisible by pp, sequence parallel with tp */
+	space(&sp, 16, 50, false);
+	sp.framework = STRAT_MEGATRON;
+	CHECK_EQ_INT(T, search_run(base, &sp, &r, &err), TW_OK);
+	CHECK(T, r.ntop > 0);
+	CHECK_EQ_INT(T, r.rejected, 0);
+	for (int i = 0; i < r.ntop; i++) {
+		CHECK_EQ_INT(T, base->model.layers % r.top[i].pp, 0);
+		CHECK(T, r.top[i].sequence_parallel == (r.top[i].tp > 1));
+		CHECK(T, r.top[i].zero <= 1);
+	}
+	search_result_release(&r);
+
+	/* FSDP: no pipeline */
+	space(&sp, 16, 50, false);
+	sp.framework = STRAT_FSDP;
+	CHECK_EQ_INT(T, search_run(base, &sp, &r, &err), TW_OK);
+	CHECK(T, r.ntop > 0);
+	for (int i = 0; i < r.ntop; i++) {
+		CHECK_EQ_INT(T, r.top[i].pp, 1);
+		CHECK(T, r.top[i].zero != 1);
+	}
+	search_result_release(&r);
+	free(base);
+}
+
+static void test_refusals(struct test_ctx *T)
+{
+	struct tw_err err = { 0 };
+	struct search_result r;
+	struct search_space sp;
+
+	/* 70B on one 80 GB GPU: nothing fits, offload included; the shortfall is real */
+	struct job *big = load_base("llama2-70b", "dgx-h100", 1);
+	if (big) {
+		space(&sp, 8, 5, false);
+		CHECK_EQ_INT(T, search_run(big, &sp, &r, &err), TW_OK);
+		CHECK(T, !r.any_fit);
+		CHECK(T, r.offload_tried);
+		CHECK(T, r.closest_short_bytes > 0);
+		CHECK_EQ_INT(T, r.closest_short_bytes, r.closest.short_bytes);
+		/* the GPU is the first constraint: its shortfall is the one reported */
+		CHECK_EQ_INT(T, r.closest_short_bytes, r.closest.peak_bytes - r.closest.capacity_bytes);
+		/* 70B bf16 weights alone are 2 x 69e9 bytes > 80 GB */
+		CHECK(T, r.closest.peak_bytes > 130 * TW_GIB);
+		search_result_release(&r);
+		free(big);
+	}
+
+	/* batch 7 with tp and pp pinned to 1: dp 8 divides no batch of 7 */
+	struct job *base = load_base("llama2-7b", "dgx-h100", 8);
+	if (base) {
+		space(&sp, 7, 5, false);
+		const char *sets[] = { "tp=1", "pp=1" };
+		sp.sets = sets;
+		sp.nsets = 2;
+		CHECK_EQ_INT(T, search_run(base, &sp, &r, &err), TW_ERR_INVALID);
+		CHECK_STR_CONTAINS(T, err.msg, "not divisible");
+		memset(&err, 0, sizeof(err));
+		space(&sp, 0, 5, false);
+		CHECK_EQ_INT(T, search_run(base, &sp, &r, &err), TW_ERR_INVALID);
+		memset(&err, 0, sizeof(err));
+		const char *bad[] = { "recompute=sometimes" };
+		space(&sp, 8, 5, false);
+		sp.sets = bad;
+		sp.nsets = 1;
+		CHECK_EQ_INT(T, search_run(base, &sp, &r, &err), TW_ERR_INVALID);
+		CHECK_STR_CONTAINS(T, err.msg, "recompute");
+		free(base);
+	}
+}
+
+int main(void)
+{
+	struct test_ctx T = { 0 };
+	TEST_RUN(&T, test_exhaustive_7b);
+	TEST_RUN(&T, test_pins_and_frameworks);
+	TEST_RUN(&T, test_refusals);
+	return test_done(&T);
+}
