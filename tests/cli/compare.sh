@@ -1,13 +1,6 @@
 #!/bin/sh
 # twin compare: A beside B per category and collective type, difference and relative error.
-TWIN=${TWIN:-build/twin}
-d=$(mktemp -d)
-trap 'rm -rf "$d"' EXIT
-check() { # name, condition...
-	n=$1
-	shift
-	if "$@"; then echo "ok - $n"; else echo "not ok - $n"; fi
-}
+. tests/lib.sh
 flat() { tr -d ' \t\n' <"$1"; }
 K=tests/fixtures/kineto
 sqlite3 "$d/n.sqlite" <tests/fixtures/nsys/rank0.sql

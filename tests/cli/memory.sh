@@ -2,17 +2,7 @@
 # CLI tests for "twin memory": the 65B question (ZeRO-3 alone does not fit on 8 x 80 GB,
 # offload and recompute change the answer), per-stage roles under PP, --json parses and
 # agrees with the text, and "twin simulate --memory" shares the report.
-TWIN=${TWIN:-build/twin}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-ok() { echo "ok - $1"; }
-nok() { echo "not ok - $1${2:+: $2}"; }
-check() { # name, command...; passes when the command succeeds
-	n=$1
-	shift
-	if "$@"; then ok "$n"; else nok "$n"; fi
-}
+. tests/lib.sh
 job="-m llama-65b -c dgx-a100-80g --gpus 8"
 
 # shellcheck disable=SC2086

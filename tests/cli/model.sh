@@ -2,17 +2,7 @@
 # CLI tests for "twin model": exact counts printed with thousands separators, every preset and
 # every HF fixture loads and shows, --json parses, usage errors exit 2 with one line.
 # Run from the repository root with $TWIN set (tests/run.sh does).
-TWIN=${TWIN:-build/twin}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-ok() { echo "ok - $1"; }
-nok() { echo "not ok - $1${2:+: $2}"; }
-check() { # name, command...; passes when the command succeeds
-	n=$1
-	shift
-	if "$@"; then ok "$n"; else nok "$n"; fi
-}
+. tests/lib.sh
 
 "$TWIN" model show llama2-7b >"$tmp/out" 2>"$tmp/err"
 check "model show llama2-7b exits 0" test $? -eq 0

@@ -1,14 +1,7 @@
 #!/bin/sh
 # twin profile import / analyze / export / merge on the fixtures (answers worked by hand in
 # docs/profiler.md), and malformed inputs.
-TWIN=${TWIN:-build/twin}
-d=$(mktemp -d)
-trap 'rm -rf "$d"' EXIT
-check() { # name, condition...
-	n=$1
-	shift
-	if "$@"; then echo "ok - $n"; else echo "not ok - $n"; fi
-}
+. tests/lib.sh
 has() { grep -Eq "$2" "$1"; }     # file, extended regexp
 num() { grep -Eq "\"$2\":[[:space:]]*$3([,}]|$)" "$1"; } # file, key, value
 

@@ -1,14 +1,7 @@
 #!/bin/sh
 # twin report: directories with index.md, index.html, data, gnuplot scripts and PNG charts;
 # the no-gnuplot path; refusal of a non-empty directory; nothing left behind on failure.
-TWIN=${TWIN:-build/twin}
-d=$(mktemp -d)
-trap 'rm -rf "$d"' EXIT
-check() { # name, condition...
-	n=$1
-	shift
-	if "$@"; then echo "ok - $n"; else echo "not ok - $n"; fi
-}
+. tests/lib.sh
 # PNG files start with 89 50 4e 47 0d 0a 1a 0a
 is_png() { [ "$(od -An -tx1 -N8 "$1" 2>/dev/null | tr -d ' \n')" = 89504e470d0a1a0a ]; }
 Z="-m llama2-7b -c dgx-a100-80g --ds-config examples/ds_configs/zero2.json"

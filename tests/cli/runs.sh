@@ -1,13 +1,6 @@
 #!/bin/sh
 # twin runs: lists the runs of a store, as a table and as JSON; incomplete runs are marked.
-TWIN=${TWIN:-build/twin}
-d=$(mktemp -d)
-trap 'rm -rf "$d"' EXIT
-check() { # name, condition...
-	n=$1
-	shift
-	if "$@"; then echo "ok - $n"; else echo "not ok - $n"; fi
-}
+. tests/lib.sh
 K=tests/fixtures/kineto
 "$TWIN" profile import --kineto $K/rank0.json --db "$d/t.db" >/dev/null 2>&1
 "$TWIN" profile import --kineto $K/rank1.json --name second --db "$d/t.db" >/dev/null 2>&1

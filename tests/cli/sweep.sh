@@ -1,14 +1,7 @@
 #!/bin/sh
 # twin sweep: one simulated point per --vary value (cross product of several), a table row per
 # point, invalid points as rows with their reason, stored runs named LABEL/PATH=V.
-TWIN=${TWIN:-build/twin}
-d=$(mktemp -d)
-trap 'rm -rf "$d"' EXIT
-check() { # name, condition...
-	n=$1
-	shift
-	if "$@"; then echo "ok - $n"; else echo "not ok - $n"; fi
-}
+. tests/lib.sh
 Z="-m llama2-7b -c dgx-a100-80g --ds-config examples/ds_configs/zero2.json"
 
 # shellcheck disable=SC2086
