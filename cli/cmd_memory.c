@@ -109,6 +109,22 @@ int cli_memory_report(const struct job *j, bool json, struct tw_err *err)
 	int64_t n = j->strat.pp > 0 ? j->strat.pp : 1;
 	int64_t *reps = TW_NEW_ARRAY(int64_t, (size_t)n), *w = TW_NEW_ARRAY(int64_t, (size_t)n);
 	n = plan_roles(j, reps, w, n);
+	/* every role's memory first, so that a refused plan prints nothing */
+	struct plan_mem *mems = TW_NEW_ARRAY(struct plan_mem, (size_t)(n > 0 ? n : 1));
+	enum tw_result rc = TW_OK;
+	for (int64_t i = 0; i < n && rc == TW_OK; i++) {
+		struct plan p;
+		rc = plan_rank(j, reps[i], &p, err);
+		if (rc == TW_OK)
+			rc = plan_memory(j, &p, &mems[i], err);
+		plan_release(&p);
+	}
+	if (rc != TW_OK) {
+		free(mems);
+		free(reps);
+		free(w);
+		return rc;
+	}
 	cJSON *root = json ? cJSON_CreateObject() : NULL, *roles = NULL;
 	if (json) {
 		cJSON_AddStringToObject(root, "model", j->model.name);
@@ -118,18 +134,9 @@ int cli_memory_report(const struct job *j, bool json, struct tw_err *err)
 	} else {
 		header(j);
 	}
-	enum tw_result rc = TW_OK;
 	bool all_fit = true;
-	for (int64_t i = 0; i < n && rc == TW_OK; i++) {
-		struct plan p;
-		struct plan_mem m;
-		rc = plan_rank(j, reps[i], &p, err);
-		if (rc != TW_OK)
-			break;
-		rc = plan_memory(j, &p, &m, err);
-		plan_release(&p);
-		if (rc != TW_OK)
-			break;
+	for (int64_t i = 0; i < n; i++) {
+		const struct plan_mem m = mems[i];
 		char v[512], hv[128], role[64];
 		bool fits = plan_mem_fits(&m, v, sizeof(v));
 		all_fit &= fits && m.peak[PLAN_DEV_HOST] <= m.host_capacity;
@@ -185,6 +192,7 @@ int cli_memory_report(const struct job *j, bool json, struct tw_err *err)
 		}
 	}
 	cJSON_Delete(root);
+	free(mems);
 	free(reps);
 	free(w);
 	return rc == TW_OK ? 0 : (int)rc;

@@ -136,6 +136,13 @@ struct plan {
 	size_t names_len, names_cap;
 };
 
+/* Size limit of one rank's plan (ops): a step beyond it is refused with TW_ERR_LIMIT before it
+ * is built. About 24 ops are emitted per layer, micro-batch and pass (forward, backward,
+ * recompute); 8 Mi ops are ~1 GiB. GPT-3 175B with TP 8 · PP 8 and 64 micro-batches needs
+ * ~35 k per rank. */
+#define PLAN_OPS_PER_LAYER 24
+#define PLAN_MAX_OPS (8 * 1024 * 1024)
+
 /* Build rank r's plan for one step. The plan is owned by the caller: plan_release(). */
 enum tw_result plan_rank(const struct job *j, int64_t rank, struct plan *out, struct tw_err *err);
 void plan_release(struct plan *p);

@@ -1697,6 +1697,15 @@ enum tw_result plan_rank(const struct job *j, int64_t rank, struct plan *out, st
 	memset(&b, 0, sizeof(b));
 	b.j = j, b.m = &j->model, b.s = &j->strat, b.p = out, b.err = err, b.rank = rank;
 	out->rank = rank;
+	/* A plan holds about PLAN_OPS_PER_LAYER ops per layer, micro-batch and pass on this stage;
+	 * refuse a step that could not be held in memory (docs/limits.md) before building it. */
+	const struct strategy *st = &j->strat;
+	int64_t lps = j->model.layers / (st->pp > 0 ? st->pp : 1);
+	double est_ops = (double)st->grad_accum * (double)(lps + 2) * 3.0 * PLAN_OPS_PER_LAYER;
+	if (est_ops > (double)PLAN_MAX_OPS)
+		return tw_errf(err, TW_ERR_LIMIT,
+			       "plan: %lld micro-batches of %lld layers per stage would need ~%.3g ops per rank, over the limit of %d (lower grad_accum or raise pp)",
+			       (long long)st->grad_accum, (long long)lps, est_ops, PLAN_MAX_OPS);
 	setup(&b);
 	alloc_states(&b);
 	/* DeepSpeed's pipeline buffers: max(2, min(stages - s, m)) received inputs (§5) */
@@ -1711,8 +1720,20 @@ enum tw_result plan_rank(const struct job *j, int64_t rank, struct plan *out, st
 	size_t n = schedule(&b, items);
 	if (b.megatron && b.s->overlap_param_gather && b.s->distributed_optimizer)
 		param_gather_start(&b);
-	for (size_t i = 0; i < n; i++)
+	size_t ops0 = out->nops, deps0 = out->ndeps;
+	for (size_t i = 0; i < n; i++) {
 		run_item(&b, &items[i], logits);
+		if (i == 0 && n > 1) {
+			/* reserve the rest from the first item (a backward has about twice a
+			 * forward's ops): one move instead of a chain of doublings; pages never
+			 * touched cost nothing */
+			size_t more = 2 * (n - 1) + 1, ops = out->nops + (out->nops - ops0) * more + 64;
+			if (ops <= ((size_t)1 << 24)) { /* larger plans grow as they go */
+				TW_GROW(out->ops, out->cap, ops);
+				TW_GROW(out->deps, out->deps_cap, out->ndeps + (out->ndeps - deps0) * more + 64);
+			}
+		}
+	}
 	optimizer_step(&b);
 	free(items);
 	free(logits);

@@ -1,5 +1,7 @@
 /* Compute cost: roofline with the cluster's efficiency tables (DESIGN.md, "The simulator"):
- * time = max(FLOPs / (peak x eff_gemm|attn(FLOPs)), bytes / (HBM x eff_mem(bytes))) + launch.
+ * time = max(FLOPs / (peak x eff_gemm|attn(FLOPs)), bytes / (HBM x eff_mem(bytes))) + launch,
+ * where a GEMM with a shape (m, n, k, batch) on a GPU takes its efficiency from the tile
+ * model instead (sim_gemm_eff: asymptotic efficiency x wave quantisation x K ramp).
  * Host-stream work (the CPU optimizer of ZeRO-Offload) is bound by the node's DRAM bandwidth
  * shared by its GPUs' processes. */
 #include <math.h>
@@ -32,6 +34,73 @@ int sim_gpu_cc(const struct cluster *c)
 	if (strstr(n, "V100"))
 		return 70;
 	return 80;
+}
+
+/* GEMM tile of the large cuBLAS/CUTLASS tensor-core kernels that layer-sized GEMMs run
+ * (docs/simulator.md, "GEMM time"): 256x128 output tiles with 32-deep K steps on Volta/Ampere
+ * (cuBLAS "volta_h884gemm_256x128_ldg8" and "ampere_fp16_s16816gemm_fp16_256x128_ldg8_..._
+ * stages_64x3" kernels, the ones A100 Megatron profiles show), 128x256x64 warp-group tiles
+ * on Hopper ("sm90_xmma_gemm_..._tilesize128x256x64"); Blackwell's 2-SM 256x256 tiles are the
+ * same 128x256 per SM. One CTA per SM (their shared-memory footprint allows one). */
+static void gemm_tile(int cc, double *tm, double *tn, double *tk)
+{
+	*tm = 128, *tn = 256, *tk = cc >= 90 ? 64 : 32;
+	if (cc < 90)
+		*tm = 256, *tn = 128;
+}
+
+/* Fixed per-tile cost in K steps: filling the multi-stage shared-memory pipeline (3-4 stages)
+ * and the epilogue that converts and writes the output tile (about as long as the fill). */
+#define GEMM_TILE_OVERHEAD_STEPS 8.0
+
+double sim_gemm_eff(const struct cluster *c, int64_t m, int64_t n, int64_t k)
+{
+	/* asymptotic efficiency: the top step of the cluster's GEMM table, the best large-GEMM
+	 * throughput measured (MAMF, reference/cost-models.md s6.6) */
+	double top = sim_eff(&c->eff.gemm, INFINITY);
+	double tm, tn, tk;
+	gemm_tile(sim_gpu_cc(c), &tm, &tn, &tk);
+	int sms = c->gpu.sms > 0 ? c->gpu.sms : 1;
+	/* wave quantisation (NVIDIA, "Matrix Multiplication Background", s3.2): the last wave
+	 * of tiles leaves SMs idle; cuBLAS picks the tile orientation that wastes less */
+	double best = 0;
+	for (int o = 0; o < 2; o++) {
+		double a = o ? tn : tm, b = o ? tm : tn;
+		double tiles = ceil((double)m / a) * ceil((double)n / b);
+		double waves = ceil(tiles / sms);
+		/* partial tiles at the edges do full-tile work */
+		double useful = (double)m * (double)n / (a * b);
+		double q = useful / (waves * sms);
+		if (q > best)
+			best = q;
+	}
+	/* K ramp: each tile's main loop of k/tk steps pays a fixed pipeline fill and epilogue */
+	double steps = ceil((double)k / tk);
+	double kr = steps / (steps + GEMM_TILE_OVERHEAD_STEPS);
+	/* the MAMF shapes are large in K too: their own ramp is already in `top` */
+	double kr_ref = 8192.0 / tk / (8192.0 / tk + GEMM_TILE_OVERHEAD_STEPS);
+	double e = top * best * kr / kr_ref;
+	return e > 0 ? fmin(e, top) : top;
+}
+
+/* FLOP-bound time (s) of a shaped GEMM op: batch GEMMs of (m x k)(k x n), one kernel each.
+ * A backward op (core/plan_build.c: batch 2 per weight, 1 with LoRA's frozen weights) holds
+ * the data gradient dY W^T (output m x k, depth n) and, with an even batch, as many weight
+ * gradients X^T dY (output k x n, depth m); their tiles and waves differ from the forward's. */
+static double gemm_flop_time(const struct cluster *c, const struct plan_op *op, double flops,
+			     double peak)
+{
+	int64_t m = op->u.compute.m, n = op->u.compute.n, k = op->u.compute.k;
+	double batch = op->u.compute.batch > 0 ? (double)op->u.compute.batch : 1.0;
+	double per = flops / batch; /* one GEMM's FLOPs (MoE: the exact token load) */
+	bool bwd = op->phase == PLAN_PHASE_BWD && !(op->flags & PLAN_F_RECOMPUTE);
+	if (!bwd)
+		return flops / (peak * sim_gemm_eff(c, m, n, k));
+	if (op->u.compute.batch % 2 != 0)
+		return flops / (peak * sim_gemm_eff(c, m, k, n));
+	double half = batch / 2.0;
+	return half * per / (peak * sim_gemm_eff(c, m, k, n)) +
+	       half * per / (peak * sim_gemm_eff(c, k, n, m));
 }
 
 static double peak_flops(const struct cluster *c, int dtype)
@@ -78,7 +147,12 @@ int64_t sim_compute_ns(const struct job *j, const struct plan_op *op)
 		bytes += sxs * 2.0 * (bwd ? 13.0 : 6.5);
 	}
 	double tf = 0, tm = 0;
-	if (flops > 0 && peak > 0)
+	/* the tile model is for GPUs with tensor-core tiles (compute capability 7.0 and later);
+	 * CPU ranks (arch_sm 0) keep the cluster's table */
+	if (op->u.compute.kernel == PLAN_K_GEMM && c->gpu.arch_sm >= 70 && op->u.compute.m > 0 &&
+	    op->u.compute.n > 0 && op->u.compute.k > 0 && flops > 0 && peak > 0)
+		tf = gemm_flop_time(c, op, flops, peak);
+	else if (flops > 0 && peak > 0)
 		tf = flops / (peak * (et ? sim_eff(et, flops) : sim_eff(&c->eff.gemm, 0)));
 	if (bytes > 0 && hbm > 0)
 		tm = bytes / (hbm * sim_eff(&c->eff.mem, bytes));

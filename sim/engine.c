@@ -11,6 +11,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "sim_int.h"
 
@@ -18,20 +20,44 @@ enum { EV_OP_END = 0, EV_COMM_DATA, EV_FLOW_END, EV_HOST };
 enum { LINK_NVL = 0, LINK_NIC, LINK_PCIE, LINKS_PER_GPU };
 #define DEFAULT_MAX_EVENTS 2000000000LL
 
-struct role {
-	int64_t rep;            /* its representative rank */
-	struct plan plan;
-	int64_t *dur;           /* base duration of COMPUTE / COPY ops, ns */
-	int64_t *issue;         /* host time at which the rank's thread has issued each op, ns,
+/* What the engine needs of one plan op, in one compact record: the plan itself is released
+ * once its role is prepared (the next role's plan reuses that memory), and the event loop
+ * touches one cache line per op instead of a 136-byte plan op and four side arrays. */
+struct eop {
+	int64_t dur;            /* COMPUTE / COPY: base duration, ns */
+	int64_t issue;          /* host time at which the rank's thread has issued the op, ns,
 				 * before sync shifts (it issues the plan in order, each op
 				 * costing sim_host_ns) */
+	int64_t bytes;          /* COLL, P2P, COPY, ALLOC, FREE */
+	int64_t seq;            /* COLL, P2P */
+	union {
+		double flops;   /* COMPUTE */
+		int64_t peer;   /* P2P: the peer rank */
+	} x;
+	int32_t layer, micro, stage;
+	uint32_t name;          /* interned in the trace */
+	uint8_t kind, stream, phase, flags;
+	uint8_t cat;            /* enum trace_cat */
+	uint8_t sub;            /* COLL: enum plan_coll; COPY: enum plan_copy; ALLOC / FREE:
+				 * enum plan_device */
+	uint8_t group;          /* COLL: enum job_group */
+	uint8_t named;          /* the plan op had a name (for messages) */
+};
+
+struct role {
+	int64_t rep;            /* its representative rank */
+	struct plan plan;       /* released once prepared */
+	struct eop *ops;
+	size_t nops;
+	uint32_t *ndeps;        /* each op's dependency count (initial srank->left) */
+	uint32_t *doff;         /* each op's dep_off while preparing */
+	size_t nevents;         /* ops that make a trace event (all but ALLOC / FREE) */
 	uint32_t *sync_op;      /* ops after which the host synchronizes with the GPU, in order */
 	uint32_t *sync_from;    /* first op of each sync's batch of p2p ops */
 	uint32_t nsync;
 	uint32_t *succ_off, *succ; /* dependents (CSR) */
 	uint32_t *sops[PLAN_NUM_STREAMS];
 	uint32_t nsops[PLAN_NUM_STREAMS];
-	uint32_t *name;         /* each op's name interned in the trace */
 };
 
 struct srank {
@@ -73,6 +99,14 @@ struct memo {
 };
 #define MEMO_SLOTS 256
 
+struct dur_memo {
+	bool used;
+	uint8_t stream, phase, flags;
+	int64_t ns;
+	char shape[sizeof(((struct plan_op *)0)->u.compute)];
+};
+#define DUR_SLOTS 4096
+
 struct waiter {
 	int32_t sr;
 	uint32_t op;
@@ -112,6 +146,13 @@ struct eng {
 	double link_GBps[LINKS_PER_GPU]; /* nominal capacity of each GPU link */
 	struct nccl_comm group_comm[JOB_NUM_GROUPS];
 	bool group_comm_set[JOB_NUM_GROUPS];
+	/* durations of COMPUTE shapes already costed: a step repeats a few shapes per layer and
+	 * micro-batch thousands of times (open addressing, DUR_SLOTS entries) */
+	struct dur_memo *dur;
+	size_t ndur;
+	int32_t *expect;        /* srank x JOB_NUM_GROUPS: simulated members of its group, -1: not
+				 * counted yet (symmetric mode) */
+	int64_t *color;         /* srank x JOB_NUM_GROUPS: job_group_color, INT64_MIN: not yet */
 	int64_t now;
 	int64_t events;
 	uint32_t name_cat_cache;
@@ -256,10 +297,14 @@ static int trace_cat_of(const struct plan_op *op)
 	}
 }
 
-static void record(struct eng *e, struct srank *s, const struct plan_op *op, int64_t t0, int64_t t1)
+static void record(struct eng *e, struct srank *s, uint32_t opi, const struct eop *op, int64_t t0,
+		   int64_t t1)
 {
 	if (!s->record)
 		return;
+	/* the trace was reserved for every op of the recorded ranks: write in place */
+	TW_GROW(e->tr->ev, e->tr->ev_cap, e->tr->nev + 1);
+	struct trace_event *evp = &e->tr->ev[e->tr->nev++];
 	struct trace_event ev;
 	memset(&ev, 0, sizeof(ev));
 	ev.rank = (int32_t)s->rank;
@@ -267,9 +312,9 @@ static void record(struct eng *e, struct srank *s, const struct plan_op *op, int
 	if (op->stream == PLAN_STREAM_HOST)
 		ev.device = -1;
 	ev.stream = op->stream;
-	ev.cat = trace_cat_of(op);
+	ev.cat = op->cat;
 	ev.step = 0;
-	ev.op_id = (int32_t)op->id;
+	ev.op_id = (int32_t)opi;
 	ev.layer = op->layer;
 	ev.micro = op->micro;
 	ev.stage = op->stage;
@@ -280,24 +325,24 @@ static void record(struct eng *e, struct srank *s, const struct plan_op *op, int
 		ev.flags |= TRACE_F_RECOMPUTE;
 	switch (op->kind) {
 	case PLAN_COMPUTE:
-		ev.flops = op->u.compute.flops;
+		ev.flops = op->x.flops;
 		break;
 	case PLAN_COLL:
-		ev.bytes = op->u.coll.bytes;
-		ev.group_size = (int32_t)job_group_size(e->j, op->u.coll.group);
+		ev.bytes = op->bytes;
+		ev.group_size = (int32_t)job_group_size(e->j, op->group);
 		break;
 	case PLAN_P2P:
-		ev.bytes = op->u.p2p.bytes;
+		ev.bytes = op->bytes;
 		ev.group_size = 2;
 		break;
 	case PLAN_COPY:
-		ev.bytes = op->u.copy.bytes;
+		ev.bytes = op->bytes;
 		break;
 	default:
 		break;
 	}
-	ev.name = e->roles[s->role].name[op->id];
-	trace_add(e->tr, &ev);
+	ev.name = op->name;
+	*evp = ev;
 }
 
 /* ---- op life cycle ------------------------------------------------------------------------- */
@@ -312,7 +357,7 @@ static uint32_t batch_size(const struct role *ro, uint32_t k)
 {
 	uint32_t n = 0;
 	for (uint32_t i = ro->sync_from[k]; i <= ro->sync_op[k]; i++)
-		n += ro->plan.ops[i].kind == PLAN_P2P;
+		n += ro->ops[i].kind == PLAN_P2P;
 	return n;
 }
 
@@ -322,7 +367,7 @@ static void host_resume(struct eng *e, int32_t sri, int64_t t)
 {
 	struct srank *s = &e->sr[sri];
 	const struct role *ro = &e->roles[s->role];
-	int64_t held = t - ro->issue[ro->sync_op[s->sync_k]];
+	int64_t held = t - ro->ops[ro->sync_op[s->sync_k]].issue;
 	if (held > s->host_shift)
 		s->host_shift = held;
 	s->sync_k++;
@@ -336,8 +381,8 @@ static void complete_op_at(struct eng *e, int32_t sri, uint32_t opi, int64_t t0,
 {
 	struct srank *s = &e->sr[sri];
 	struct role *ro = &e->roles[s->role];
-	const struct plan_op *op = &ro->plan.ops[opi];
-	record(e, s, op, t0, t);
+	const struct eop *op = &ro->ops[opi];
+	record(e, s, opi, op, t0, t);
 	if (!stream_released) {
 		s->busy[op->stream] = false;
 		s->head[op->stream]++;
@@ -351,7 +396,7 @@ static void complete_op_at(struct eng *e, int32_t sri, uint32_t opi, int64_t t0,
 	for (uint32_t k = ro->succ_off[opi]; k < ro->succ_off[opi + 1]; k++) {
 		uint32_t d = ro->succ[k];
 		if (--s->left[d] == 0)
-			push_work(e, sri, ro->plan.ops[d].stream);
+			push_work(e, sri, ro->ops[d].stream);
 	}
 	push_work(e, sri, op->stream);
 }
@@ -359,7 +404,7 @@ static void complete_op_at(struct eng *e, int32_t sri, uint32_t opi, int64_t t0,
 static void complete_op(struct eng *e, int32_t sri, uint32_t opi, int64_t t)
 {
 	struct srank *s = &e->sr[sri];
-	complete_op_at(e, sri, opi, s->start[e->roles[s->role].plan.ops[opi].stream], t, false);
+	complete_op_at(e, sri, opi, s->start[e->roles[s->role].ops[opi].stream], t, false);
 }
 
 static void on_flow_changed(void *ctx, int32_t f)
@@ -397,21 +442,21 @@ static double link_load(double bytes, double work_ns, double cap_GBps)
 }
 
 /* all have arrived: latency now, data as a flow when it is over */
-static void comm_model(struct eng *e, const struct srank *s0, const struct plan_op *op,
+static void comm_model(struct eng *e, const struct srank *s0, const struct eop *op,
 		       struct nccl_result *r)
 {
 	int64_t k0, k1, k2;
 	bool same = true;
 	if (op->kind == PLAN_COLL) {
-		k0 = op->u.coll.group;
-		k1 = op->u.coll.coll;
-		k2 = op->u.coll.bytes;
+		k0 = op->group;
+		k1 = op->sub;
+		k2 = op->bytes;
 	} else {
-		int64_t peer = op->u.p2p.peer + (s0->rank - e->roles[s0->role].rep);
+		int64_t peer = op->x.peer + (s0->rank - e->roles[s0->role].rep);
 		same = job_node_of(e->j, peer) == s0->node;
 		k0 = JOB_NUM_GROUPS + (same ? 1 : 2);
 		k1 = -1;
-		k2 = op->u.p2p.bytes;
+		k2 = op->bytes;
 	}
 	struct memo *m = &e->memo[key_hash(k0, k1, k2) & (MEMO_SLOTS - 1)];
 	if (m->used && m->key[0] == k0 && m->key[1] == k1 && m->key[2] == k2) {
@@ -419,16 +464,16 @@ static void comm_model(struct eng *e, const struct srank *s0, const struct plan_
 		return;
 	}
 	if (op->kind == PLAN_COLL) {
-		const struct nccl_comm *cm = group_comm(e, op->u.coll.group, s0->rank);
-		double S = nccl_size(op->u.coll.coll, (double)op->u.coll.bytes, cm->nranks);
-		if (op->u.coll.coll == PLAN_ALL_TO_ALL)
+		const struct nccl_comm *cm = group_comm(e, op->group, s0->rank);
+		double S = nccl_size((enum plan_coll)op->sub, (double)op->bytes, cm->nranks);
+		if (op->sub == PLAN_ALL_TO_ALL)
 			nccl_alltoall(cm, S, r);
-		else if (!nccl_predict(cm, op->u.coll.coll, S, -1, r))
+		else if (!nccl_predict(cm, (enum plan_coll)op->sub, S, -1, r))
 			memset(r, 0, sizeof(*r));
 	} else {
 		struct nccl_comm cm;
 		nccl_comm_from_cluster(&e->j->cluster, 2, same ? 1 : 2, &cm);
-		nccl_p2p(&cm, (double)op->u.p2p.bytes, same, r);
+		nccl_p2p(&cm, (double)op->bytes, same, r);
 	}
 	m->used = true;
 	m->key[0] = k0;
@@ -443,7 +488,7 @@ static void comm_start(struct eng *e, int32_t id)
 	struct inst *in = &e->inst[id];
 	struct waiter *w0 = &e->waiters[in->first];
 	struct srank *s0 = &e->sr[w0->sr];
-	const struct plan_op *op = &e->roles[s0->role].plan.ops[w0->op];
+	const struct eop *op = &e->roles[s0->role].ops[w0->op];
 	struct nccl_result r;
 	comm_model(e, s0, op, &r);
 	for (int32_t w = in->first; w != -1; w = e->waiters[w].next)
@@ -482,7 +527,7 @@ static void comm_data(struct eng *e, int32_t id, int64_t data_ns)
 	}
 	for (int32_t w = in->first; w != -1; w = e->waiters[w].next) {
 		const struct waiter *wt = &e->waiters[w];
-		const struct plan_op *o = &e->roles[e->sr[wt->sr].role].plan.ops[wt->op];
+		const struct eop *o = &e->roles[e->sr[wt->sr].role].ops[wt->op];
 		if (o->kind == PLAN_P2P && !(o->flags & PLAN_F_SEND))
 			continue;
 		if (lnvl > 0) {
@@ -512,15 +557,19 @@ static void comm_end(struct eng *e, int32_t id)
 	inst_remove(e, id);
 }
 
-static int64_t expected_members(struct eng *e, const struct plan_op *op, int64_t rank)
+static int64_t expected_members(struct eng *e, const struct eop *op, int64_t rank)
 {
 	if (e->opt->full)
-		return job_group_size(e->j, op->u.coll.group);
-	int64_t idx, n = job_group_members(e->j, op->u.coll.group, rank, e->members, &idx);
+		return job_group_size(e->j, op->group);
+	int32_t *memo = &e->expect[(int64_t)e->sr_of[rank] * JOB_NUM_GROUPS + op->group];
+	if (*memo >= 0)
+		return *memo;
+	int64_t idx, n = job_group_members(e->j, op->group, rank, e->members, &idx);
 	int64_t k = 0;
 	for (int64_t i = 0; i < n; i++)
 		if (e->sr_of[e->members[i]] >= 0)
 			k++;
+	*memo = (int32_t)k;
 	return k;
 }
 
@@ -536,14 +585,14 @@ static void start_op(struct eng *e, int32_t sri, uint32_t opi)
 {
 	struct srank *s = &e->sr[sri];
 	struct role *ro = &e->roles[s->role];
-	const struct plan_op *op = &ro->plan.ops[opi];
+	const struct eop *op = &ro->ops[opi];
 	s->busy[op->stream] = true;
 	s->start[op->stream] = e->now;
 	switch (op->kind) {
 	case PLAN_ALLOC:
 	case PLAN_FREE: {
-		int dev = op->u.mem.dev < PLAN_NUM_DEVICES ? op->u.mem.dev : 0;
-		s->live[dev] += op->kind == PLAN_ALLOC ? op->u.mem.bytes : -op->u.mem.bytes;
+		int dev = op->sub;
+		s->live[dev] += op->kind == PLAN_ALLOC ? op->bytes : -op->bytes;
 		if (s->live[dev] > s->peak[dev])
 			s->peak[dev] = s->live[dev];
 		if (s->record) {
@@ -557,20 +606,26 @@ static void start_op(struct eng *e, int32_t sri, uint32_t opi)
 		for (uint32_t k = ro->succ_off[opi]; k < ro->succ_off[opi + 1]; k++) {
 			uint32_t d = ro->succ[k];
 			if (--s->left[d] == 0)
-				push_work(e, sri, ro->plan.ops[d].stream);
+				push_work(e, sri, ro->ops[d].stream);
 		}
 		push_work(e, sri, op->stream);
 		return;
 	}
 	case PLAN_COMPUTE: {
-		double d = (double)ro->dur[opi];
+		int64_t dur = op->dur;
 		if (op->stream != PLAN_STREAM_HOST) {
-			if (s->ncomm > 0 && e->j->cluster.eff.comm_overlap_slowdown > 1.0)
-				d *= e->j->cluster.eff.comm_overlap_slowdown;
-			if (s->compute_scale > 0 && s->compute_scale != 1.0)
-				d /= s->compute_scale;
+			bool slow = s->ncomm > 0 && e->j->cluster.eff.comm_overlap_slowdown > 1.0;
+			bool scale = s->compute_scale > 0 && s->compute_scale != 1.0;
+			if (slow || scale) {
+				double d = (double)dur;
+				if (slow)
+					d *= e->j->cluster.eff.comm_overlap_slowdown;
+				if (scale)
+					d /= s->compute_scale;
+				dur = (int64_t)llround(d);
+			}
 		}
-		sim_heap_push(&e->heap, e->now + (int64_t)llround(d), EV_OP_END, sri, opi, 0);
+		sim_heap_push(&e->heap, e->now + dur, EV_OP_END, sri, opi, 0);
 		return;
 	}
 	case PLAN_COPY: {
@@ -580,15 +635,18 @@ static void start_op(struct eng *e, int32_t sri, uint32_t opi)
 		e->inst[id].kind = PLAN_COPY;
 		add_waiter(e, id, sri, opi);
 		int32_t link = sri * LINKS_PER_GPU + LINK_PCIE;
-		double load = (op->u.copy.dir == PLAN_H2D || op->u.copy.dir == PLAN_D2H) ? 1.0 : 0.0;
-		double work = (double)ro->dur[opi];
+		double load = (op->sub == PLAN_H2D || op->sub == PLAN_D2H) ? 1.0 : 0.0;
+		double work = (double)op->dur;
 		e->inst[id].flow = net_add(&e->net, e->now, work, &link, &load, 1, id, on_flow_changed, e);
 		return;
 	}
 	case PLAN_COLL: {
 		bool created;
-		int64_t color = job_group_color(e->j, op->u.coll.group, s->rank);
-		int32_t id = inst_get(e, op->u.coll.group, color, op->u.coll.seq, &created);
+		int64_t *cm = &e->color[(int64_t)sri * JOB_NUM_GROUPS + op->group];
+		if (*cm == INT64_MIN)
+			*cm = job_group_color(e->j, op->group, s->rank);
+		int64_t color = *cm;
+		int32_t id = inst_get(e, op->group, color, op->seq, &created);
 		if (created) {
 			e->inst[id].kind = PLAN_COLL;
 			e->inst[id].expected = (int32_t)expected_members(e, op, s->rank);
@@ -599,11 +657,11 @@ static void start_op(struct eng *e, int32_t sri, uint32_t opi)
 		return;
 	}
 	case PLAN_P2P: {
-		int64_t peer = op->u.p2p.peer + (s->rank - ro->rep);
+		int64_t peer = op->x.peer + (s->rank - ro->rep);
 		bool send = op->flags & PLAN_F_SEND;
 		int64_t src = canon(e, send ? s->rank : peer), dst = canon(e, send ? peer : s->rank);
 		bool created;
-		int32_t id = inst_get(e, (int64_t)JOB_NUM_GROUPS + 1 + src, dst, op->u.p2p.seq, &created);
+		int32_t id = inst_get(e, (int64_t)JOB_NUM_GROUPS + 1 + src, dst, op->seq, &created);
 		if (created) {
 			e->inst[id].kind = PLAN_P2P;
 			e->inst[id].expected = 2;
@@ -643,11 +701,11 @@ static void drain(struct eng *e)
 			continue;
 		if (s->sync_k < ro->nsync && opi > ro->sync_op[s->sync_k])
 			continue; /* the host waits at a sync and has not issued it yet */
-		if (ro->issue[opi] + s->host_shift > e->now) {
+		if (ro->ops[opi].issue + s->host_shift > e->now) {
 			/* ready on the GPU, not yet issued by the host: wait for the host thread */
 			if (!s->wake[st]) {
 				s->wake[st] = true;
-				sim_heap_push(&e->heap, ro->issue[opi] + s->host_shift, EV_HOST, sri, st, 0);
+				sim_heap_push(&e->heap, ro->ops[opi].issue + s->host_shift, EV_HOST, sri, st, 0);
 			}
 			continue;
 		}
@@ -657,17 +715,112 @@ static void drain(struct eng *e)
 
 /* ---- set-up ------------------------------------------------------------------------------ */
 
+/* Map a large array's pages in one call rather than one page fault per page on first touch
+ * (page faults were a third of a symmetric run). A hint only: failure changes nothing. */
+static void prefault(void *p, size_t bytes)
+{
+#ifdef MADV_POPULATE_WRITE
+	long pg = sysconf(_SC_PAGESIZE);
+	if (pg <= 0 || bytes < (size_t)256 * (size_t)pg)
+		return;
+	uintptr_t a = ((uintptr_t)p + (uintptr_t)pg - 1) & ~((uintptr_t)pg - 1);
+	uintptr_t b = ((uintptr_t)p + bytes) & ~((uintptr_t)pg - 1);
+	if (b > a)
+		(void)madvise((void *)a, b - a, MADV_POPULATE_WRITE);
+#else
+	(void)p;
+	(void)bytes;
+#endif
+}
+
+/* sim_compute_ns, memoised on what it depends on (sim_int.h): the stream, phase, flags and
+ * the shape. The builder zeroes each op, so the shape's padding compares equal. */
+static int64_t compute_ns(struct eng *e, const struct plan_op *op)
+{
+	const unsigned char *sh = (const unsigned char *)&op->u.compute;
+	/* hash what tells shapes apart (kernel, m, n, k, FLOPs, bytes); the compare below
+	 * checks the whole shape */
+	const struct plan_op *o = op;
+	uint64_t fl, by;
+	memcpy(&fl, &o->u.compute.flops, 8);
+	memcpy(&by, &o->u.compute.bytes, 8);
+	uint64_t h = ((uint64_t)o->stream << 24 | (uint64_t)o->phase << 16 | (uint64_t)o->flags << 8 |
+		      o->u.compute.kernel) * 0x9E3779B97F4A7C15ULL;
+	h += (uint64_t)o->u.compute.m * 0xC2B2AE3D27D4EB4FULL + (uint64_t)o->u.compute.n * 0x165667B19E3779F9ULL +
+	     (uint64_t)o->u.compute.k * 0x27D4EB2F165667C5ULL + fl * 0x94D049BB133111EBULL +
+	     by * 0xBF58476D1CE4E5B9ULL;
+	h ^= h >> 29;
+	h *= 0xBF58476D1CE4E5B9ULL;
+	h ^= h >> 32;
+	if (!e->dur)
+		e->dur = TW_NEW_ARRAY(struct dur_memo, DUR_SLOTS);
+	size_t i = h & (DUR_SLOTS - 1);
+	for (size_t probe = 0; probe < 16; probe++, i = (i + 1) & (DUR_SLOTS - 1)) {
+		struct dur_memo *m = &e->dur[i];
+		if (!m->used) {
+			if (e->ndur * 2 > DUR_SLOTS)
+				break; /* full enough: stop memoising */
+			m->used = true;
+			m->stream = op->stream;
+			m->phase = op->phase;
+			m->flags = op->flags;
+			memcpy(m->shape, sh, sizeof(m->shape));
+			m->ns = sim_compute_ns(e->j, op);
+			e->ndur++;
+			return m->ns;
+		}
+		if (m->stream == op->stream && m->phase == op->phase && m->flags == op->flags &&
+		    !memcmp(m->shape, sh, sizeof(m->shape)))
+			return m->ns;
+	}
+	return sim_compute_ns(e->j, op);
+}
+
 static enum tw_result role_prepare(struct eng *e, struct role *ro)
 {
 	const struct plan *p = &ro->plan;
 	size_t n = p->nops;
-	ro->dur = TW_NEW_ARRAY(int64_t, n ? n : 1);
-	ro->issue = TW_NEW_ARRAY(int64_t, n ? n : 1);
+	ro->nops = n;
+	/* arrays written in full below: malloc, not calloc (zeroing reused memory costs) */
+	ro->ops = tw_malloc((n ? n : 1) * sizeof(*ro->ops));
+	prefault(ro->ops, n * sizeof(*ro->ops));
+	ro->ndeps = tw_malloc((n ? n : 1) * sizeof(*ro->ndeps));
 	int64_t host_t = 0;
 	ro->succ_off = TW_NEW_ARRAY(uint32_t, n + 1);
-	ro->succ = TW_NEW_ARRAY(uint32_t, p->ndeps ? p->ndeps : 1);
+	ro->succ = tw_malloc((p->ndeps ? p->ndeps : 1) * sizeof(*ro->succ));
+	uint32_t *doff = ro->doff = tw_malloc((n ? n : 1) * sizeof(*doff));
+	/* names: a pointer seen before in this plan is the same string (most are static), so
+	 * only new pointers are hashed */
+	struct { const char *p; uint32_t off; } seen[256];
+	memset(seen, 0, sizeof(seen));
+	/* Megatron synchronizes the device after each batch of p2p isend/irecv
+	 * (p2p_communication.py; Megatron-Core's batch_p2p_sync, default on): the host waits
+	 * there until the batch is done. A batch: consecutive p2p ops (allocations between them
+	 * do not count). Not for the interleaved schedule: its plan orders the p2p ops of the
+	 * model chunks differently from Megatron's batches, and waiting there would deadlock. */
+	ro->nsync = 0;
+	size_t sync_cap = 0, sync_cap2 = 0;
+	bool batches = e->j->strat.framework == STRAT_MEGATRON && e->j->strat.host_op_us > 0 &&
+		       e->j->strat.schedule != STRAT_SCHED_INTERLEAVED && e->j->strat.vp <= 1;
+	bool batch_open = false;
+	uint32_t batch_first = 0, batch_last = 0;
+	/* one pass over the plan (its ops are large: every pass is a trip to memory) */
 	for (size_t i = 0; i < n; i++) {
 		const struct plan_op *op = &p->ops[i];
+		if (batches) {
+			if (op->kind == PLAN_P2P) {
+				if (!batch_open)
+					batch_first = (uint32_t)i;
+				batch_open = true;
+				batch_last = (uint32_t)i;
+			} else if (op->kind != PLAN_ALLOC && op->kind != PLAN_FREE && batch_open) {
+				TW_GROW(ro->sync_from, sync_cap, ro->nsync + 1);
+				TW_GROW(ro->sync_op, sync_cap2, ro->nsync + 1);
+				ro->sync_from[ro->nsync] = batch_first;
+				ro->sync_op[ro->nsync++] = batch_last;
+				batch_open = false;
+			}
+		}
 		if (op->id != i)
 			return tw_errf(e->err, TW_ERR_INTERNAL, "plan of rank %lld: op %zu has id %u",
 				       (long long)p->rank, i, op->id);
@@ -683,12 +836,58 @@ static enum tw_result role_prepare(struct eng *e, struct role *ro)
 			ro->succ_off[d[k] + 1]++;
 		}
 		ro->nsops[op->stream]++;
+		ro->nevents += op->kind != PLAN_ALLOC && op->kind != PLAN_FREE;
+		ro->ndeps[i] = op->ndeps;
+		doff[i] = op->dep_off;
+		struct eop *eo = &ro->ops[i];
+		*eo = (struct eop){ 0 };
+		const char *nm = op->name ? op->name : plan_kind_name(op->kind);
+		size_t h = (size_t)(((uintptr_t)nm >> 3) * 0x9E3779B97F4A7C15ULL >> 56);
+		if (seen[h].p != nm) {
+			seen[h].p = nm;
+			seen[h].off = trace_intern(e->tr, nm);
+		}
+		eo->name = seen[h].off;
 		host_t += sim_host_ns(e->j, op);
-		ro->issue[i] = host_t;
-		if (op->kind == PLAN_COMPUTE)
-			ro->dur[i] = sim_compute_ns(e->j, op);
-		else if (op->kind == PLAN_COPY)
-			ro->dur[i] = sim_copy_ns(e->j, op, NULL);
+		eo->issue = host_t;
+		eo->kind = op->kind;
+		eo->stream = op->stream;
+		eo->phase = op->phase;
+		eo->flags = op->flags;
+		eo->layer = op->layer;
+		eo->micro = op->micro;
+		eo->stage = op->stage;
+		eo->cat = (uint8_t)trace_cat_of(op);
+		eo->named = op->name != NULL;
+		switch (op->kind) {
+		case PLAN_COMPUTE:
+			eo->dur = compute_ns(e, op);
+			eo->x.flops = op->u.compute.flops;
+			break;
+		case PLAN_COPY:
+			eo->dur = sim_copy_ns(e->j, op, NULL);
+			eo->sub = op->u.copy.dir;
+			eo->bytes = op->u.copy.bytes;
+			break;
+		case PLAN_COLL:
+			eo->sub = op->u.coll.coll;
+			eo->group = op->u.coll.group;
+			eo->bytes = op->u.coll.bytes;
+			eo->seq = op->u.coll.seq;
+			break;
+		case PLAN_P2P:
+			eo->x.peer = op->u.p2p.peer;
+			eo->bytes = op->u.p2p.bytes;
+			eo->seq = op->u.p2p.seq;
+			break;
+		case PLAN_ALLOC:
+		case PLAN_FREE:
+			eo->sub = op->u.mem.dev < PLAN_NUM_DEVICES ? op->u.mem.dev : 0;
+			eo->bytes = op->u.mem.bytes;
+			break;
+		default:
+			break;
+		}
 		if (op->kind == PLAN_COLL) {
 			int64_t g = job_group_size(e->j, op->u.coll.group);
 			if (g > e->j->gpus || g < 1 || op->u.coll.group >= JOB_NUM_GROUPS)
@@ -709,51 +908,31 @@ static enum tw_result role_prepare(struct eng *e, struct role *ro)
 	 * there until the batch is done. A batch: consecutive p2p ops (allocations between them
 	 * do not count). Not for the interleaved schedule: its plan orders the p2p ops of the
 	 * model chunks differently from Megatron's batches, and waiting there would deadlock. */
-	ro->sync_op = TW_NEW_ARRAY(uint32_t, n ? n : 1);
-	ro->sync_from = TW_NEW_ARRAY(uint32_t, n ? n : 1);
-	ro->nsync = 0;
-	if (e->j->strat.framework == STRAT_MEGATRON && e->j->strat.host_op_us > 0 &&
-	    e->j->strat.schedule != STRAT_SCHED_INTERLEAVED && e->j->strat.vp <= 1) {
-		for (size_t i = 0; i < n;) {
-			if (p->ops[i].kind != PLAN_P2P) {
-				i++;
-				continue;
-			}
-			size_t first = i, last = i;
-			for (i++; i < n; i++) {
-				uint8_t k = p->ops[i].kind;
-				if (k == PLAN_P2P)
-					last = i;
-				else if (k != PLAN_ALLOC && k != PLAN_FREE)
-					break;
-			}
-			ro->sync_from[ro->nsync] = (uint32_t)first;
-			ro->sync_op[ro->nsync++] = (uint32_t)last;
-		}
+	if (batch_open) {
+		TW_GROW(ro->sync_from, sync_cap, ro->nsync + 1);
+		TW_GROW(ro->sync_op, sync_cap2, ro->nsync + 1);
+		ro->sync_from[ro->nsync] = batch_first;
+		ro->sync_op[ro->nsync++] = batch_last;
 	}
 	for (size_t i = 0; i < n; i++)
 		ro->succ_off[i + 1] += ro->succ_off[i];
 	uint32_t *fill = TW_NEW_ARRAY(uint32_t, n + 1);
 	for (size_t i = 0; i < n; i++) {
-		const struct plan_op *op = &p->ops[i];
-		const uint32_t *d = plan_op_deps(p, op);
-		for (uint32_t k = 0; k < op->ndeps; k++)
+		const uint32_t *d = p->deps + doff[i];
+		for (uint32_t k = 0; k < ro->ndeps[i]; k++)
 			ro->succ[ro->succ_off[d[k]] + fill[d[k]]++] = (uint32_t)i;
 	}
 	free(fill);
+	free(doff);
+	ro->doff = NULL;
 	for (int s = 0; s < PLAN_NUM_STREAMS; s++) {
-		ro->sops[s] = TW_NEW_ARRAY(uint32_t, ro->nsops[s] ? ro->nsops[s] : 1);
+		ro->sops[s] = tw_malloc((ro->nsops[s] ? ro->nsops[s] : 1) * sizeof(uint32_t));
 		ro->nsops[s] = 0;
 	}
 	for (size_t i = 0; i < n; i++)
-		ro->sops[p->ops[i].stream][ro->nsops[p->ops[i].stream]++] = (uint32_t)i;
-	ro->name = TW_NEW_ARRAY(uint32_t, n ? n : 1);
-	const char *last = NULL;
-	for (size_t i = 0; i < n; i++) {
-		const char *nm = p->ops[i].name ? p->ops[i].name : plan_kind_name(p->ops[i].kind);
-		ro->name[i] = (last && !strcmp(nm, last)) ? ro->name[i - 1] : trace_intern(e->tr, nm);
-		last = nm;
-	}
+		ro->sops[ro->ops[i].stream][ro->nsops[ro->ops[i].stream]++] = (uint32_t)i;
+	/* everything the run needs is in ro->ops now */
+	plan_release(&ro->plan);
 	return TW_OK;
 }
 
@@ -786,13 +965,13 @@ static void eng_free(struct eng *e)
 	for (int64_t i = 0; i < e->nroles; i++) {
 		struct role *ro = &e->roles[i];
 		plan_release(&ro->plan);
-		free(ro->dur);
-		free(ro->issue);
+		free(ro->ops);
+		free(ro->ndeps);
+		free(ro->doff);
 		free(ro->sync_op);
 		free(ro->sync_from);
 		free(ro->succ_off);
 		free(ro->succ);
-		free(ro->name);
 		for (int s = 0; s < PLAN_NUM_STREAMS; s++)
 			free(ro->sops[s]);
 	}
@@ -810,6 +989,9 @@ static void eng_free(struct eng *e)
 	free(e->free_inst);
 	free(e->work);
 	free(e->members);
+	free(e->dur);
+	free(e->expect);
+	free(e->color);
 }
 
 enum tw_result sim_run_plans(const struct job *j, const struct sim_options *opt,
@@ -829,6 +1011,10 @@ enum tw_result sim_run_plans(const struct job *j, const struct sim_options *opt,
 		return rc;
 	if (j->gpus < 1 || j->gpus > (1LL << 24))
 		return tw_errf(err, TW_ERR_INVALID, "job: %lld GPUs: the simulator takes 1 .. 16,777,216", (long long)j->gpus);
+	if (opt->full && j->gpus > SIM_MAX_FULL_RANKS)
+		return tw_errf(err, TW_ERR_LIMIT,
+			       "--full: %lld ranks, over the full-mode limit of %d (symmetric mode has none)",
+			       (long long)j->gpus, SIM_MAX_FULL_RANKS);
 
 	/* roles: one per pipeline stage is what plan_roles gives for the Megatron layout */
 	int64_t *reps = TW_NEW_ARRAY(int64_t, j->gpus), *weights = TW_NEW_ARRAY(int64_t, j->gpus);
@@ -883,13 +1069,24 @@ enum tw_result sim_run_plans(const struct job *j, const struct sim_options *opt,
 		s->node = job_node_of(j, s->rank);
 		s->compute_scale = 1.0;
 		e->sr_of[s->rank] = (int32_t)i;
-		const struct plan *p = &e->roles[s->role].plan;
-		s->left = TW_NEW_ARRAY(uint32_t, p->nops ? p->nops : 1);
-		for (size_t k = 0; k < p->nops; k++)
-			s->left[k] = p->ops[k].ndeps;
+		struct role *ro = &e->roles[s->role];
+		if (!opt->full) {
+			/* one simulated rank per role: it takes the counts over */
+			s->left = ro->ndeps;
+			ro->ndeps = NULL;
+		} else {
+			s->left = tw_malloc((ro->nops ? ro->nops : 1) * sizeof(*s->left));
+			memcpy(s->left, ro->ndeps, ro->nops * sizeof(*s->left));
+		}
 		s->record = !opt->full || opt->trace_all || s->rank == e->roles[s->role].rep;
 		if (e->roles[s->role].nsync > 0)
 			s->sync_left = batch_size(&e->roles[s->role], 0);
+	}
+	e->expect = TW_NEW_ARRAY(int32_t, e->nsr * JOB_NUM_GROUPS);
+	e->color = tw_malloc((size_t)(e->nsr * JOB_NUM_GROUPS) * sizeof(*e->color));
+	for (int64_t i = 0; i < e->nsr * JOB_NUM_GROUPS; i++) {
+		e->expect[i] = -1;
+		e->color[i] = INT64_MIN;
 	}
 	net_init(&e->net, (int32_t)(e->nsr * LINKS_PER_GPU));
 	{
@@ -899,13 +1096,18 @@ enum tw_result sim_run_plans(const struct job *j, const struct sim_options *opt,
 		e->link_GBps[LINK_NIC] = cm1.gpu_net_GBps;
 		e->link_GBps[LINK_PCIE] = j->cluster.node.pcie_GBps;
 	}
-	/* the trace holds one event per op of every recorded rank: reserve it once */
+	/* the trace holds one event per op (but ALLOC / FREE) of every recorded rank and its
+	 * step marker: reserve it once */
 	{
-		size_t need = 0;
+		size_t need = 0, mem = 0;
 		for (int64_t i = 0; i < e->nsr; i++)
-			if (e->sr[i].record)
-				need += e->roles[e->sr[i].role].plan.nops + 1;
+			if (e->sr[i].record) {
+				need += e->roles[e->sr[i].role].nevents + 1;
+				mem += e->roles[e->sr[i].role].nops - e->roles[e->sr[i].role].nevents;
+			}
 		TW_GROW(out->ev, out->ev_cap, need);
+		prefault(out->ev, need * sizeof(*out->ev));
+		TW_GROW(out->mem, out->mem_cap, mem); /* a sample per ALLOC / FREE */
 	}
 	for (int i = 0; i < j->cluster.n_stragglers; i++) {
 		int64_t g = j->cluster.stragglers[i].gpu;
@@ -966,16 +1168,20 @@ enum tw_result sim_run_plans(const struct job *j, const struct sim_options *opt,
 	int64_t step = 0;
 	for (int64_t i = 0; i < e->nsr; i++) {
 		struct srank *s = &e->sr[i];
-		const struct plan *p = &e->roles[s->role].plan;
-		if ((size_t)s->ndone != p->nops) {
-			const struct plan_op *stuck = NULL;
+		const struct role *ro = &e->roles[s->role];
+		if ((size_t)s->ndone != ro->nops) {
+			const struct eop *stuck = NULL;
+			uint32_t stuck_id = 0;
 			for (int st = 0; st < PLAN_NUM_STREAMS && !stuck; st++)
-				if (s->head[st] < e->roles[s->role].nsops[st])
-					stuck = &p->ops[e->roles[s->role].sops[st][s->head[st]]];
+				if (s->head[st] < ro->nsops[st]) {
+					stuck_id = ro->sops[st][s->head[st]];
+					stuck = &ro->ops[stuck_id];
+				}
 			rc = tw_errf(err, TW_ERR_INVALID,
 				     "simulation deadlocked: rank %lld finished %lld of %zu ops; op %u (%s %s) waits for a peer that never issues it",
-				     (long long)s->rank, (long long)s->ndone, p->nops, stuck ? stuck->id : 0,
-				     stuck ? plan_kind_name(stuck->kind) : "?", stuck && stuck->name ? stuck->name : "");
+				     (long long)s->rank, (long long)s->ndone, ro->nops, stuck_id,
+				     stuck ? plan_kind_name((enum plan_kind)stuck->kind) : "?",
+				     stuck && stuck->named ? e->tr->strings + stuck->name : "");
 			goto done;
 		}
 		if (s->end_ns > step)

@@ -5,6 +5,10 @@
 
 #include "../core/core.h"
 
+/* Full mode keeps per-rank state (streams, dependency counts, event-queue entries): jobs
+ * beyond this many ranks are refused in full mode (docs/limits.md). */
+#define SIM_MAX_FULL_RANKS 65536
+
 struct sim_options {
 	bool full;              /* every rank, not one representative per role */
 	int64_t max_events;     /* stop with TW_ERR_LIMIT beyond this many events (0: default) */

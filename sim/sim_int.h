@@ -140,7 +140,8 @@ int64_t net_eta(const struct net *n, int32_t flow, int64_t now);
 
 /* ---- compute cost ------------------------------------------------------------------------ */
 
-/* Duration of a COMPUTE op on an idle GPU (or the host CPU for host-stream ops), ns. */
+/* Duration of a COMPUTE op on an idle GPU (or the host CPU for host-stream ops), ns. It may
+ * read only the op's kind, stream, phase, flags and u.compute: the engine memoises it on them. */
 int64_t sim_compute_ns(const struct job *j, const struct plan_op *op);
 /* Host time the rank's issuing thread spends to issue an op (framework dispatch), ns. */
 int64_t sim_host_ns(const struct job *j, const struct plan_op *op);
@@ -150,5 +151,9 @@ int64_t sim_copy_ns(const struct job *j, const struct plan_op *op, double *bw_GB
 double sim_eff(const struct cluster_eff_table *t, double x);
 /* Compute capability x10 from the GPU name ("A100" -> 80). */
 int sim_gpu_cc(const struct cluster *c);
+
+/* Fraction of peak a GEMM of m x n (output) and depth k reaches: the cluster's asymptotic
+ * GEMM efficiency x wave quantisation x a per-tile pipeline ramp in k (sim/compute.c). */
+double sim_gemm_eff(const struct cluster *c, int64_t m, int64_t n, int64_t k);
 
 #endif

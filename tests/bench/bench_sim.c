@@ -59,6 +59,8 @@ static int run(const struct bench *b)
 	struct sim_options o = { .full = b->full };
 	struct trace t;
 	struct sim_stats st;
+	struct rusage ru0;
+	getrusage(RUSAGE_SELF, &ru0);
 	double c0 = cpu_ms();
 	int64_t t0 = tw_now_ns();
 	enum tw_result rc = sim_run(j, &o, &t, &st, &err);
@@ -73,10 +75,11 @@ static int run(const struct bench *b)
 	}
 	double ms = (double)wall * 1e-6;
 	printf("%-44s wall %8.1f ms, cpu %8.1f ms (of which building %lld plans %.1f ms; target %5.0f ms %s)  %9lld events  %8.3g events/s (cpu)  step %.3f s  "
-	       "%lld ranks  %zu trace events  peak RSS %.0f MiB\n",
+	       "%lld ranks  %zu trace events  %ld page faults  peak RSS %.0f MiB\n",
 	       b->label, ms, cpu, (long long)nr, plan_cpu, b->target_ms, cpu <= b->target_ms ? "met" : "MISSED", (long long)st.events,
 	       (double)st.events / (cpu * 1e-3), (double)st.step_ns * 1e-9,
-	       (long long)st.ranks_simulated, t.nev, (double)ru.ru_maxrss / 1024.0);
+	       (long long)st.ranks_simulated, t.nev, ru.ru_minflt - ru0.ru_minflt,
+	       (double)ru.ru_maxrss / 1024.0);
 	trace_release(&t);
 	free(j);
 	return 0;

@@ -1,0 +1,104 @@
+/* sim/compute.c: the shaped GEMM model (asymptotic efficiency x wave quantisation x K ramp,
+ * docs/simulator.md "GEMM time") against values worked by hand. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../sim/sim_int.h"
+#include "test.h"
+
+/* An A100-like GPU: cc 8.0, 108 SMs (256x128x32 tiles), 312 TFLOP/s fp16, GEMM table top 0.869
+ * (MAMF 271.2/312). Lower table steps must not matter for shaped GEMMs. */
+static void a100(struct cluster *c)
+{
+	memset(c, 0, sizeof(*c));
+	snprintf(c->gpu.name, sizeof(c->gpu.name), "A100");
+	c->gpu.arch_sm = 80;
+	c->gpu.sms = 108;
+	c->gpu.peak_tflops[TW_FP16] = 312;
+	c->gpu.peak_tflops[TW_BF16] = 312;
+	c->gpu.hbm_GBps = 2039;
+	c->eff.gemm.n = 2;
+	c->eff.gemm.min[0] = 0, c->eff.gemm.eff[0] = 0.1;
+	c->eff.gemm.min[1] = 1e11, c->eff.gemm.eff[1] = 0.869;
+	c->eff.mem.n = 1, c->eff.mem.eff[0] = 1.0;
+}
+
+static void test_gemm_eff_by_hand(struct test_ctx *T)
+{
+	struct cluster c;
+	a100(&c);
+	/* GPT-3 qkv with TP 8: 2048 x 4608 output, k 12288. Tiles 8 x 36 = 288 (either
+	 * orientation), 3 waves of 108: q = 288/324 = 8/9; K: 384 steps, ramp 384/392 against the
+	 * reference 256/264 (k = 8192): 0.869 x 8/9 x 1.010204 = 0.780327 */
+	CHECK_NEAR(T, sim_gemm_eff(&c, 2048, 4608, 12288), 0.7803265, 1e-6);
+	/* h = 1024, TP 8 qkv: 2048 x 384, k 1024: 24 tiles, one wave of 108: q = 24/108; 32 K
+	 * steps: 0.8 / 0.969697 = 0.825; 0.869 x 0.2222 x 0.825 = 0.159317 */
+	CHECK_NEAR(T, sim_gemm_eff(&c, 2048, 384, 1024), 0.1593167, 1e-6);
+	/* edge tiles do full-tile work: 300 x 128 is 1.171875 tiles of useful work in one wave */
+	CHECK_NEAR(T, sim_gemm_eff(&c, 300, 128, 8192), 0.869 * (300.0 * 128 / 32768) / 108, 1e-9);
+	/* orientation: 128 x 27648 is 216 tiles of 256x128 (2 waves, q 0.5) but 108 tiles of
+	 * 128x256 (one full wave): cuBLAS takes the latter, q = 1 */
+	CHECK_NEAR(T, sim_gemm_eff(&c, 128, 27648, 8192), 0.869, 1e-9);
+	/* a full wave with a deeper K than the reference is capped at the measured maximum */
+	CHECK_NEAR(T, sim_gemm_eff(&c, 27648, 128, 65536), 0.869, 1e-9);
+	/* one more tile than a full wave nearly halves the efficiency (2 waves, 109/216) */
+	CHECK_NEAR(T, sim_gemm_eff(&c, 27648 + 256, 128, 8192), 0.869 * 109.0 / 216.0, 1e-9);
+
+	/* Hopper: 132 SMs, 128x256x64 tiles. 4096 x 6144, k 2048: 768 tiles in 6 waves
+	 * (q = 768/792), 32 K steps: 0.8 / (128/136) = 0.85; 0.803 x 0.969697 x 0.85 = 0.661867 */
+	c.gpu.arch_sm = 90, c.gpu.sms = 132, c.eff.gemm.eff[1] = 0.803;
+	CHECK_NEAR(T, sim_gemm_eff(&c, 4096, 6144, 2048), 0.6618667, 1e-6);
+}
+
+static void test_gemm_time_fwd_bwd(struct test_ctx *T)
+{
+	struct job *j = calloc(1, sizeof(*j));
+	a100(&j->cluster);
+	struct plan_op op;
+	memset(&op, 0, sizeof(op));
+	op.kind = PLAN_COMPUTE;
+	op.stream = PLAN_STREAM_COMPUTE;
+	op.u.compute.kernel = PLAN_K_GEMM;
+	op.u.compute.dtype = TW_FP16;
+	op.u.compute.m = 2048, op.u.compute.n = 384, op.u.compute.k = 1024, op.u.compute.batch = 1;
+	op.u.compute.flops = 2.0 * 2048 * 384 * 1024;
+	/* forward: FLOPs / (peak x 0.159317), no bytes, no launch: 1.61e9 / 49.71e12 = 32.40 us */
+	CHECK_NEAR(T, (double)sim_compute_ns(j, &op), 2.0 * 2048 * 384 * 1024 / (312e12 * 0.1593167) * 1e9, 1e-4); /* ns, rounded up */
+	/* backward (batch 2): dgrad 2048 x 1024 output, depth 384: 64 tiles (q 64/108), 12 K steps
+	 * (0.6/0.969697): eff 0.318633; wgrad 1024 x 384 output, depth 2048: 12 tiles (q 12/108),
+	 * 64 K steps (0.888889/0.969697): eff 0.088509. 1.61e9 FLOPs each: 5.04 + 18.94 ... =
+	 * 5.16217 us x (1/0.318633 + 1/0.088509) = 74.525 us */
+	op.phase = PLAN_PHASE_BWD;
+	op.u.compute.batch = 2;
+	op.u.compute.flops = 2.0 * 2.0 * 2048 * 384 * 1024;
+	CHECK_NEAR(T, (double)sim_compute_ns(j, &op), 74525.2, 1e-4);
+	/* the recompute forward in the backward phase runs the forward shape */
+	op.flags = PLAN_F_RECOMPUTE;
+	op.u.compute.batch = 1;
+	op.u.compute.flops = 2.0 * 2048 * 384 * 1024;
+	CHECK_NEAR(T, (double)sim_compute_ns(j, &op), 2.0 * 2048 * 384 * 1024 / (312e12 * 0.1593167) * 1e9, 1e-4); /* ns, rounded up */
+	/* memory roofline still applies: 1 GB of bytes at 2039 GB/s dominates */
+	op.u.compute.bytes = 1e9;
+	CHECK_NEAR(T, (double)sim_compute_ns(j, &op), 1e9 / 2039e9 * 1e9, 1e-4); /* ns, rounded up */
+	/* an unshaped GEMM (no m/n/k) keeps the cluster's step table: 1e12 FLOPs at 0.869 */
+	op.u.compute.bytes = 0;
+	op.u.compute.m = 0;
+	op.u.compute.flops = 1e12;
+	CHECK_NEAR(T, (double)sim_compute_ns(j, &op), 1e12 / (312e12 * 0.869) * 1e9, 1e-4); /* ns, rounded up */
+	/* a CPU rank (arch_sm 0) has no tensor-core tiles: a shaped GEMM keeps the table too */
+	op.u.compute.m = 2048;
+	j->cluster.gpu.arch_sm = 0;
+	CHECK_NEAR(T, (double)sim_compute_ns(j, &op), 1e12 / (312e12 * 0.869) * 1e9, 1e-4);
+	j->cluster.gpu.arch_sm = 80;
+	CHECK(T, (double)sim_compute_ns(j, &op) > 1e12 / (312e12 * 0.5) * 1e9);
+	free(j);
+}
+
+int main(void)
+{
+	struct test_ctx T = { 0 };
+	TEST_RUN(&T, test_gemm_eff_by_hand);
+	TEST_RUN(&T, test_gemm_time_fwd_bwd);
+	return test_done(&T);
+}
