@@ -78,3 +78,31 @@ struct plan_op *plan_push(struct plan *p, enum plan_kind kind, enum plan_stream 
 	}
 	return op;
 }
+
+enum trace_cat plan_op_trace_cat(const struct plan_op *op)
+{
+	switch (op->kind) {
+	case PLAN_COMPUTE:
+		if (op->stream == PLAN_STREAM_HOST)
+			return TRACE_HOST;
+		return op->u.compute.kernel == PLAN_K_GEMM   ? TRACE_GEMM
+		       : op->u.compute.kernel == PLAN_K_ATTN ? TRACE_ATTN
+							     : TRACE_COMPUTE_OTHER;
+	case PLAN_COLL:
+		switch (op->u.coll.coll) {
+		case PLAN_ALL_GATHER: return TRACE_ALL_GATHER;
+		case PLAN_REDUCE_SCATTER: return TRACE_REDUCE_SCATTER;
+		case PLAN_ALL_REDUCE: return TRACE_ALL_REDUCE;
+		case PLAN_BROADCAST: return TRACE_BROADCAST;
+		default: return TRACE_ALL_TO_ALL;
+		}
+	case PLAN_P2P:
+		return TRACE_P2P;
+	case PLAN_COPY:
+		return op->u.copy.dir == PLAN_H2D   ? TRACE_H2D
+		       : op->u.copy.dir == PLAN_D2H ? TRACE_D2H
+						    : TRACE_NVME;
+	default:
+		return TRACE_MARKER;
+	}
+}

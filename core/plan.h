@@ -10,6 +10,7 @@
 #define TW_PLAN_H
 
 #include "job.h"
+#include "trace.h"
 
 enum plan_kind { PLAN_COMPUTE = 0, PLAN_COLL, PLAN_P2P, PLAN_COPY, PLAN_ALLOC, PLAN_FREE,
 		 PLAN_NUM_KINDS };
@@ -175,6 +176,9 @@ enum tw_result plan_memory(const struct job *j, const struct plan *p, struct pla
 /* Whether the GPU total fits the capacity, and a one-line verdict ("fits, 12.3 GiB free" or
  * "does not fit: needs 4.1 GiB more — largest items: ..."). */
 bool plan_mem_fits(const struct plan_mem *m, char *verdict, size_t len);
+
+/* The trace category an op is recorded under (the simulator and the executor both use it). */
+enum trace_cat plan_op_trace_cat(const struct plan_op *op);
 
 const char *plan_kind_name(enum plan_kind k);
 const char *plan_stream_name(enum plan_stream s);

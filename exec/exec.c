@@ -47,38 +47,6 @@ const char *exec_features(void)
 #endif
 }
 
-enum trace_cat exec_op_cat(const struct plan_op *op)
-{
-	switch (op->kind) {
-	case PLAN_COMPUTE:
-		if (op->stream == PLAN_STREAM_HOST)
-			return TRACE_HOST;
-		if (op->u.compute.kernel == PLAN_K_GEMM)
-			return TRACE_GEMM;
-		if (op->u.compute.kernel == PLAN_K_ATTN)
-			return TRACE_ATTN;
-		return TRACE_COMPUTE_OTHER;
-	case PLAN_COLL:
-		switch (op->u.coll.coll) {
-		case PLAN_ALL_GATHER: return TRACE_ALL_GATHER;
-		case PLAN_REDUCE_SCATTER: return TRACE_REDUCE_SCATTER;
-		case PLAN_ALL_REDUCE: return TRACE_ALL_REDUCE;
-		case PLAN_BROADCAST: return TRACE_BROADCAST;
-		default: return TRACE_ALL_TO_ALL;
-		}
-	case PLAN_P2P:
-		return TRACE_P2P;
-	case PLAN_COPY:
-		if (op->u.copy.dir == PLAN_H2D)
-			return TRACE_H2D;
-		if (op->u.copy.dir == PLAN_D2H)
-			return TRACE_D2H;
-		return TRACE_NVME;
-	default:
-		return TRACE_MARKER;
-	}
-}
-
 void exec_op_desc(const struct plan_op *op, char *buf, size_t len)
 {
 	switch (op->kind) {
@@ -413,7 +381,7 @@ static enum tw_result one_step(struct run *r, int step, bool timed, struct tw_er
 			continue;
 		struct trace_event e = {
 			.rank = (int32_t)r->env.rank, .device = gpu && op->stream != PLAN_STREAM_HOST ? 0 : -1,
-			.stream = op->stream, .cat = exec_op_cat(op), .step = tstep, .op_id = (int32_t)op->id,
+			.stream = op->stream, .cat = plan_op_trace_cat(op), .step = tstep, .op_id = (int32_t)op->id,
 			.layer = op->layer, .micro = op->micro, .stage = op->stage, .phase = op->phase,
 			.start_ns = r->span[i].start_ns, .end_ns = r->span[i].end_ns,
 			.flags = (op->flags & PLAN_F_RECOMPUTE) ? TRACE_F_RECOMPUTE : 0};

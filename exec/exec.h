@@ -73,8 +73,6 @@ enum tw_result exec_run(const struct job *j, const struct exec_options *opt, str
 /* Which backends this build has, comma-separated ("host", "host,cuda"). */
 const char *exec_features(void);
 
-/* Trace category of a plan op (also used by tests). */
-enum trace_cat exec_op_cat(const struct plan_op *op);
 
 /* ==== calibration (twin calibrate) — appended by the calibration module; implementation
  * exec/calib.c (host) and exec/cuda/calib_cuda.c (cuda, CUDA builds only); what is measured and

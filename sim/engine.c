@@ -271,32 +271,6 @@ static void add_waiter(struct eng *e, int32_t id, int32_t sr, uint32_t op)
 
 /* ---- trace -------------------------------------------------------------------------------- */
 
-static int trace_cat_of(const struct plan_op *op)
-{
-	switch (op->kind) {
-	case PLAN_COMPUTE:
-		if (op->stream == PLAN_STREAM_HOST)
-			return TRACE_HOST;
-		return op->u.compute.kernel == PLAN_K_GEMM   ? TRACE_GEMM
-		       : op->u.compute.kernel == PLAN_K_ATTN ? TRACE_ATTN
-							     : TRACE_COMPUTE_OTHER;
-	case PLAN_COLL:
-		switch (op->u.coll.coll) {
-		case PLAN_ALL_GATHER: return TRACE_ALL_GATHER;
-		case PLAN_REDUCE_SCATTER: return TRACE_REDUCE_SCATTER;
-		case PLAN_ALL_REDUCE: return TRACE_ALL_REDUCE;
-		case PLAN_BROADCAST: return TRACE_BROADCAST;
-		default: return TRACE_ALL_TO_ALL;
-		}
-	case PLAN_P2P:
-		return TRACE_P2P;
-	case PLAN_COPY:
-		return op->u.copy.dir == PLAN_H2D ? TRACE_H2D : op->u.copy.dir == PLAN_D2H ? TRACE_D2H : TRACE_NVME;
-	default:
-		return TRACE_MARKER;
-	}
-}
-
 static void record(struct eng *e, struct srank *s, uint32_t opi, const struct eop *op, int64_t t0,
 		   int64_t t1)
 {
@@ -857,7 +831,7 @@ static enum tw_result role_prepare(struct eng *e, struct role *ro)
 		eo->layer = op->layer;
 		eo->micro = op->micro;
 		eo->stage = op->stage;
-		eo->cat = (uint8_t)trace_cat_of(op);
+		eo->cat = (uint8_t)plan_op_trace_cat(op);
 		eo->named = op->name != NULL;
 		switch (op->kind) {
 		case PLAN_COMPUTE:

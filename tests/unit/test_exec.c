@@ -289,12 +289,12 @@ static void test_scratch_and_cats(struct test_ctx *T)
 	CHECK_EQ_INT(T, s.coll_in, 2000);
 	CHECK_EQ_INT(T, s.copy_bytes, 8192);
 	CHECK_EQ_INT(T, s.host_bytes, 16384);
-	CHECK_EQ_INT(T, exec_op_cat(&p.ops[2]), TRACE_GEMM);
-	CHECK_EQ_INT(T, exec_op_cat(&p.ops[3]), TRACE_ATTN);
-	CHECK_EQ_INT(T, exec_op_cat(&p.ops[4]), TRACE_COMPUTE_OTHER);
-	CHECK_EQ_INT(T, exec_op_cat(&p.ops[6]), TRACE_ALL_REDUCE);
-	CHECK_EQ_INT(T, exec_op_cat(&p.ops[8]), TRACE_D2H);
-	CHECK_EQ_INT(T, exec_op_cat(&p.ops[11]), TRACE_NVME);
+	CHECK_EQ_INT(T, plan_op_trace_cat(&p.ops[2]), TRACE_GEMM);
+	CHECK_EQ_INT(T, plan_op_trace_cat(&p.ops[3]), TRACE_ATTN);
+	CHECK_EQ_INT(T, plan_op_trace_cat(&p.ops[4]), TRACE_COMPUTE_OTHER);
+	CHECK_EQ_INT(T, plan_op_trace_cat(&p.ops[6]), TRACE_ALL_REDUCE);
+	CHECK_EQ_INT(T, plan_op_trace_cat(&p.ops[8]), TRACE_D2H);
+	CHECK_EQ_INT(T, plan_op_trace_cat(&p.ops[11]), TRACE_NVME);
 	char d[192];
 	exec_op_desc(&p.ops[6], d, sizeof(d));
 	CHECK_STR_CONTAINS(T, d, "all_reduce over dp, 1000 x bf16, seq 0");
