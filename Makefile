@@ -169,12 +169,13 @@ clean:
 # ---- hardening -------------------------------------------------------------------------------
 # make test-valgrind: the CLI end-to-end tests and the bad-input corpus with every twin call
 # under valgrind memcheck (any leak or invalid access in twin's code fails the call). Checks
-# that start MPI are skipped (TWIN_TEST_NO_MPI): Open MPI itself is not valgrind-clean.
+# that start MPI are skipped (TWIN_TEST_NO_MPI): Open MPI itself is not valgrind-clean. valgrind
+# is called by its full path: some tests run twin with PATH emptied.
 VG_WRAP := $(BUILD)/valgrind/twin
 test-valgrind: deps
 	@$(MAKE) --no-print-directory all
 	@mkdir -p $(dir $(VG_WRAP))
-	@printf '#!/bin/sh\nexec valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect --suppressions=$(CURDIR)/tests/valgrind.supp "$(CURDIR)/$(BUILD)/twin" "$$@"\n' >$(VG_WRAP)
+	@printf '#!/bin/sh\nexec $(shell command -v valgrind) -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect --suppressions=$(CURDIR)/tests/valgrind.supp "$(CURDIR)/$(BUILD)/twin" "$$@"\n' >$(VG_WRAP)
 	@chmod +x $(VG_WRAP)
 	@TWIN=$(CURDIR)/$(VG_WRAP) TWIN_TEST_NO_MPI=1 ONLY=cli sh tests/run.sh $(BUILD)
 
