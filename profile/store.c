@@ -40,7 +40,15 @@ static enum tw_result sql_fail(struct prof_db *db, struct tw_err *err, const cha
 
 static enum tw_result exec_sql(struct prof_db *db, const char *sql, struct tw_err *err)
 {
-	if (sqlite3_exec(db->h, sql, NULL, NULL, NULL) != SQLITE_OK)
+	/* SQLite returns SQLITE_BUSY at once, without its busy handler, when waiting could
+	 * deadlock (e.g. two new connections switching a fresh file to WAL); these statements
+	 * hold no transaction of ours yet, so retry them for up to the busy timeout */
+	int64_t deadline = tw_now_ns() + (int64_t)BUSY_TIMEOUT_MS * 1000000;
+	int rc;
+	while ((rc = sqlite3_exec(db->h, sql, NULL, NULL, NULL)) == SQLITE_BUSY &&
+	       tw_now_ns() < deadline)
+		sqlite3_sleep(10);
+	if (rc != SQLITE_OK)
 		return sql_fail(db, err, "executing SQL");
 	return TW_OK;
 }
