@@ -597,19 +597,27 @@ static void release(struct pb *b, int64_t mid)
 	b->live_gathered -= unit_params(b, mid) - unit_persistent(b, mid);
 }
 
-/* Fetch a module before its compute, and prefetch the next one in execution order within
- * stage3_prefetch_bucket_size and stage3_max_live_parameters (FSDP: one unit ahead). */
+/* Fetch a module before its compute, then prefetch the units that follow in execution order
+ * (direction next - mid) the way DeepSpeed's coordinator pops its trace queue: while the
+ * elements already prefetched are below min(stage3_max_live_parameters - live,
+ * stage3_prefetch_bucket_size), so the first unit goes whatever its size. FSDP: one unit
+ * ahead. */
 static void fetch(struct pb *b, int64_t mid, int64_t next)
 {
 	if (b->shard != SH_PARAM)
 		return;
 	gather(b, mid);
-	if (next >= 0 && next < b->nunits && b->gbuf[next] < 0) {
-		int64_t n = unit_params(b, next);
-		bool ok = b->fsdp || (n <= b->s->prefetch_bucket_size &&
-				      b->live_gathered + n <= b->s->max_live_parameters);
-		if (ok)
-			gather(b, next);
+	if (next >= 0 && next < b->nunits) {
+		int64_t dir = next > mid ? 1 : -1, pref = 0;
+		int64_t budget = b->fsdp ? 1 : b->s->max_live_parameters - b->live_gathered;
+		if (!b->fsdp && b->s->prefetch_bucket_size < budget)
+			budget = b->s->prefetch_bucket_size;
+		for (int64_t u = next; u >= b->u_lo && u <= b->u_hi && pref < budget; u += dir) {
+			if (b->gbuf[u] >= 0)
+				continue; /* available: popped from the queue, nothing to fetch */
+			gather(b, u);
+			pref += b->fsdp ? 1 : unit_params(b, u) - unit_persistent(b, u);
+		}
 	}
 	wait_on(b, b->gop[mid]);
 }

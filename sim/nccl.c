@@ -37,6 +37,12 @@ static const double tree_corr[NCCL_NUM_PROTOS][23] = {
  * 4.9 MB buffer over 8 steps and 2 slices, Simple 512 KiB; NVLS chunks are 128 KiB. */
 static const double step_bytes[NCCL_NUM_PROTOS] = { 65536.0, 4915200.0 / 16.0, 524288.0 };
 #define NVLS_CHUNK 131072.0
+/* The links NCCL's latency tables were measured on, as the cluster files state latency
+ * (end-to-end per message, µs): InfiniBand 5, NVLink 1, PCIe 1.5 (topologies/dgx-*.json). A
+ * cluster whose links are slower or faster adds the difference to every step over them. */
+#define REF_NET_US 5.0
+#define REF_NVLINK_US 1.0
+#define REF_PCIE_US 1.5
 
 const char *nccl_algo_name(int a)
 {
@@ -118,6 +124,14 @@ void nccl_comm_from_cluster(const struct cluster *c, int64_t nranks, int64_t nno
 	double nic = c->net.nic_gbps / 8.0 * (c->net.nic_eff > 0 ? c->net.nic_eff : 1.0);
 	out->inter_GBps = nics * nic;
 	out->gpu_net_GBps = nic * (double)c->net.nics_per_node / (double)gpn;
+	out->net_lat_us = c->net.latency_us - REF_NET_US;
+	out->intra_lat_us = cluster_intra_latency_us(c) - (out->nvlink ? REF_NVLINK_US : REF_PCIE_US);
+}
+
+/* a per-step latency of NCCL's tables moved by the cluster's difference, never below 0 */
+static double step_lat(double table_us, double delta_us)
+{
+	return fmax(0.0, table_us + delta_us);
 }
 
 void nccl_alltoall(const struct nccl_comm *cm, double S, struct nccl_result *out)
@@ -135,7 +149,8 @@ void nccl_alltoall(const struct nccl_comm *cm, double S, struct nccl_result *out
 	if (inter > 0 && cm->gpu_net_GBps > 0)
 		t = fmax(t, inter / (1000.0 * cm->gpu_net_GBps));
 	int hw = cm->nnodes > 1 ? HW_NET : cm->nvlink ? HW_NVLINK : HW_PCI;
-	out->lat_us = base_lat[NCCL_RING][NCCL_SIMPLE] + hw_lat[hw][NCCL_RING][NCCL_SIMPLE];
+	out->lat_us = base_lat[NCCL_RING][NCCL_SIMPLE] +
+		      step_lat(hw_lat[hw][NCCL_RING][NCCL_SIMPLE], hw == HW_NET ? cm->net_lat_us : cm->intra_lat_us);
 	out->algbw_GBps = t > 0 ? S / (1000.0 * t) : 0;
 	out->time_us = out->lat_us + t;
 	out->busbw_GBps = S / (out->time_us * 1e3) * nccl_busbw_factor(PLAN_ALL_TO_ALL, n);
@@ -150,7 +165,8 @@ void nccl_p2p(const struct nccl_comm *cm, double S, bool same_node, struct nccl_
 	out->proto = NCCL_SIMPLE;
 	double bw = same_node ? cm->intra_GBps : cm->gpu_net_GBps;
 	int hw = !same_node ? HW_NET : cm->nvlink ? HW_NVLINK : HW_PCI;
-	out->lat_us = base_lat[NCCL_RING][NCCL_SIMPLE] + hw_lat[hw][NCCL_RING][NCCL_SIMPLE];
+	out->lat_us = base_lat[NCCL_RING][NCCL_SIMPLE] +
+		      step_lat(hw_lat[hw][NCCL_RING][NCCL_SIMPLE], same_node ? cm->intra_lat_us : cm->net_lat_us);
 	out->algbw_GBps = bw;
 	out->time_us = out->lat_us + (bw > 0 ? S / (1000.0 * bw) : 0);
 	out->busbw_GBps = S / (out->time_us * 1e3);
@@ -227,12 +243,13 @@ bool nccl_eval(const struct nccl_comm *cm, enum plan_coll c, double S, int a, in
 	/* §1.4 latency */
 	int intra_hw = cm->nvlink ? HW_NVLINK : HW_PCI;
 	double lat = base_lat[a][p];
-	double intra_lat = hw_lat[intra_hw][a][p];
-	double inter_lat = (ppn == 1 ? hw_lat[HW_NET][NCCL_TREE][p] : hw_lat[HW_NET][a][p]) + cm->net_lat_us;
+	double intra_lat = step_lat(hw_lat[intra_hw][a][p], cm->intra_lat_us);
+	double inter_lat = step_lat(ppn == 1 ? hw_lat[HW_NET][NCCL_TREE][p] : hw_lat[HW_NET][a][p], cm->net_lat_us);
 	if (a == NCCL_RING) {
 		if (c == PLAN_BROADCAST) {
 			int hwa = N == 1 ? intra_hw : HW_NET;
-			lat += nsteps * hw_lat[hwa][p == NCCL_SIMPLE ? NCCL_TREE : NCCL_RING][p];
+			lat += nsteps * step_lat(hw_lat[hwa][p == NCCL_SIMPLE ? NCCL_TREE : NCCL_RING][p],
+						 N == 1 ? cm->intra_lat_us : cm->net_lat_us);
 		} else {
 			double net_over = N > 1 ? (cm->amd_cpu ? 2.0 : 1.0) * (p == NCCL_SIMPLE ? 3 : 1) : 0;
 			double il = fmax(intra_lat, net_over);

@@ -46,6 +46,7 @@ struct nccl_comm {
 	bool nvls;           /* NVLink SHARP present */
 	bool amd_cpu;        /* NCCL's LL caps and net overhead differ on AMD hosts */
 	double net_lat_us;   /* added to NCCL's per-step network latency (0: NCCL's tables) */
+	double intra_lat_us; /* added to NCCL's per-step NVLink / PCI latency (0: its tables) */
 	double gpu_net_GBps; /* the NIC bandwidth one GPU owns (rail share), for p2p/all-to-all */
 };
 

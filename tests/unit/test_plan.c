@@ -391,6 +391,59 @@ static void test_zero_comm(struct test_ctx *t)
 	free(j);
 }
 
+/* forward compute ops that wait on an all-gather issued after the previous compute op:
+ * fetches that were not prefetched */
+static int fresh_waits(const struct plan *p)
+{
+	int n = 0;
+	size_t last = 0;
+	for (size_t i = 0; i < p->nops; i++) {
+		const struct plan_op *o = &p->ops[i];
+		if (o->kind != PLAN_COMPUTE || o->phase != PLAN_PHASE_FWD)
+			continue;
+		bool fresh = false;
+		for (uint32_t k = 0; k < o->ndeps; k++) {
+			const struct plan_op *d = &p->ops[p->deps[o->dep_off + k]];
+			fresh |= d->kind == PLAN_COLL && d->u.coll.coll == PLAN_ALL_GATHER && d->id > last;
+		}
+		n += fresh;
+		last = i;
+	}
+	return n;
+}
+
+/* DeepSpeed pops its trace queue while the prefetched elements are below the budget, so the
+ * next unit is prefetched even when it alone exceeds stage3_prefetch_bucket_size (Llama-2-7B's
+ * attention, 67M, and MLP, 135M, over the default 50M); a zero budget prefetches nothing. */
+static void test_zero3_prefetch(struct test_ctx *t)
+{
+	struct job *j = fx_job(8);
+	j->strat.zero_stage = 3;
+	struct plan p;
+	int dflt = -1, none = -1, live0 = -1;
+	if (build(j, 0, &p)) {
+		dflt = fresh_waits(&p);
+		plan_release(&p);
+	}
+	j->strat.prefetch_bucket_size = 0;
+	if (build(j, 0, &p)) {
+		none = fresh_waits(&p);
+		plan_release(&p);
+	}
+	j->strat.prefetch_bucket_size = 50000000;
+	j->strat.max_live_parameters = 0;
+	if (build(j, 0, &p)) {
+		live0 = fresh_waits(&p);
+		plan_release(&p);
+	}
+	printf("#   zero-3 forward compute waiting on a gather just issued: default %d, bucket 0: "
+	       "%d, max_live 0: %d\n", dflt, none, live0);
+	CHECK_EQ_INT(t, dflt, 1); /* only the first unit (the embedding) */
+	CHECK_EQ_INT(t, none, 2 + 32 * 4); /* embedding, 32 x 4 leaf units, head */
+	CHECK_EQ_INT(t, live0, none);
+	free(j);
+}
+
 static void test_offload_ops(struct test_ctx *t)
 {
 	struct job *j = fx_job(8);
@@ -484,6 +537,7 @@ int main(void)
 	TEST_RUN(&t, test_p2p_match);
 	TEST_RUN(&t, test_structure);
 	TEST_RUN(&t, test_zero_comm);
+	TEST_RUN(&t, test_zero3_prefetch);
 	TEST_RUN(&t, test_offload_ops);
 	TEST_RUN(&t, test_roles);
 	TEST_RUN(&t, test_bad_strategies);

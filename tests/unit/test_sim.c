@@ -202,6 +202,10 @@ static void make_job(struct job *j, int64_t tp, int64_t pp, int64_t dp, int gpus
 	c->node.intra = CLUSTER_INTRA_NVSWITCH;
 	c->node.nvlink_GBps = 240;
 	c->node.pcie_GBps = 24;
+	/* the latencies NCCL's tables assume: no shift (test_nccl_latency_delta) */
+	c->node.nvlink_latency_us = 1.0;
+	c->node.pcie_latency_us = 1.5;
+	c->net.latency_us = 5.0;
 	c->net.nics_per_node = gpus_per_node;
 	c->net.nic_gbps = 200;
 	c->net.nic_eff = 0.96;
@@ -480,6 +484,36 @@ static void test_engine_errors(struct test_ctx *T)
 	trace_release(&t);
 }
 
+/* The cluster's link latencies move every step over those links by their difference from
+ * what NCCL's tables assume (net.latency_us 5, nvlink_latency_us 1), never below zero. */
+static void test_nccl_latency_delta(struct test_ctx *T)
+{
+	struct nccl_comm c = h100_comm(16, 8);
+	struct nccl_result r;
+	c.net_lat_us = 10.0; /* e.g. a 15 µs fabric: 30 of the 254 ring steps cross nodes */
+	CHECK(T, nccl_eval(&c, PLAN_ALL_REDUCE, 4096, NCCL_RING, NCCL_LL, &r));
+	CHECK_NEAR(T, r.lat_us, 311.6 + 30 * 10.0, 1e-9);
+	c = h100_comm(1, 8);
+	c.intra_lat_us = 0.5; /* 14 NVLink steps */
+	CHECK(T, nccl_eval(&c, PLAN_ALL_REDUCE, 1 << 20, NCCL_RING, NCCL_LL, &r));
+	CHECK_NEAR(T, r.lat_us, 15.0 + 14 * 0.5, 1e-9);
+	c.intra_lat_us = -5.0; /* faster than the table: the step costs nothing, not less */
+	CHECK(T, nccl_eval(&c, PLAN_ALL_REDUCE, 1 << 20, NCCL_RING, NCCL_LL, &r));
+	CHECK_NEAR(T, r.lat_us, 6.6, 1e-9);
+	/* through the cluster file: --set net.latency_us slows a 4-node small all-reduce */
+	struct job j;
+	make_job(&j, 1, 1, 32, 8);
+	struct sim_coll_result a, b;
+	struct tw_err err = { 0 };
+	j.cluster.net.latency_us = 5.0;
+	CHECK_EQ_INT(T, sim_collective(&j.cluster, "all_reduce", 65536.0, 32, NULL, &a, &err), TW_OK);
+	j.cluster.net.latency_us = 25.0;
+	CHECK_EQ_INT(T, sim_collective(&j.cluster, "all_reduce", 65536.0, 32, NULL, &b, &err), TW_OK);
+	printf("#   64 KiB all-reduce on 4 nodes: %.1f µs at 5 µs network latency, %.1f at 25\n",
+	       a.time_us, b.time_us);
+	CHECK(T, b.time_us > a.time_us + 20.0);
+}
+
 static void test_collective_cases(struct test_ctx *T)
 {
 	struct job j;
@@ -499,6 +533,7 @@ int main(void)
 	TEST_RUN(&T, test_heap_tie_break);
 	TEST_RUN(&T, test_heap_order_reproducible);
 	TEST_RUN(&T, test_nccl_latency_table);
+	TEST_RUN(&T, test_nccl_latency_delta);
 	TEST_RUN(&T, test_nccl_bandwidth);
 	TEST_RUN(&T, test_maxmin_by_hand);
 	TEST_RUN(&T, test_engine_single_gemm);
