@@ -43,6 +43,8 @@ static const double step_bytes[NCCL_NUM_PROTOS] = { 65536.0, 4915200.0 / 16.0, 5
 #define REF_NET_US 5.0
 #define REF_NVLINK_US 1.0
 #define REF_PCIE_US 1.5
+/* node.nvls_GBps is the busbw of an NVLS all-reduce on this many GPUs (nccl-tests -g 8) */
+#define NVLS_REF_GPUS 8.0
 
 const char *nccl_algo_name(int a)
 {
@@ -113,6 +115,7 @@ void nccl_comm_from_cluster(const struct cluster *c, int64_t nranks, int64_t nno
 	out->nvlink = c->node.intra == CLUSTER_INTRA_NVSWITCH || c->node.intra == CLUSTER_INTRA_NVLINK_MESH;
 	out->intra_GBps = out->nvlink ? c->node.nvlink_GBps : c->node.pcie_GBps;
 	out->nvls = c->node.nvls && out->cc >= 90;
+	out->nvls_GBps = out->nvls ? c->node.nvls_GBps : 0;
 	out->amd_cpu = c->node.cpu_vendor == CLUSTER_CPU_AMD;
 	/* NCCL runs about two channels per NVLink-class GPU port group; Blackwell doubles it */
 	out->nch = out->cc >= 100 ? 32 : 16;
@@ -124,8 +127,31 @@ void nccl_comm_from_cluster(const struct cluster *c, int64_t nranks, int64_t nno
 	double nic = c->net.nic_gbps / 8.0 * (c->net.nic_eff > 0 ? c->net.nic_eff : 1.0);
 	out->inter_GBps = nics * nic;
 	out->gpu_net_GBps = nic * (double)c->net.nics_per_node / (double)gpn;
+	/* a rail-optimized leaf takes one port of leaf_radix nodes (one leaf per rail); a plain
+	 * fat-tree leaf takes every NIC of a node */
+	out->oversub = c->net.oversubscription > 1.0 ? c->net.oversubscription : 1.0;
+	if (c->net.topology == CLUSTER_TOPO_SINGLE_SWITCH || c->net.leaf_radix <= 0)
+		out->leaf_nodes = 0;
+	else if (c->net.topology == CLUSTER_TOPO_RAIL_FAT_TREE || c->net.nics_per_node <= 1)
+		out->leaf_nodes = c->net.leaf_radix;
+	else
+		out->leaf_nodes = c->net.leaf_radix / c->net.nics_per_node > 1
+					  ? c->net.leaf_radix / c->net.nics_per_node : 1;
 	out->net_lat_us = c->net.latency_us - REF_NET_US;
 	out->intra_lat_us = cluster_intra_latency_us(c) - (out->nvlink ? REF_NVLINK_US : REF_PCIE_US);
+}
+
+/* How much slower the network runs for a communicator whose nodes span several leaves, when
+ * a fraction f of each node's inter-node bytes leaves its leaf: the leaf's uplinks carry
+ * leaf_nodes x f x B against leaf_nodes x B / oversub (reference/cost-models.md §3.5). Rings
+ * and NCCL's trees connect neighbouring nodes: one edge in leaf_nodes leaves the leaf. */
+static double uplink_slowdown(const struct nccl_comm *cm, bool all_to_all)
+{
+	int64_t N = cm->nnodes, r = cm->leaf_nodes;
+	if (r <= 0 || N <= r)
+		return 1.0;
+	double f = all_to_all ? (double)(N - r) / (double)N : 1.0 / (double)r;
+	return fmax(1.0, cm->oversub * f);
 }
 
 /* a per-step latency of NCCL's tables moved by the cluster's difference, never below 0 */
@@ -147,7 +173,7 @@ void nccl_alltoall(const struct nccl_comm *cm, double S, struct nccl_result *out
 	if (intra > 0 && cm->intra_GBps > 0)
 		t = intra / (1000.0 * cm->intra_GBps);
 	if (inter > 0 && cm->gpu_net_GBps > 0)
-		t = fmax(t, inter / (1000.0 * cm->gpu_net_GBps));
+		t = fmax(t, inter * uplink_slowdown(cm, true) / (1000.0 * cm->gpu_net_GBps));
 	int hw = cm->nnodes > 1 ? HW_NET : cm->nvlink ? HW_NVLINK : HW_PCI;
 	out->lat_us = base_lat[NCCL_RING][NCCL_SIMPLE] +
 		      step_lat(hw_lat[hw][NCCL_RING][NCCL_SIMPLE], hw == HW_NET ? cm->net_lat_us : cm->intra_lat_us);
@@ -203,7 +229,8 @@ bool nccl_eval(const struct nccl_comm *cm, enum plan_coll c, double S, int a, in
 		return false;
 
 	double nsteps = ar ? 2.0 * (double)(n - 1) : agrs ? (double)(n - 1) : (double)n;
-	double total = N == 1 ? cm->intra_GBps : fmin(cm->intra_GBps, cm->inter_GBps);
+	double inter = cm->inter_GBps / uplink_slowdown(cm, false);
+	double total = N == 1 ? cm->intra_GBps : fmin(cm->intra_GBps, inter);
 	double bw_ch = total / cm->nch;
 	/* §1.6 step 5: small messages run on fewer channels (the kernel, not the tuner's table):
 	 * drop channels while nBytes < nc x threads x threadThreshold */
@@ -225,7 +252,7 @@ bool nccl_eval(const struct nccl_comm *cm, enum plan_coll c, double S, int a, in
 		alg = bus * (double)n / nsteps;
 	} else if (a == NCCL_TREE) {
 		/* across two nodes each node sends S once; beyond, 2S (double binary tree) */
-		bus = fmin(cm->intra_GBps, cm->inter_GBps * (N == 2 ? 2.0 : 1.0)) * nc / cm->nch;
+		bus = fmin(cm->intra_GBps, inter * (N == 2 ? 2.0 : 1.0)) * nc / cm->nch;
 		bus = fmin(0.92 * bus, nc * per_ch_tree[ci][i2]);
 		if (p == NCCL_LL)
 			bus = fmin(bus / 3.8, ll_max_bw[cm->amd_cpu ? 1 : 0][i2] * nc / cm->nch);
@@ -234,8 +261,13 @@ bool nccl_eval(const struct nccl_comm *cm, enum plan_coll c, double S, int a, in
 		alg = bus * 0.5;
 	} else {
 		/* NVLS AllReduce: each GPU sends S into the switch and gets S/n... in both phases,
-		 * S (1 + 1/n) per direction, at the switch's efficiency */
-		alg = cm->intra_GBps * nvls_eff[ci] * (double)n / (double)(n + 1);
+		 * S (1 + 1/n) per direction: algbw ∝ n/(n+1). Its scale is the cluster's measured
+		 * busbw on NVLS_REF_GPUS GPUs, else NVLink at the switch's efficiency. */
+		double g = NVLS_REF_GPUS;
+		if (cm->nvls_GBps > 0)
+			alg = cm->nvls_GBps * (g + 1.0) / (2.0 * (g - 1.0)) * (double)n / (double)(n + 1);
+		else
+			alg = cm->intra_GBps * nvls_eff[ci] * (double)n / (double)(n + 1);
 	}
 	if (alg <= 0)
 		return false;

@@ -47,6 +47,9 @@ struct nccl_comm {
 	bool amd_cpu;        /* NCCL's LL caps and net overhead differ on AMD hosts */
 	double net_lat_us;   /* added to NCCL's per-step network latency (0: NCCL's tables) */
 	double intra_lat_us; /* added to NCCL's per-step NVLink / PCI latency (0: its tables) */
+	int64_t leaf_nodes;  /* nodes under one leaf switch (per rail); 0: one switch for all */
+	double oversub;      /* leaf down:up capacity ratio, >= 1 */
+	double nvls_GBps;    /* NVLS all-reduce busbw on NVLS_REF_GPUS GPUs; 0: NCCL's model */
 	double gpu_net_GBps; /* the NIC bandwidth one GPU owns (rail share), for p2p/all-to-all */
 };
 

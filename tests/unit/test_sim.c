@@ -514,6 +514,44 @@ static void test_nccl_latency_delta(struct test_ctx *T)
 	CHECK(T, b.time_us > a.time_us + 20.0);
 }
 
+/* Leaf uplinks with oversubscription o: all-to-all sends (N - r)/N of a node's bytes up, so it
+ * slows by o (N - r)/N; a ring sends one edge in r up and slows only when o > r. */
+static void test_nccl_oversubscription(struct test_ctx *T)
+{
+	struct nccl_comm c = h100_comm(64, 8);
+	c.gpu_net_GBps = 50.0 * 0.94;
+	struct nccl_result flat, over;
+	nccl_alltoall(&c, 1e9, &flat);
+	c.leaf_nodes = 32, c.oversub = 4.0;
+	nccl_alltoall(&c, 1e9, &over);
+	double d_flat = flat.time_us - flat.lat_us, d_over = over.time_us - over.lat_us;
+	CHECK_NEAR(T, d_over / d_flat, 4.0 * 32.0 / 64.0, 1e-9);
+	/* the ring: 4/32 of the uplink, no change; with 2 nodes per leaf, 2x the network time */
+	c = h100_comm(64, 8);
+	CHECK(T, nccl_eval(&c, PLAN_ALL_REDUCE, 1e10, NCCL_RING, NCCL_SIMPLE, &flat));
+	c.leaf_nodes = 32, c.oversub = 4.0;
+	CHECK(T, nccl_eval(&c, PLAN_ALL_REDUCE, 1e10, NCCL_RING, NCCL_SIMPLE, &over));
+	CHECK_NEAR(T, over.time_us, flat.time_us, 1e-9);
+	c.leaf_nodes = 2;
+	CHECK(T, nccl_eval(&c, PLAN_ALL_REDUCE, 1e10, NCCL_RING, NCCL_SIMPLE, &over));
+	/* the ring's bus bandwidth was min(NVLink, NICs) = NVLink; now half the NICs */
+	CHECK_NEAR(T, over.algbw_GBps, flat.algbw_GBps * (c.inter_GBps / 2.0) / c.intra_GBps, 1e-9);
+	/* through the cluster file: --set net.oversubscription on a 16-node all-to-all */
+	struct job j;
+	make_job(&j, 1, 1, 128, 8);
+	j.cluster.net.topology = CLUSTER_TOPO_RAIL_FAT_TREE;
+	j.cluster.net.leaf_radix = 4;
+	struct sim_coll_result a, b;
+	struct tw_err err = { 0 };
+	j.cluster.net.oversubscription = 1.0;
+	CHECK_EQ_INT(T, sim_collective(&j.cluster, "all_to_all", 1e9, 128, NULL, &a, &err), TW_OK);
+	j.cluster.net.oversubscription = 2.0;
+	CHECK_EQ_INT(T, sim_collective(&j.cluster, "all_to_all", 1e9, 128, NULL, &b, &err), TW_OK);
+	printf("#   1 GB all-to-all on 16 nodes, 4 per leaf: %.0f µs non-blocking, %.0f at 2:1\n",
+	       a.time_us, b.time_us);
+	CHECK(T, b.time_us > 1.4 * a.time_us);
+}
+
 static void test_collective_cases(struct test_ctx *T)
 {
 	struct job j;
@@ -541,6 +579,7 @@ int main(void)
 	TEST_RUN(&T, test_engine_straggler);
 	TEST_RUN(&T, test_engine_host_dispatch);
 	TEST_RUN(&T, test_engine_errors);
+	TEST_RUN(&T, test_nccl_oversubscription);
 	TEST_RUN(&T, test_collective_cases);
 	return test_done(&T);
 }
