@@ -288,7 +288,10 @@ static uint32_t p2p(struct pb *b, bool send, int64_t peer, int kind, int64_t byt
 	op->u.p2p.peer = peer;
 	op->u.p2p.bytes = bytes;
 	op->u.p2p.seq = idx * PLAN_P2P_KINDS + kind;
-	if (!send)
+	/* a receive gates the compute that uses it; DeepSpeed's pipeline engine also blocks on
+	 * its sends (p2p.send with async_op=False: the compute stream waits for the transfer,
+	 * hence for the peer's matching recv; reference/deepspeed.md §5) */
+	if (!send || b->ds)
 		wait_on(b, id);
 	return id;
 }

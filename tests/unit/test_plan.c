@@ -302,6 +302,52 @@ static void check_structure(struct test_ctx *t, const struct plan *p)
 	free(alloced);
 }
 
+/* sends the next compute op waits for: DeepSpeed's pipeline engine blocks on p2p.send,
+ * Megatron's isend does not (its host sync after each p2p batch is the simulator's) */
+static int gated_sends(const struct plan *p, bool direct)
+{
+	int n = 0;
+	for (size_t i = 0; i < p->nops; i++) {
+		const struct plan_op *o = &p->ops[i];
+		if (o->kind != PLAN_P2P || !(o->flags & PLAN_F_SEND))
+			continue;
+		/* the next compute op waits for the send or for a later op of its (in-order)
+		 * stream, such as the receive that follows it */
+		for (size_t k = i + 1; k < p->nops; k++) {
+			const struct plan_op *c = &p->ops[k];
+			if (c->kind != PLAN_COMPUTE)
+				continue;
+			bool on_send = false;
+			for (uint32_t d = 0; d < c->ndeps; d++) {
+				const struct plan_op *w = &p->ops[p->deps[c->dep_off + d]];
+				on_send |= direct ? w->id == o->id : w->stream == o->stream && w->id >= o->id;
+			}
+			n += on_send;
+			break;
+		}
+	}
+	return n;
+}
+
+static void test_ds_pipe_blocking_send(struct test_ctx *t)
+{
+	struct job *j = fx_job(2);
+	fx_degrees(j, 1, 2, 1, 1, 4);
+	struct plan p;
+	if (build(j, 0, &p)) { /* stage 0: F0 sa F1 sa B0 F2 sa B1 F3 sa B2 B3 */
+		CHECK_EQ_INT(t, gated_sends(&p, false), 4);
+		CHECK_EQ_INT(t, gated_sends(&p, true), 1); /* F1 on sa0; later, via the recv_grad */
+		plan_release(&p);
+	}
+	fx_megatron(j);
+	j->strat.schedule = STRAT_SCHED_1F1B;
+	if (build(j, 0, &p)) {
+		CHECK_EQ_INT(t, gated_sends(&p, true), 0);
+		plan_release(&p);
+	}
+	free(j);
+}
+
 static void test_structure(struct test_ctx *t)
 {
 	for (int stage = 0; stage <= 3; stage++) {
@@ -535,6 +581,7 @@ int main(void)
 	TEST_RUN(&t, test_flops_moe);
 	TEST_RUN(&t, test_coll_seq_match);
 	TEST_RUN(&t, test_p2p_match);
+	TEST_RUN(&t, test_ds_pipe_blocking_send);
 	TEST_RUN(&t, test_structure);
 	TEST_RUN(&t, test_zero_comm);
 	TEST_RUN(&t, test_zero3_prefetch);
