@@ -1356,8 +1356,16 @@ static void alloc_states(struct pb *b)
 
 static uint32_t optim_op(struct pb *b, int64_t n, enum plan_stream st, uint32_t dep)
 {
-	/* read and write master and states, read the fp32 grad; the GPU writes the 16-bit copy */
-	int64_t bpp = 2 * (4 + b->obytes) + 4 + (st == PLAN_STREAM_HOST ? 0 : b->pbytes);
+	/* Adam: read and write master and states, read the fp32 grad (28 B/param). On the GPU
+	 * the mixed-precision step makes more passes over memory (Megatron's
+	 * MixedPrecisionOptimizer.step, DeepSpeed's fp16/ZeRO optimizers): unscale and check
+	 * the fp32 grads for inf under loss scaling (read + write, 8 B), their norm (read, 4 B),
+	 * and the 16-bit copy of the updated master (read 4, write pbytes). The host step
+	 * (DeepSpeedCPUAdam) fuses them; its cast is a separate op. */
+	int64_t bpp = 2 * (4 + b->obytes) + 4;
+	if (st != PLAN_STREAM_HOST)
+		bpp += (b->s->loss_scaling ? 8 : 0) + (b->s->gradient_clipping > 0 || b->ds ? 4 : 0) +
+		       4 + b->pbytes;
 	uint32_t id = compute_d(b, PLAN_K_OPTIM, "optimizer", 0, (double)n * (double)bpp, st, dep);
 	struct plan_op *op = &b->p->ops[id];
 	op->u.compute.m = n;

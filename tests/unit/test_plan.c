@@ -490,6 +490,39 @@ static void test_zero3_prefetch(struct test_ctx *t)
 	free(j);
 }
 
+/* bytes per parameter the GPU optimizer step moves (the "optimizer" ops of the plan) */
+static double optim_bytes_per_param(const struct plan *p)
+{
+	double bytes = 0, n = 0;
+	for (size_t i = 0; i < p->nops; i++)
+		if (p->ops[i].kind == PLAN_COMPUTE && !strcmp(p->ops[i].name, "optimizer")) {
+			bytes += p->ops[i].u.compute.bytes;
+			n += (double)p->ops[i].u.compute.m;
+		}
+	return n > 0 ? bytes / n : 0;
+}
+
+/* Mixed-precision Adam on the GPU, counted pass by pass: Adam 28 B (master, m, v read and
+ * written, fp32 grad read), unscale + inf check 8 B under fp16 loss scaling, the grad norm
+ * 4 B when clipping, the 16-bit copy 4 + 2 B. */
+static void test_optimizer_passes(struct test_ctx *t)
+{
+	struct job *j = fx_job(8);
+	fx_megatron(j);
+	struct plan p;
+	j->strat.param_dtype = TW_FP16, j->strat.loss_scaling = true, j->strat.gradient_clipping = 1;
+	if (build(j, 0, &p)) {
+		CHECK_NEAR(t, optim_bytes_per_param(&p), 28 + 8 + 4 + 4 + 2, 1e-12);
+		plan_release(&p);
+	}
+	j->strat.param_dtype = TW_BF16, j->strat.loss_scaling = false, j->strat.gradient_clipping = 0;
+	if (build(j, 0, &p)) {
+		CHECK_NEAR(t, optim_bytes_per_param(&p), 28 + 4 + 2, 1e-12);
+		plan_release(&p);
+	}
+	free(j);
+}
+
 static void test_offload_ops(struct test_ctx *t)
 {
 	struct job *j = fx_job(8);
@@ -585,6 +618,7 @@ int main(void)
 	TEST_RUN(&t, test_structure);
 	TEST_RUN(&t, test_zero_comm);
 	TEST_RUN(&t, test_zero3_prefetch);
+	TEST_RUN(&t, test_optimizer_passes);
 	TEST_RUN(&t, test_offload_ops);
 	TEST_RUN(&t, test_roles);
 	TEST_RUN(&t, test_bad_strategies);
