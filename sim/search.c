@@ -20,7 +20,7 @@ void search_space_init(struct search_space *s)
 {
 	memset(s, 0, sizeof(*s));
 	s->framework = STRAT_DEEPSPEED;
-	s->pin_tp = s->pin_pp = s->pin_micro = s->pin_zero = s->pin_recompute = -1;
+	s->pin_tp = s->pin_pp = s->pin_micro = s->pin_zero = s->pin_recompute = s->pin_vp = -1;
 	s->top = 5;
 }
 
@@ -91,6 +91,10 @@ static void cand_sets(const struct job *base, const struct search_space *sp, str
 		add_set(c, "distributed_optimizer=%s", c->zero ? "true" : "false");
 		if (c->sequence_parallel)
 			add_set(c, "sequence_parallel=true");
+		if (c->vp > 1) {
+			add_set(c, "vp=%lld", (long long)c->vp);
+			add_set(c, "schedule=interleaved");
+		}
 		if (!bf16)
 			add_set(c, "precision=fp16");
 		break;
@@ -132,6 +136,7 @@ enum tw_result search_job(const struct job *base, const struct search_space *sp,
 		path[len] = '\0';
 		/* pins were consumed by search_run; cluster paths are already in base */
 		if (cluster_owns_path(path) || !strcmp(path, "tp") || !strcmp(path, "pp") ||
+		    !strcmp(path, "vp") ||
 		    !strcmp(path, "recompute") || !strcmp(path, "zero_optimization.stage") ||
 		    !strcmp(path, "micro_batch") || !strcmp(path, "train_micro_batch_size_per_gpu"))
 			continue;
@@ -230,6 +235,8 @@ static enum tw_result read_pins(const struct search_space *in, struct search_spa
 			pin = &sp->pin_tp;
 		else if (len == 2 && !strncmp(s, "pp", 2))
 			pin = &sp->pin_pp;
+		else if (len == 2 && !strncmp(s, "vp", 2))
+			pin = &sp->pin_vp;
 		else if ((len == 11 && !strncmp(s, "micro_batch", 11)) ||
 			 (len == 30 && !strncmp(s, "train_micro_batch_size_per_gpu", 30)))
 			pin = &sp->pin_micro;
@@ -322,6 +329,23 @@ static enum tw_result resolve_locked(struct shared *sh, const struct search_cand
 	return rc;
 }
 
+/* Interleaving degrees worth a candidate (Megatron, pp > 1): 1, and every v <= SEARCH_MAX_VP
+ * that splits a stage's layers into whole model chunks; a pinned vp keeps only itself. */
+static int vp_choices(const struct search_space *sp, const struct job *base, int64_t pp,
+		      int64_t *out)
+{
+	int n = 0;
+	if (sp->pin_vp <= 1)
+		out[n++] = 1;
+	if (sp->framework != STRAT_MEGATRON || pp <= 1 || sp->pin_vp == 1)
+		return n;
+	int64_t per = base->model.layers / pp;
+	for (int64_t v = 2; v <= per && v <= SEARCH_MAX_VP; v++)
+		if (per % v == 0 && (sp->pin_vp < 0 || sp->pin_vp == v))
+			out[n++] = v;
+	return n;
+}
+
 static void run_task(struct shared *sh, struct task *t)
 {
 	const struct job *base = sh->base;
@@ -329,56 +353,73 @@ static void run_task(struct shared *sh, struct task *t)
 	struct job *j = TW_NEW(struct job);
 	int64_t *reps = TW_NEW_ARRAY(int64_t, MAX_ROLES), *w = TW_NEW_ARRAY(int64_t, MAX_ROLES);
 	t->closest_short = INT64_MAX;
-	/* recompute none's peak and bound per micro-batch size: a selective candidate with the
-	 * same figures recomputes nothing (flash attention saves no scores), a duplicate */
-	int64_t none_peak[MAX_DIVS], none_bound[MAX_DIVS];
+	int64_t vps[SEARCH_MAX_VP];
+	int nv = vp_choices(sp, base, t->pp, vps);
+	/* recompute none's peak and bound per micro-batch size and vp: a selective candidate
+	 * with the same figures recomputes nothing (flash attention saves no scores), a
+	 * duplicate */
+	int64_t none_peak[MAX_DIVS][SEARCH_MAX_VP], none_bound[MAX_DIVS][SEARCH_MAX_VP];
 	for (int k = 0; k < t->nm; k++)
-		none_peak[k] = none_bound[k] = -1;
+		for (int v = 0; v < nv; v++)
+			none_peak[k][v] = none_bound[k][v] = -1;
 	for (int r = 0; r < 3; r++) {
 		if (sp->pin_recompute >= 0 && sp->pin_recompute != r)
 			continue;
-		for (int k = 0; k < t->nm; k++) {
-			struct search_cand c;
-			memset(&c, 0, sizeof(c));
-			c.tp = t->tp;
-			c.pp = t->pp;
-			c.dp = t->dp;
-			c.micro = t->mics[k];
-			c.grad_accum = sp->global_batch / (t->dp * c.micro);
-			c.zero = t->zero;
-			c.recompute = (enum strat_recompute)r;
-			c.offload = t->offload;
-			c.sequence_parallel = sp->framework == STRAT_MEGATRON && t->tp > 1;
-			cand_sets(base, sp, &c);
-			t->candidates++;
-			struct tw_err e = { 0 };
-			memset(j, 0, sizeof(*j));
-			if (resolve_locked(sh, &c, j, &e) != TW_OK || !measure(j, &c, reps, w, &e)) {
-				t->rejected++;
-				continue;
-			}
-			c.sequence_parallel = j->strat.sequence_parallel;
-			if (r == STRAT_RECOMPUTE_NONE) {
-				none_peak[k] = c.peak_bytes;
-				none_bound[k] = c.bound_ns;
-			} else if (r == STRAT_RECOMPUTE_SELECTIVE && none_peak[k] == c.peak_bytes &&
-				   none_bound[k] == c.bound_ns) {
-				t->duplicates++;
-				continue;
-			}
-			int64_t shortfall = c.short_bytes;
-			if (shortfall > 0) {
-				if (shortfall < t->closest_short) {
-					t->closest_short = shortfall;
-					t->closest = c;
+		bool too_big = false; /* a smaller micro-batch did not fit: no larger one will */
+		for (int k = 0; k < t->nm && !too_big; k++) {
+			for (int v = 0; v < nv; v++) {
+				struct search_cand c;
+				memset(&c, 0, sizeof(c));
+				c.tp = t->tp;
+				c.pp = t->pp;
+				c.dp = t->dp;
+				c.vp = vps[v];
+				c.micro = t->mics[k];
+				c.grad_accum = sp->global_batch / (t->dp * c.micro);
+				/* Megatron's interleaved schedule runs micro-batches in groups of pp */
+				if (c.vp > 1 && c.grad_accum % t->pp != 0)
+					continue;
+				c.zero = t->zero;
+				c.recompute = (enum strat_recompute)r;
+				c.offload = t->offload;
+				c.sequence_parallel = sp->framework == STRAT_MEGATRON && t->tp > 1;
+				cand_sets(base, sp, &c);
+				t->candidates++;
+				struct tw_err e = { 0 };
+				memset(j, 0, sizeof(*j));
+				if (resolve_locked(sh, &c, j, &e) != TW_OK || !measure(j, &c, reps, w, &e)) {
+					t->rejected++;
+					continue;
 				}
-				/* activations only grow with the micro-batch: larger ones cannot fit */
-				t->skipped += t->nm - k - 1;
-				t->candidates += t->nm - k - 1;
-				break;
+				c.sequence_parallel = j->strat.sequence_parallel;
+				if (r == STRAT_RECOMPUTE_NONE) {
+					none_peak[k][v] = c.peak_bytes;
+					none_bound[k][v] = c.bound_ns;
+				} else if (r == STRAT_RECOMPUTE_SELECTIVE && none_peak[k][v] == c.peak_bytes &&
+					   none_bound[k][v] == c.bound_ns) {
+					t->duplicates++;
+					continue;
+				}
+				int64_t shortfall = c.short_bytes;
+				if (shortfall > 0) {
+					if (shortfall < t->closest_short) {
+						t->closest_short = shortfall;
+						t->closest = c;
+					}
+					/* activations grow with the micro-batch; the interleaved
+					 * schedule keeps more in flight than plain 1F1B (vps[0]) for any
+					 * vp, though not monotonically in vp */
+					if (v == 0) {
+						t->skipped += (t->nm - k - 1) * nv + nv - 1;
+						t->candidates += (t->nm - k - 1) * nv + nv - 1;
+						too_big = true;
+						break;
+					}
+					continue;
+				}
+				TW_GROW(t->fit, t->cap, t->nfit + 1);
+				t->fit[t->nfit++] = c;
 			}
-			TW_GROW(t->fit, t->cap, t->nfit + 1);
-			t->fit[t->nfit++] = c;
 		}
 	}
 	free(j);
@@ -454,8 +495,8 @@ static void *sim_worker(void *p)
 		if (rc != TW_OK) {
 			if (sh->rc == TW_OK) {
 				sh->rc = rc;
-				tw_errf(&sh->err, rc, "simulating tp %lld pp %lld dp %lld micro %lld %s recompute %s: %s",
-					(long long)c->tp, (long long)c->pp, (long long)c->dp, (long long)c->micro,
+				tw_errf(&sh->err, rc, "simulating tp %lld pp %lld vp %lld dp %lld micro %lld %s recompute %s: %s",
+					(long long)c->tp, (long long)c->pp, (long long)c->vp, (long long)c->dp, (long long)c->micro,
 					search_shard_name(sh->sp->framework, c->zero), recompute_name(c->recompute),
 					e.msg);
 			}

@@ -179,6 +179,54 @@ static void test_pins_and_frameworks(struct test_ctx *T)
 	free(base);
 }
 
+/* Megatron's interleaved schedule: with pp 4 and 16 micro-batches the bubble (pp - 1)/m
+ * shrinks by vp, so a vp > 1 candidate beats plain 1F1B; candidates resolve to the schedule
+ * they name; vp= pins. */
+static void test_interleaved(struct test_ctx *T)
+{
+	struct job *base = load_base("llama2-7b", "dgx-h100", 8);
+	if (!base)
+		return;
+	struct search_space sp;
+	space(&sp, 16, 20, true);
+	sp.framework = STRAT_MEGATRON;
+	const char *sets[] = { "tp=2", "pp=4", "micro_batch=1", "recompute=none", "distributed_optimizer=true" };
+	sp.sets = sets;
+	sp.nsets = 5;
+	struct search_result r;
+	struct tw_err err = { 0 };
+	CHECK_EQ_INT(T, search_run(base, &sp, &r, &err), TW_OK);
+	int64_t plain = 0, best_vp = 0, best_vp_ns = 0;
+	for (int i = 0; i < r.ntop; i++) {
+		const struct search_cand *c = &r.top[i];
+		CHECK(T, c->vp == 1 || c->vp == 2 || c->vp == 4 || c->vp == 8); /* 8 layers a stage */
+		struct job *j = TW_NEW(struct job);
+		if (search_job(base, &sp, c, j, &err) == TW_OK) {
+			CHECK_EQ_INT(T, j->strat.vp, c->vp);
+			CHECK(T, (j->strat.schedule == STRAT_SCHED_INTERLEAVED) == (c->vp > 1));
+		}
+		free(j);
+		if (c->vp == 1 && c->zero == 1)
+			plain = c->step_ns;
+		else if (c->vp > 1 && c->zero == 1 && (!best_vp || c->step_ns < best_vp_ns))
+			best_vp = c->vp, best_vp_ns = c->step_ns;
+	}
+	printf("#   llama2-7b tp 2 pp 4, 16 micro-batches: 1F1B %.4f s, interleaved vp %lld %.4f s\n",
+	       (double)plain * 1e-9, (long long)best_vp, (double)best_vp_ns * 1e-9);
+	CHECK(T, plain > 0 && best_vp > 1);
+	CHECK(T, best_vp_ns < plain);
+	search_result_release(&r);
+	/* pinned */
+	const char *pinned[] = { "tp=2", "pp=4", "micro_batch=1", "recompute=none", "vp=4" };
+	sp.sets = pinned;
+	CHECK_EQ_INT(T, search_run(base, &sp, &r, &err), TW_OK);
+	CHECK(T, r.ntop > 0);
+	for (int i = 0; i < r.ntop; i++)
+		CHECK_EQ_INT(T, r.top[i].vp, 4);
+	search_result_release(&r);
+	free(base);
+}
+
 static void test_refusals(struct test_ctx *T)
 {
 	struct tw_err err = { 0 };
@@ -230,6 +278,7 @@ int main(void)
 	struct test_ctx T = { 0 };
 	TEST_RUN(&T, test_exhaustive_7b);
 	TEST_RUN(&T, test_pins_and_frameworks);
+	TEST_RUN(&T, test_interleaved);
 	TEST_RUN(&T, test_refusals);
 	return test_done(&T);
 }
