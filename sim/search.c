@@ -20,7 +20,7 @@ void search_space_init(struct search_space *s)
 {
 	memset(s, 0, sizeof(*s));
 	s->framework = STRAT_DEEPSPEED;
-	s->pin_tp = s->pin_pp = s->pin_micro = s->pin_zero = s->pin_recompute = s->pin_vp = -1;
+	s->pin_tp = s->pin_pp = s->pin_micro = s->pin_zero = s->pin_recompute = s->pin_vp = s->pin_ep = -1;
 	s->top = 5;
 }
 
@@ -78,6 +78,8 @@ static void cand_sets(const struct job *base, const struct search_space *sp, str
 		add_set(c, "train_batch_size=%lld", (long long)sp->global_batch);
 		add_set(c, "train_micro_batch_size_per_gpu=%lld", (long long)c->micro);
 		add_set(c, "zero_optimization.stage=%d", c->zero);
+		if (c->ep > 1)
+			add_set(c, "ep=%lld", (long long)c->ep);
 		add_set(c, bf16 ? "bf16.enabled=true" : "fp16.enabled=true");
 		if (c->offload == STRAT_OFFLOAD_CPU)
 			add_set(c, "zero_optimization.offload_optimizer.device=cpu");
@@ -89,6 +91,8 @@ static void cand_sets(const struct job *base, const struct search_space *sp, str
 		add_set(c, "global_batch=%lld", (long long)sp->global_batch);
 		add_set(c, "micro_batch=%lld", (long long)c->micro);
 		add_set(c, "distributed_optimizer=%s", c->zero ? "true" : "false");
+		if (c->ep > 1)
+			add_set(c, "ep=%lld", (long long)c->ep);
 		if (c->sequence_parallel)
 			add_set(c, "sequence_parallel=true");
 		if (c->vp > 1) {
@@ -136,7 +140,7 @@ enum tw_result search_job(const struct job *base, const struct search_space *sp,
 		path[len] = '\0';
 		/* pins were consumed by search_run; cluster paths are already in base */
 		if (cluster_owns_path(path) || !strcmp(path, "tp") || !strcmp(path, "pp") ||
-		    !strcmp(path, "vp") ||
+		    !strcmp(path, "vp") || !strcmp(path, "ep") ||
 		    !strcmp(path, "recompute") || !strcmp(path, "zero_optimization.stage") ||
 		    !strcmp(path, "micro_batch") || !strcmp(path, "train_micro_batch_size_per_gpu"))
 			continue;
@@ -237,6 +241,8 @@ static enum tw_result read_pins(const struct search_space *in, struct search_spa
 			pin = &sp->pin_pp;
 		else if (len == 2 && !strncmp(s, "vp", 2))
 			pin = &sp->pin_vp;
+		else if (len == 2 && !strncmp(s, "ep", 2))
+			pin = &sp->pin_ep;
 		else if ((len == 11 && !strncmp(s, "micro_batch", 11)) ||
 			 (len == 30 && !strncmp(s, "train_micro_batch_size_per_gpu", 30)))
 			pin = &sp->pin_micro;
@@ -290,7 +296,7 @@ static void keep_top(struct search_result *res, int top, const struct search_can
 /* One task of the memory filter: every recompute and micro-batch choice of one (tp, pp, zero,
  * offload). Tasks run on worker threads; their results are merged in task order. */
 struct task {
-	int64_t tp, pp, dp;
+	int64_t tp, pp, dp, ep;
 	int zero;
 	enum strat_offload offload;
 	const int64_t *mics;
@@ -327,6 +333,25 @@ static enum tw_result resolve_locked(struct shared *sh, const struct search_cand
 	enum tw_result rc = search_job(sh->base, sh->sp, c, out, err);
 	pthread_mutex_unlock(&sh->resolve_mu);
 	return rc;
+}
+
+/* Expert-parallel degrees (MoE models, not FSDP): the divisors of dp that divide the expert
+ * count; 1 for dense models; a pinned ep keeps only itself. */
+static int ep_choices(const struct search_space *sp, const struct model *m, int64_t dp,
+		      int64_t *out)
+{
+	int n = 0;
+	if (m->experts <= 0 || sp->framework == STRAT_FSDP) {
+		if (sp->pin_ep <= 1)
+			out[n++] = 1;
+		return n;
+	}
+	int64_t d[MAX_DIVS];
+	int nd = divisors(dp, d, MAX_DIVS);
+	for (int i = 0; i < nd; i++)
+		if (m->experts % d[i] == 0 && (sp->pin_ep < 0 || sp->pin_ep == d[i]))
+			out[n++] = d[i];
+	return n;
 }
 
 /* Interleaving degrees worth a candidate (Megatron, pp > 1): 1, and every v <= SEARCH_MAX_VP
@@ -373,6 +398,7 @@ static void run_task(struct shared *sh, struct task *t)
 				c.tp = t->tp;
 				c.pp = t->pp;
 				c.dp = t->dp;
+				c.ep = t->ep;
 				c.vp = vps[v];
 				c.micro = t->mics[k];
 				c.grad_accum = sp->global_batch / (t->dp * c.micro);
@@ -495,8 +521,8 @@ static void *sim_worker(void *p)
 		if (rc != TW_OK) {
 			if (sh->rc == TW_OK) {
 				sh->rc = rc;
-				tw_errf(&sh->err, rc, "simulating tp %lld pp %lld vp %lld dp %lld micro %lld %s recompute %s: %s",
-					(long long)c->tp, (long long)c->pp, (long long)c->vp, (long long)c->dp, (long long)c->micro,
+				tw_errf(&sh->err, rc, "simulating tp %lld pp %lld vp %lld dp %lld ep %lld micro %lld %s recompute %s: %s",
+					(long long)c->tp, (long long)c->pp, (long long)c->vp, (long long)c->dp, (long long)c->ep, (long long)c->micro,
 					search_shard_name(sh->sp->framework, c->zero), recompute_name(c->recompute),
 					e.msg);
 			}
@@ -658,20 +684,25 @@ enum tw_result search_run(const struct job *base, const struct search_space *spa
 					zhi = 1;
 				else if (sp.framework == STRAT_DEEPSPEED && pp > 1)
 					zhi = 1; /* ZeRO-2/3 are incompatible with DeepSpeed's pipeline */
-				for (int z = zlo; z <= zhi; z++) {
-					if ((sp.pin_zero >= 0 && sp.pin_zero != z) ||
-					    (sp.framework == STRAT_FSDP && z == 1))
-						continue; /* FSDP shardings map to 0, 2, 3 */
-					TW_GROW(tasks, cap, ntasks + 1);
-					struct task *t = &tasks[ntasks++];
-					memset(t, 0, sizeof(*t));
-					t->tp = tp;
-					t->pp = pp;
-					t->dp = gpus / (tp * pp);
-					t->zero = z;
-					t->offload = pass ? STRAT_OFFLOAD_CPU : STRAT_OFFLOAD_NONE;
-					t->mics = mics[slot];
-					t->nm = nmics[slot];
+				int64_t dp = gpus / (tp * pp), eps[MAX_DIVS];
+				int nep = ep_choices(&sp, m, dp, eps);
+				for (int e = 0; e < nep; e++) {
+					for (int z = zlo; z <= zhi; z++) {
+						if ((sp.pin_zero >= 0 && sp.pin_zero != z) ||
+						    (sp.framework == STRAT_FSDP && z == 1))
+							continue; /* FSDP shardings map to 0, 2, 3 */
+						TW_GROW(tasks, cap, ntasks + 1);
+						struct task *t = &tasks[ntasks++];
+						memset(t, 0, sizeof(*t));
+						t->tp = tp;
+						t->pp = pp;
+						t->dp = dp;
+						t->ep = eps[e];
+						t->zero = z;
+						t->offload = pass ? STRAT_OFFLOAD_CPU : STRAT_OFFLOAD_NONE;
+						t->mics = mics[slot];
+						t->nm = nmics[slot];
+					}
 				}
 			}
 		sh.tasks = tasks;

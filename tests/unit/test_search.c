@@ -227,6 +227,57 @@ static void test_interleaved(struct test_ctx *T)
 	free(base);
 }
 
+/* Expert parallelism for MoE models: ep divides dp and the expert count, candidates resolve
+ * to it, ep= pins; dense models keep ep 1. */
+static void test_expert_parallel(struct test_ctx *T)
+{
+	struct job *base = load_base("mixtral-8x7b", "dgx-h100", 16);
+	if (!base)
+		return;
+	struct search_space sp;
+	space(&sp, 64, 30, true);
+	sp.framework = STRAT_MEGATRON;
+	const char *sets[] = { "micro_batch=1", "recompute=full", "pp=2", "vp=1" };
+	sp.sets = sets;
+	sp.nsets = 4;
+	struct search_result r;
+	struct tw_err err = { 0 };
+	CHECK_EQ_INT(T, search_run(base, &sp, &r, &err), TW_OK);
+	CHECK(T, r.ntop > 0);
+	int with_ep = 0;
+	for (int i = 0; i < r.ntop; i++) {
+		const struct search_cand *c = &r.top[i];
+		CHECK_EQ_INT(T, c->dp % c->ep, 0);
+		CHECK_EQ_INT(T, base->model.experts % c->ep, 0);
+		with_ep += c->ep > 1;
+		struct job *j = TW_NEW(struct job);
+		if (search_job(base, &sp, c, j, &err) == TW_OK)
+			CHECK_EQ_INT(T, j->strat.ep, c->ep);
+		free(j);
+	}
+	CHECK(T, with_ep > 0);
+	search_result_release(&r);
+	const char *pinned[] = { "micro_batch=1", "recompute=full", "pp=2", "vp=1", "ep=2" };
+	sp.sets = pinned;
+	sp.nsets = 5;
+	CHECK_EQ_INT(T, search_run(base, &sp, &r, &err), TW_OK);
+	CHECK(T, r.ntop > 0);
+	for (int i = 0; i < r.ntop; i++)
+		CHECK_EQ_INT(T, r.top[i].ep, 2);
+	search_result_release(&r);
+	free(base);
+	/* dense: ep stays 1 */
+	base = load_base("llama2-7b", "dgx-h100", 8);
+	if (!base)
+		return;
+	space(&sp, 16, 10, false);
+	CHECK_EQ_INT(T, search_run(base, &sp, &r, &err), TW_OK);
+	for (int i = 0; i < r.ntop; i++)
+		CHECK_EQ_INT(T, r.top[i].ep, 1);
+	search_result_release(&r);
+	free(base);
+}
+
 static void test_refusals(struct test_ctx *T)
 {
 	struct tw_err err = { 0 };
@@ -279,6 +330,7 @@ int main(void)
 	TEST_RUN(&T, test_exhaustive_7b);
 	TEST_RUN(&T, test_pins_and_frameworks);
 	TEST_RUN(&T, test_interleaved);
+	TEST_RUN(&T, test_expert_parallel);
 	TEST_RUN(&T, test_refusals);
 	return test_done(&T);
 }
