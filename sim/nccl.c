@@ -11,14 +11,15 @@
 
 #include "sim_int.h"
 
-/* §1.2 constant tables: [algo][proto] with algo TREE, RING, NVLS and proto LL, LL128, SIMPLE */
+/* §1.2 constant tables: [algo][proto] with algo TREE, RING, NVLS, PAT and proto LL, LL128,
+ * SIMPLE */
 static const double base_lat[NCCL_NUM_ALGOS][NCCL_NUM_PROTOS] = {
-	{ 6.8, 14.0, 8.4 }, { 6.6, 14.0, 8.4 }, { 0, 0, 0 } };
+	{ 6.8, 14.0, 8.4 }, { 6.6, 14.0, 8.4 }, { 0, 0, 0 }, { 8.0, 8.0, 8.0 } };
 enum { HW_NVLINK = 0, HW_PCI, HW_NET };
 static const double hw_lat[3][NCCL_NUM_ALGOS][NCCL_NUM_PROTOS] = {
-	{ { 0.6, 1.25, 4.0 }, { 0.6, 1.9, 3.4 }, { 0, 0, 25 } },
-	{ { 1.0, 1.9, 4.0 }, { 1.0, 2.5, 5.7 }, { 0, 0, 0 } },
-	{ { 5.0, 8.5, 14 }, { 2.7, 4.0, 14.0 }, { 0, 0, 18 } } };
+	{ { 0.6, 1.25, 4.0 }, { 0.6, 1.9, 3.4 }, { 0, 0, 25 }, { 0, 0, 4.0 } },
+	{ { 1.0, 1.9, 4.0 }, { 1.0, 2.5, 5.7 }, { 0, 0, 0 }, { 0, 0, 4.0 } },
+	{ { 5.0, 8.5, 14 }, { 2.7, 4.0, 14.0 }, { 0, 0, 18 }, { 0, 0, 14 } } };
 /* [cc index][min(nNodes,3)-1]; cc index 0 Volta, 1 Ampere, 2 Hopper, 3 Blackwell */
 static const double ll_max_bw[4][3] = {
 	{ 39.0, 39.0, 20.4 }, { 87.7, 22.5, 19.0 }, { 141.0, 45.0, 35.0 }, { 282.0, 90.0, 70.0 } };
@@ -48,7 +49,7 @@ static const double step_bytes[NCCL_NUM_PROTOS] = { 65536.0, 4915200.0 / 16.0, 5
 
 const char *nccl_algo_name(int a)
 {
-	static const char *const n[] = { "tree", "ring", "nvls" };
+	static const char *const n[] = { "tree", "ring", "nvls", "pat" };
 	return a >= 0 && a < NCCL_NUM_ALGOS ? n[a] : "?";
 }
 
@@ -221,6 +222,8 @@ bool nccl_eval(const struct nccl_comm *cm, enum plan_coll c, double S, int a, in
 		return false; /* multi-node NVLS needs CollNet/SHARP, which we do not model */
 	if (a == NCCL_NVLS && agrs)
 		return false; /* (AG/RS over NVLS: the tuner rarely picks it; keep the ring) */
+	if (a == NCCL_PAT && (!agrs || p != NCCL_SIMPLE || N == 1 || ppn != 1 || cm->cc < 60))
+		return false; /* PAT (NCCL >= 2.23): AG/RS, Simple, one GPU per node */
 	if (p == NCCL_LL128 && !cm->nvlink)
 		return false;
 	if ((c == PLAN_BROADCAST || c == PLAN_ALL_TO_ALL) && a != NCCL_RING)
@@ -259,6 +262,10 @@ bool nccl_eval(const struct nccl_comm *cm, enum plan_coll c, double S, int a, in
 		else if (p == NCCL_LL128)
 			bus = fmin(bus * 120.0 / 128.0, nc * per_ch_tree_ll128[ci][i2]);
 		alg = bus * 0.5;
+	} else if (a == NCCL_PAT) {
+		/* the tuner charges PAT 3/4 of the ring's bus bandwidth and does not convert it
+		 * to an algorithm bandwidth (§1.3) */
+		alg = 0.75 * bus;
 	} else {
 		/* NVLS AllReduce: each GPU sends S into the switch and gets S/n... in both phases,
 		 * S (1 + 1/n) per direction: algbw ∝ n/(n+1). Its scale is the cluster's measured
@@ -290,6 +297,8 @@ bool nccl_eval(const struct nccl_comm *cm, enum plan_coll c, double S, int a, in
 		}
 	} else if (a == NCCL_TREE) {
 		lat += 2.0 * ((double)(ppn - 1) * intra_lat + log2i((double)N) * inter_lat);
+	} else if (a == NCCL_PAT) {
+		lat += log2i((double)N) * (inter_lat / 3.5) + (double)n * 2.8;
 	} else {
 		lat = intra_lat;
 	}
@@ -310,6 +319,7 @@ bool nccl_eval(const struct nccl_comm *cm, enum plan_coll c, double S, int a, in
 		chunk = per_ch;
 	double fill_steps = a == NCCL_NVLS ? 2.0
 			    : a == NCCL_TREE ? 2.0 * (log2i((double)N) + (double)ppn)
+			    : a == NCCL_PAT  ? (double)log2i((double)N) /* aggregated tree levels */
 					     : nsteps;
 	double ch_bw = bw_ch * (p == NCCL_LL ? 0.5 : 1.0);
 	double fill = fill_steps * chunk / (1000.0 * ch_bw);

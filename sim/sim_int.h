@@ -29,7 +29,7 @@ bool sim_heap_pop(struct sim_heap *h, struct sim_ev *out);
 
 /* ---- NCCL's tuner model (reference/cost-models.md §1) ----------------------------------- */
 
-enum nccl_algo { NCCL_TREE = 0, NCCL_RING, NCCL_NVLS, NCCL_NUM_ALGOS };
+enum nccl_algo { NCCL_TREE = 0, NCCL_RING, NCCL_NVLS, NCCL_PAT, NCCL_NUM_ALGOS };
 enum nccl_proto { NCCL_LL = 0, NCCL_LL128, NCCL_SIMPLE, NCCL_NUM_PROTOS };
 const char *nccl_algo_name(int a);
 const char *nccl_proto_name(int p);

@@ -102,6 +102,28 @@ static void test_nccl_latency_table(struct test_ctx *T)
 	CHECK_NEAR(T, r.lat_us, 1190.0 * 1.4, 1e-9);
 }
 
+/* PAT (NCCL >= 2.23): all-gather / reduce-scatter with one GPU per node, Simple only; latency
+ * 8 + log2(nodes) x 14/3.5 + n x 2.8 µs, 3/4 of the ring's bus bandwidth; the tuner picks it
+ * where its latency wins and the ring for large messages. */
+static void test_nccl_pat(struct test_ctx *T)
+{
+	struct nccl_comm c = h100_comm(48, 1);
+	c.inter_GBps = 50.0 * 0.94;
+	struct nccl_result r, ring;
+	CHECK(T, nccl_eval(&c, PLAN_ALL_GATHER, 48.0 * 65536, NCCL_PAT, NCCL_SIMPLE, &r));
+	CHECK_NEAR(T, r.lat_us, 8.0 + 5 * (14.0 / 3.5) + 48 * 2.8, 1e-9);
+	CHECK(T, !nccl_eval(&c, PLAN_ALL_GATHER, 48.0 * 65536, NCCL_PAT, NCCL_LL, &r));
+	CHECK(T, !nccl_eval(&c, PLAN_ALL_REDUCE, 48.0 * 65536, NCCL_PAT, NCCL_SIMPLE, &r));
+	CHECK(T, nccl_predict(&c, PLAN_REDUCE_SCATTER, 48.0 * 65536, -1, &r));
+	CHECK_EQ_INT(T, r.algo, NCCL_PAT);
+	CHECK(T, nccl_predict(&c, PLAN_REDUCE_SCATTER, 48.0 * (1 << 30), -1, &r));
+	CHECK(T, nccl_eval(&c, PLAN_REDUCE_SCATTER, 48.0 * (1 << 30), NCCL_RING, NCCL_SIMPLE, &ring));
+	CHECK_EQ_INT(T, r.algo, NCCL_RING); /* 1 GiB per rank: the ring's full bandwidth wins */
+	CHECK_NEAR(T, r.time_us, ring.time_us, 1e-9);
+	c = h100_comm(6, 8); /* 8 GPUs a node: never PAT */
+	CHECK(T, !nccl_eval(&c, PLAN_ALL_GATHER, 48.0 * 65536, NCCL_PAT, NCCL_SIMPLE, &r));
+}
+
 static void test_nccl_bandwidth(struct test_ctx *T)
 {
 	/* §1.9 example: one H100 node, nCh*bwIntra = 370.8: Ring LL busBw = min(141, 185.4) */
@@ -573,6 +595,7 @@ int main(void)
 	TEST_RUN(&T, test_nccl_latency_table);
 	TEST_RUN(&T, test_nccl_latency_delta);
 	TEST_RUN(&T, test_nccl_bandwidth);
+	TEST_RUN(&T, test_nccl_pat);
 	TEST_RUN(&T, test_maxmin_by_hand);
 	TEST_RUN(&T, test_engine_single_gemm);
 	TEST_RUN(&T, test_engine_symmetric_equals_full);
