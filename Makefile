@@ -1,5 +1,6 @@
 # twin — one Makefile; everything builds under $(BUILD).
-#   make            build build/twin (+ libtwinprof.so when CUDA/CUPTI is found)
+#   make            build build/twin (+ libtwin_cuda.so, the cuda backend twin dlopens, when CUDA
+#                   is found, + libtwinprof.so when CUPTI is)
 #   make demo       set up, build, run the main job on a built-in example
 #   make test       set up, build, run every test (ends with "N passed, N failed")
 #   make SAN=1 ...  AddressSanitizer + UndefinedBehaviorSanitizer build under build/san
@@ -49,8 +50,9 @@ HAVE_BLAS := $(shell pkg-config --exists openblas 2>/dev/null && echo 1)
 
 FEATURES :=
 ifeq ($(HAVE_MPI),1)
+MPI_LDLIBS := $(shell mpicc --showme:link)
 CFLAGS_ALL += -DTWIN_HAVE_MPI $(shell mpicc --showme:compile)
-LDLIBS_ALL += $(shell mpicc --showme:link)
+LDLIBS_ALL += $(MPI_LDLIBS)
 FEATURES += mpi
 endif
 ifeq ($(HAVE_BLAS),1)
@@ -61,30 +63,35 @@ endif
 CUDA_LIBDIRS := $(sort $(CUDA_HOME)/lib64 $(NCCL_HOME)/lib $(NCCL_HOME)/lib64 $(CUBLAS_HOME)/lib \
 	$(CUBLAS_HOME)/lib64 $(CUPTI_HOME)/lib $(CUPTI_HOME)/lib64)
 CUDA_LIBDIRS := $(foreach d,$(CUDA_LIBDIRS),$(wildcard $(d)))
+# CUDA: only libtwin_cuda.so links the CUDA libraries (twin dlopens it for --backend cuda), so
+# twin starts without them; TWIN_HAVE_CUDA says that this build makes the library.
 ifeq ($(HAVE_CUDA),1)
 CUDA_INC := -I$(CUDA_HOME)/include -I$(NCCL_HOME)/include -I$(CUBLAS_HOME)/include -I$(CUPTI_HOME)/include
 CUDA_LD := $(foreach d,$(CUDA_LIBDIRS),-L$(d) -Wl,-rpath,$(d))
-CFLAGS_ALL += -DTWIN_HAVE_CUDA $(CUDA_INC)
-LDLIBS_ALL += $(CUDA_LD) -lcudart -lcublas -lcublasLt -lnccl -lstdc++
+CUDA_LDLIBS := -lcudart -lcublas -lcublasLt -lnccl -lstdc++
+CFLAGS_ALL += -DTWIN_HAVE_CUDA
 FEATURES += cuda
 ifeq ($(HAVE_CUPTI),1)
 CFLAGS_ALL += -DTWIN_HAVE_CUPTI
-LDLIBS_ALL += -lcupti
+CUDA_LDLIBS += -lcupti
 FEATURES += cupti
 endif
 endif
 CFLAGS_ALL += -DTWIN_FEATURES='"$(strip $(FEATURES))"'
 
 # ---- sources ---------------------------------------------------------------------------------
-# Each module's .c files are picked up by wildcard; the CUDA-only parts live in exec/cuda/ and
-# profile/inject/ and build only with CUDA.
+# Each module's .c files are picked up by wildcard; the CUDA-only parts live in exec/cuda/
+# (libtwin_cuda.so) and profile/inject/ (libtwinprof.so) and build only with CUDA.
 LIB_SRCS := $(wildcard core/*.c sim/*.c profile/*.c reports/*.c exec/*.c)
 ifeq ($(HAVE_CUDA),1)
-LIB_SRCS += $(wildcard exec/cuda/*.c)
+CUDA_SRCS := $(wildcard exec/cuda/*.c)
 CU_SRCS := $(wildcard exec/cuda/*.cu)
+CUDA_LIB := $(BUILD)/libtwin_cuda.so
+CUDA_EXPORTS := $(BUILD)/obj/pic/exports.opts
 endif
 CLI_SRCS := $(wildcard cli/*.c)
-LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(CU_SRCS:%.cu=$(BUILD)/obj/%.cu.o)
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
+CUDA_OBJS := $(CUDA_SRCS:%.c=$(BUILD)/obj/pic/%.o) $(CU_SRCS:%.cu=$(BUILD)/obj/pic/%.cu.o)
 CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
 TEST_SRCS := $(wildcard tests/unit/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
@@ -94,26 +101,53 @@ INJECT_SRCS := $(wildcard profile/inject/*.c)
 INJECT_LIB := $(if $(and $(HAVE_CUPTI),$(INJECT_SRCS)),$(BUILD)/libtwinprof.so,)
 
 .PHONY: all deps demo test bench clean fuzz test-valgrind
-all: $(BUILD)/twin $(INJECT_LIB)
+all: $(BUILD)/twin $(CUDA_LIB) $(INJECT_LIB)
 
 $(BUILD)/libtwin.a: $(LIB_OBJS)
 	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/twin: $(CLI_OBJS) $(BUILD)/libtwin.a
-	$(CC) $(LDFLAGS_ALL) -o $@ $(CLI_OBJS) $(BUILD)/libtwin.a $(LDLIBS_ALL)
+# twin exports the functions of libtwin.a that libtwin_cuda.so calls (and only those), and
+# `make build/twin` also makes the library, so that the two always come from one build.
+$(BUILD)/twin: $(CLI_OBJS) $(BUILD)/libtwin.a $(CUDA_EXPORTS) | $(CUDA_LIB)
+	$(CC) $(LDFLAGS_ALL) -o $@ $(CLI_OBJS) $(if $(CUDA_EXPORTS),@$(CUDA_EXPORTS)) \
+		$(BUILD)/libtwin.a $(LDLIBS_ALL)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) -c -o $@ $<
 
-$(BUILD)/obj/%.cu.o: %.cu
+# ---- the cuda backend: libtwin_cuda.so -------------------------------------------------------
+# Position-independent objects, hidden symbols but the entry (twin_cuda_module); undefined
+# references to twin's own functions resolve against the twin binary when it dlopens the library.
+$(BUILD)/obj/pic/%.o: %.c
 	@mkdir -p $(@D)
-	$(NVCC) -O2 -std=c++17 $(NVCC_ARCH) -I. $(CUDA_INC) -c -o $@ $<
+	$(CC) $(CFLAGS_ALL) $(CUDA_INC) -fPIC -fvisibility=hidden -c -o $@ $<
+
+$(BUILD)/obj/pic/%.cu.o: %.cu
+	@mkdir -p $(@D)
+	$(NVCC) -O2 -std=c++17 $(NVCC_ARCH) -Xcompiler -fPIC,-fvisibility=hidden -I. $(CUDA_INC) \
+		-c -o $@ $<
+
+$(CUDA_LIB): $(CUDA_OBJS)
+	$(CC) $(LDFLAGS_ALL) -shared -o $@ $(CUDA_OBJS) $(CUDA_LD) $(CUDA_LDLIBS) $(MPI_LDLIBS) \
+		-lm -lpthread
+
+# Linker options (gcc @file) for twin: each function of libtwin.a that the library calls is
+# pulled from the archive and exported.
+$(CUDA_EXPORTS): $(CUDA_OBJS) $(BUILD)/libtwin.a
+	nm -u $(CUDA_OBJS) | awk 'NF == 2 { print $$2 }' | sort -u >$@.undef
+	nm -g --defined-only $(BUILD)/libtwin.a | awk 'NF == 3 { print $$3 }' | sort -u | \
+		comm -12 $@.undef - | sed 's/.*/-Wl,--require-defined=&,--export-dynamic-symbol=&/' >$@
+	rm -f $@.undef
+
+# A unit test that loads libtwin_cuda.so is linked as twin is.
+$(BUILD)/tests/test_exec_cudalib: TEST_LDFLAGS = $(if $(CUDA_EXPORTS),@$(CUDA_EXPORTS))
+$(BUILD)/tests/test_exec_cudalib: $(CUDA_EXPORTS) | $(CUDA_LIB)
 
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libtwin.a tests/unit/test.h
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL) -o $@ $< $(BUILD)/libtwin.a $(LDLIBS_ALL)
+	$(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL) -o $@ $< $(TEST_LDFLAGS) $(BUILD)/libtwin.a $(LDLIBS_ALL)
 
 # Fuzz targets built with a plain main() that replays tests/fuzz/regress/TARGET/* (make test).
 FUZZREG_BINS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzzreg/%,$(wildcard tests/fuzz/fuzz_*.c))
@@ -131,7 +165,7 @@ $(BUILD)/bench/%: tests/bench/%.c $(BUILD)/libtwin.a
 # symbols, so it never clashes with the program it is loaded into) and links only CUPTI and
 # SQLite; never sanitizer-instrumented, since it is loaded into programs that are not.
 INJECT_DEPS := core/trace.c core/tw.c profile/store.c profile/analyze.c profile/classify.c
-INJECT_CFLAGS := $(filter-out -fsanitize=% -fno-sanitize-recover=% -MMD -MP,$(CFLAGS_ALL))
+INJECT_CFLAGS := $(filter-out -fsanitize=% -fno-sanitize-recover=% -MMD -MP,$(CFLAGS_ALL)) $(CUDA_INC)
 $(BUILD)/libtwinprof.so: $(INJECT_SRCS) $(INJECT_DEPS) core/trace.h profile/profile.h
 	@mkdir -p $(@D)
 	$(CC) $(INJECT_CFLAGS) -fPIC -shared -fvisibility=hidden -o $@ $(INJECT_SRCS) \
@@ -170,12 +204,14 @@ clean:
 # make test-valgrind: the CLI end-to-end tests and the bad-input corpus with every twin call
 # under valgrind memcheck (any leak or invalid access in twin's code fails the call). Checks
 # that start MPI are skipped (TWIN_TEST_NO_MPI): Open MPI itself is not valgrind-clean. valgrind
-# is called by its full path: some tests run twin with PATH emptied.
+# is called by its full path: some tests run twin with PATH emptied. No suppressions: twin links
+# no CUDA library, and without a driver it never loads libtwin_cuda.so (whose cuBLAS trips a
+# known valgrind false positive in ld.so).
 VG_WRAP := $(BUILD)/valgrind/twin
 test-valgrind: deps
 	@$(MAKE) --no-print-directory all
 	@mkdir -p $(dir $(VG_WRAP))
-	@printf '#!/bin/sh\nexec $(shell command -v valgrind) -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect --suppressions=$(CURDIR)/tests/valgrind.supp "$(CURDIR)/$(BUILD)/twin" "$$@"\n' >$(VG_WRAP)
+	@printf '#!/bin/sh\nexec $(shell command -v valgrind) -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect "$(CURDIR)/$(BUILD)/twin" "$$@"\n' >$(VG_WRAP)
 	@chmod +x $(VG_WRAP)
 	@TWIN=$(CURDIR)/$(VG_WRAP) TWIN_TEST_NO_MPI=1 ONLY=cli sh tests/run.sh $(BUILD)
 

@@ -81,9 +81,45 @@ struct exec_backend {
 };
 
 extern const struct exec_backend exec_backend_host;
-#ifdef TWIN_HAVE_CUDA
-extern const struct exec_backend exec_backend_cuda;
-#endif
+
+/* The cuda backend and `calibrate --backend cuda` live in a shared object, libtwin_cuda.so
+ * (exec/cuda/, built only where the CUDA toolkit is), so that twin itself links no CUDA library:
+ * every other command starts without loading cuBLAS, NCCL and CUPTI, and twin runs on machines
+ * that lack them. exec_cuda_load dlopens it when the cuda backend is asked for. The library's
+ * one exported symbol, EXEC_CUDA_ENTRY, returns this table; it calls back into twin for the core
+ * functions (tw_errf, tw_log, ...), which the twin binary exports for it (Makefile). */
+#define EXEC_CUDA_LIB "libtwin_cuda.so"
+#define EXEC_CUDA_ENTRY "twin_cuda_module"
+#define EXEC_CUDA_ENV "TWIN_CUDA_BACKEND" /* overrides where the library is */
+#define EXEC_CUDA_ABI 1                   /* bump when struct exec_cuda_module changes */
+struct exec_cuda_module {
+	int abi;                          /* EXEC_CUDA_ABI, first so that it can always be read */
+	/* sizes of what twin and the library share, as the library saw them: a library left from
+	 * another build of twin is refused rather than run */
+	size_t env_bytes, backend_bytes, plan_op_bytes, calib_bytes;
+	const struct exec_backend *backend;
+	enum tw_result (*calib_measure)(const struct calib_options *o, struct calib_result *r,
+					struct tw_err *err);
+};
+typedef const struct exec_cuda_module *(*exec_cuda_entry_fn)(void);
+const struct exec_cuda_module *twin_cuda_module(void); /* defined in the library only */
+#define EXEC_CUDA_MODULE_INIT(backend_, calib_)                                                   \
+	{ .abi = EXEC_CUDA_ABI, .env_bytes = sizeof(struct exec_env),                              \
+	  .backend_bytes = sizeof(struct exec_backend), .plan_op_bytes = sizeof(struct plan_op),   \
+	  .calib_bytes = sizeof(struct calib_result), .backend = (backend_), .calib_measure = (calib_) }
+
+/* Where the library is: $TWIN_CUDA_BACKEND, else libtwin_cuda.so in the directory of the
+ * running binary (/proc/self/exe; make puts both in build/). */
+enum tw_result exec_cuda_path(char *buf, size_t len, struct tw_err *err);
+/* dlopen + dlsym + the ABI check of the library at path (no driver check). The library stays
+ * loaded for the life of the process (CUDA libraries do not support being unloaded). */
+enum tw_result exec_cuda_open(const char *path, const struct exec_cuda_module **m,
+			      struct tw_err *err);
+/* Find the library, check for the CUDA driver (libcuda.so.1: without it there is no GPU, and
+ * loading cuBLAS and NCCL only to find that out costs ~0.1 s), open it. Failures are one line,
+ * TW_ERR_UNSUPPORTED, "<prefix><what went wrong>; <hint>". */
+enum tw_result exec_cuda_load(const char *prefix, const char *hint,
+			      const struct exec_cuda_module **m, struct tw_err *err);
 
 /* Known data for verified collectives: element i of the buffer member `g` of the group
  * contributes to collective `seq`. Small values, so that sums stay exact in every dtype

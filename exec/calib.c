@@ -2,7 +2,7 @@
  * OpenBLAS sgemm at several sizes (one thread: a rank's core; all threads: the node), streaming
  * memcpy (one thread and all cores) and, under mpirun with >= 2 ranks, MPI_Allreduce bus
  * bandwidth. calib_apply writes the figures into a cluster file tree in the file's schema. */
-#include "exec.h"
+#include "backend.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -269,7 +269,10 @@ enum tw_result calib_measure(const struct calib_options *o, struct calib_result 
 	if (!strcmp(o->backend, "cuda")) {
 		stamp(r, "cuda");
 #ifdef TWIN_HAVE_CUDA
-		return calib_cuda_measure(o, r, err);
+		const struct exec_cuda_module *m;
+		TW_CHECK(exec_cuda_load("calibrate --backend cuda: ", "--backend host measures CPU ranks",
+					&m, err));
+		return m->calib_measure(o, r, err);
 #else
 		return tw_errf(err, TW_ERR_UNSUPPORTED,
 			       "calibrate --backend cuda: this build has no CUDA (toolkit with NCCL and "

@@ -186,9 +186,10 @@ static void *watch_main(void *arg)
 			w->hooks->partial(w->hooks->ctx, w->run_id, w->trace);
 			pthread_mutex_unlock(&w->mu);
 		}
-		/* give the other ranks' watchdogs a moment to say what they waited on, then leave;
+		/* give the other ranks' watchdogs a moment to say what they waited on and store
+		 * their partial traces (a loaded machine may not run them for a while), then leave:
 		 * mpirun takes the job down when a rank exits non-zero */
-		sleep_ms(300);
+		sleep_ms(1000);
 		_exit(1);
 	}
 	return NULL;
@@ -218,15 +219,27 @@ struct run {
 #endif
 };
 
-static const struct exec_backend *backend_named(const char *name)
+/* The backend called name: host is built in; cuda is loaded from libtwin_cuda.so. Called
+ * after MPI started, so that all ranks agree on a failure and one reports it. */
+static enum tw_result backend_named(const char *name, const struct exec_backend **be,
+				    struct tw_err *err)
 {
-	if (!name || !strcmp(name, "host"))
-		return &exec_backend_host;
+	*be = NULL;
+	if (!name || !strcmp(name, "host")) {
+		*be = &exec_backend_host;
+		return TW_OK;
+	}
 #ifdef TWIN_HAVE_CUDA
-	if (!strcmp(name, "cuda"))
-		return &exec_backend_cuda;
+	if (!strcmp(name, "cuda")) {
+		const struct exec_cuda_module *m;
+		TW_CHECK(exec_cuda_load("", "--backend host runs the same plan on CPU ranks", &m, err));
+		*be = m->backend;
+		return TW_OK;
+	}
 #endif
-	return NULL;
+	return tw_errf(err, TW_ERR_UNSUPPORTED,
+		       "backend '%s' is not in this build (it has: %s; cuda needs the CUDA toolkit with NCCL and cuBLAS at build time); --backend host runs the same plan on CPU ranks",
+		       name, exec_features());
 }
 
 static void set_msg(struct tw_err *err, const char *msg)
@@ -494,9 +507,22 @@ static enum tw_result agree(struct run *r, enum tw_result rc, struct tw_err *err
 #endif
 	if (bad >= r->env.nranks)
 		return TW_OK;
-	r->res->report = bad == r->env.rank;
+	bool me = bad == r->env.rank;
 	if (rc == TW_OK)
-		return tw_errf(err, (enum tw_result)code, "rank %lld failed", (long long)bad);
+		rc = tw_errf(err, (enum tw_result)code, "rank %lld failed", (long long)bad);
+#ifdef TWIN_HAVE_MPI
+	if (r->env.nranks > 1) {
+		/* the reporting rank writes its line before any rank leaves: mpirun takes the job
+		 * down at the first non-zero exit and can drop output still on its way */
+		if (me) {
+			fprintf(stderr, "twin: %s\n", err->msg[0] ? err->msg : tw_strresult(err->code));
+			fflush(stderr);
+		}
+		MPI_Barrier(r->world);
+		me = false;
+	}
+#endif
+	r->res->report = me;
 	return rc;
 }
 
@@ -627,14 +653,7 @@ enum tw_result exec_run_plan(const struct job *j, const struct exec_options *opt
 	r->env.corrupt_op = -1;
 	enum tw_result rc = TW_OK;
 
-	r->be = backend_named(opt->backend);
-	if (!r->be) {
-		free(r);
-		return tw_errf(err, TW_ERR_UNSUPPORTED,
-			       "backend '%s' is not in this build (it has: %s; cuda needs the CUDA toolkit with NCCL and cuBLAS at build time); --backend host runs the same plan on CPU ranks",
-			       opt->backend, exec_features());
-	}
-	r->env.verify = opt->verify || r->be == &exec_backend_host;
+	r->env.verify = opt->verify || !opt->backend || !strcmp(opt->backend, "host");
 	rc = mpi_start(r, err);
 	if (rc != TW_OK) {
 		free(r);
@@ -657,6 +676,8 @@ enum tw_result exec_run_plan(const struct job *j, const struct exec_options *opt
 			     (long long)want);
 #endif
 	}
+	if (rc == TW_OK)
+		rc = backend_named(opt->backend, &r->be, err);
 	if (rc == TW_OK)
 		rc = r->be->probe(&r->env, err);
 	TW_CHECK_GOTO(agree(r, rc, err), rc, out_early);

@@ -75,7 +75,7 @@ const char *exec_features(void);
 
 
 /* ==== calibration (twin calibrate) — appended by the calibration module; implementation
- * exec/calib.c (host) and exec/cuda/calib_cuda.c (cuda, CUDA builds only); what is measured and
+ * exec/calib.c (host) and exec/cuda/calib_cuda.c (cuda, in libtwin_cuda.so); what is measured and
  * which cluster fields it replaces: docs/calibrate.md. ======================================= */
 #define CALIB_MAX_POINTS 8
 struct calib_point {
@@ -113,6 +113,7 @@ enum tw_result calib_measure(const struct calib_options *o, struct calib_result 
 enum tw_result calib_apply(const struct calib_result *r, const struct cluster *base,
 			   struct cJSON *root, struct tw_err *err);
 #ifdef TWIN_HAVE_CUDA
+/* in libtwin_cuda.so; twin reaches it through exec_cuda_load (exec/backend.h) */
 enum tw_result calib_cuda_measure(const struct calib_options *o, struct calib_result *r,
 				  struct tw_err *err);
 #endif

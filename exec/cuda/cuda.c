@@ -811,7 +811,7 @@ static enum tw_result cuda_step_end(void *self, struct exec_span *span, struct t
 	return TW_OK;
 }
 
-const struct exec_backend exec_backend_cuda = {
+static const struct exec_backend exec_backend_cuda = {
 	.name = "cuda",
 	.probe = cuda_probe,
 	.open = cuda_open,
@@ -824,3 +824,11 @@ const struct exec_backend exec_backend_cuda = {
 	.scratch_bytes = cuda_scratch_bytes,
 	.close = cuda_close,
 };
+
+/* The library's one exported symbol (exec/backend.h): everything else in it is hidden. */
+__attribute__((visibility("default"))) const struct exec_cuda_module *twin_cuda_module(void)
+{
+	static const struct exec_cuda_module m = EXEC_CUDA_MODULE_INIT(&exec_backend_cuda,
+								       calib_cuda_measure);
+	return &m;
+}

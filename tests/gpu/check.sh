@@ -7,7 +7,8 @@
 #    or the nvcc on PATH), else inside the Python wheels (nvidia-nccl-cu*, nvidia-cublas-cu*,
 #    nvidia-cuda-cupti-cu*: `python3 -c 'import nvidia.nccl'`), for which it makes a shim
 #    directory with the unversioned .so links the linker wants; passes NCCL_HOME, CUBLAS_HOME,
-#    CUPTI_HOME to make and builds build/twin.
+#    CUPTI_HOME to make and builds build/twin and build/libtwin_cuda.so (the cuda backend, which
+#    links those libraries and which twin dlopens for --backend cuda).
 # 2. Runs a single-GPU step of a ~1.3B-parameter GPT (tests/fixtures/exec/gpt-1b.json), ZeRO
 #    stage 0, then with the optimizer offloaded to the CPU: twin simulate (predicted) beside
 #    twin run --backend cuda (measured): step time and breakdown, peak memory.
@@ -91,7 +92,7 @@ say "CUDA_HOME=$CUDA_HOME NCCL_HOME=$NCCL_HOME CUBLAS_HOME=$CUBLAS_HOME CUPTI_HO
 
 JOBS=$(nproc 2>/dev/null || echo 4)
 if ! make -j"$JOBS" CUDA_HOME="$CUDA_HOME" NCCL_HOME="$NCCL_HOME" CUBLAS_HOME="$CUBLAS_HOME" \
-	CUPTI_HOME="$CUPTI_HOME" build/twin >"$OUT/build.log" 2>&1; then
+	CUPTI_HOME="$CUPTI_HOME" build/twin build/libtwin_cuda.so >"$OUT/build.log" 2>&1; then
 	say "check.sh: build failed (last lines of $OUT/build.log):"
 	tail -n 20 "$OUT/build.log" | tee -a "$LOG"
 	exit 1
@@ -100,6 +101,13 @@ TWIN="$ROOT/build/twin"
 "$TWIN" --version | tee -a "$LOG"
 if ! "$TWIN" --version | grep -q "features:.*cuda"; then
 	say "check.sh: build/twin has no cuda backend"
+	exit 1
+fi
+# the backend library finds every library it links (rpath into CUDA_HOME or the wheel shims)
+say "build/libtwin_cuda.so links: $(ldd "$ROOT/build/libtwin_cuda.so" | awk '/=>/ { print $1 }' | grep -E 'cu|nccl' | tr '\n' ' ')"
+if ldd "$ROOT/build/libtwin_cuda.so" | grep -q "not found"; then
+	say "check.sh: build/libtwin_cuda.so has unresolved libraries:"
+	ldd "$ROOT/build/libtwin_cuda.so" | grep "not found" | tee -a "$LOG"
 	exit 1
 fi
 
