@@ -12,37 +12,53 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <unistd.h>
 
 #include "sim_int.h"
 
 enum { EV_OP_END = 0, EV_COMM_DATA, EV_FLOW_END, EV_HOST };
 enum { LINK_NVL = 0, LINK_NIC, LINK_PCIE, LINKS_PER_GPU };
+/* a dependent carries its stream (no trip to its op record), a work item its srank and
+ * stream: plans are under 2^29 ops (role_prepare checks), simulated ranks under 2^24 */
+enum { SUCC_SHIFT = 3, SUCC_STREAM = 7, WORK_SHIFT = 3 };
+#if defined(__GNUC__)
+#define PREFETCH(p) __builtin_prefetch(p) /* a hint: GCC and Clang */
+#else
+#define PREFETCH(p) ((void)(p))
+#endif
+_Static_assert(PLAN_NUM_STREAMS <= 8, "a stream fits in 3 bits");
 #define DEFAULT_MAX_EVENTS 2000000000LL
 
-/* What the engine needs of one plan op, in one compact record: the plan itself is released
- * once its role is prepared (the next role's plan reuses that memory), and the event loop
- * touches one cache line per op instead of a 136-byte plan op and four side arrays. */
+/* What the engine needs of one plan op, in one compact record of 48 bytes: the plan itself is
+ * released once its role is prepared (the next role's plan reuses that memory), and the event
+ * loop touches one or two cache lines per op instead of a 136-byte plan op and four side
+ * arrays. The ops of all roles are well beyond the caches, so every byte counts. */
 struct eop {
-	int64_t dur;            /* COMPUTE / COPY: base duration, ns */
-	int64_t issue;          /* host time at which the rank's thread has issued the op, ns,
-				 * before sync shifts (it issues the plan in order, each op
-				 * costing sim_host_ns) */
-	int64_t bytes;          /* COLL, P2P, COPY, ALLOC, FREE */
-	int64_t seq;            /* COLL, P2P */
-	union {
-		double flops;   /* COMPUTE */
-		int64_t peer;   /* P2P: the peer rank */
-	} x;
-	int32_t layer, micro, stage;
-	uint32_t name;          /* interned in the trace */
+	/* first what starting an op reads, last what only its trace event needs (half of the
+	 * records straddle two cache lines: the start then mostly needs only one) */
 	uint8_t kind, stream, phase, flags;
-	uint8_t cat;            /* enum trace_cat */
 	uint8_t sub;            /* COLL: enum plan_coll; COPY: enum plan_copy; ALLOC / FREE:
 				 * enum plan_device */
 	uint8_t group;          /* COLL: enum job_group */
+	uint8_t cat;            /* enum trace_cat */
 	uint8_t named;          /* the plan op had a name (for messages) */
+	int64_t issue;          /* host time at which the rank's thread has issued the op, ns,
+				 * before sync shifts (it issues the plan in order, each op
+				 * costing sim_host_ns) */
+	union {
+		int64_t dur;    /* COMPUTE / COPY: base duration, ns */
+		struct {
+			int32_t seq;  /* COLL, P2P (checked to fit when prepared) */
+			int32_t peer; /* P2P: the peer rank (< 2^24 GPUs) */
+		};
+	};
+	union {
+		double flops;   /* COMPUTE */
+		int64_t bytes;  /* COLL, P2P, COPY, ALLOC, FREE */
+	};
+	int32_t layer, micro, stage;
+	uint32_t name;          /* interned in the trace */
 };
+_Static_assert(sizeof(struct eop) == 48, "struct eop: 48 bytes (memory touched per op)");
 
 struct role {
 	int64_t rep;            /* its representative rank */
@@ -51,11 +67,12 @@ struct role {
 	size_t nops;
 	uint32_t *ndeps;        /* each op's dependency count (initial srank->left) */
 	uint32_t *doff;         /* each op's dep_off while preparing */
+	uint8_t *stm;           /* each op's stream while preparing */
 	size_t nevents;         /* ops that make a trace event (all but ALLOC / FREE) */
 	uint32_t *sync_op;      /* ops after which the host synchronizes with the GPU, in order */
 	uint32_t *sync_from;    /* first op of each sync's batch of p2p ops */
 	uint32_t nsync;
-	uint32_t *succ_off, *succ; /* dependents (CSR) */
+	uint32_t *succ_off, *succ; /* dependents (CSR), each op << SUCC_SHIFT | its stream */
 	uint32_t *sops[PLAN_NUM_STREAMS];
 	uint32_t nsops[PLAN_NUM_STREAMS];
 };
@@ -77,6 +94,7 @@ struct srank {
 	int64_t end_ns;
 	int64_t ndone;
 	int64_t live[PLAN_NUM_DEVICES], peak[PLAN_NUM_DEVICES];
+	int32_t device;         /* GPU index on its node (trace events) */
 	bool record;
 };
 
@@ -99,13 +117,16 @@ struct memo {
 };
 #define MEMO_SLOTS 256
 
+/* what is memoised of a COMPUTE op (sim_int.h: its cost may read only these fields) */
 struct dur_memo {
 	bool used;
 	uint8_t stream, phase, flags;
-	int64_t ns;
-	char shape[sizeof(((struct plan_op *)0)->u.compute)];
+	uint8_t cat;            /* enum trace_cat */
+	int64_t ns;             /* sim_compute_ns */
+	int64_t host_ns;        /* sim_host_ns */
+	uint64_t shape[(sizeof(((struct plan_op *)0)->u.compute) + 7) / 8];
 };
-#define DUR_SLOTS 4096
+#define DUR_SLOTS 512
 
 struct waiter {
 	int32_t sr;
@@ -139,7 +160,7 @@ struct eng {
 	size_t nfree_inst, free_inst_cap;
 	int32_t free_waiter;    /* recycled waiter list, -1: none */
 	/* worklist of (srank, stream) to try */
-	int64_t *work;
+	uint32_t *work;         /* srank << WORK_SHIFT | stream */
 	size_t nwork, work_cap;
 	int64_t *members;       /* scratch, gpus entries */
 	struct memo memo[MEMO_SLOTS];
@@ -153,11 +174,22 @@ struct eng {
 	int32_t *expect;        /* srank x JOB_NUM_GROUPS: simulated members of its group, -1: not
 				 * counted yet (symmetric mode) */
 	int64_t *color;         /* srank x JOB_NUM_GROUPS: job_group_color, INT64_MIN: not yet */
+	int32_t group_size[JOB_NUM_GROUPS]; /* job_group_size of each group (trace events) */
 	int64_t now;
 	int64_t events;
 	uint32_t name_cat_cache;
 	enum tw_result rc;
 };
+
+/* llround, inline (the libm call was 3% of a run): x - trunc(x) is exact for |x| < 2^63 */
+static inline int64_t round_ns(double x)
+{
+	if (!(x > -9.2e18 && x < 9.2e18))
+		return (int64_t)llround(x);
+	int64_t i = (int64_t)x;
+	double f = x - (double)i;
+	return i + (f >= 0.5) - (f <= -0.5);
+}
 
 /* ---- instances ---------------------------------------------------------------------------- */
 
@@ -276,47 +308,28 @@ static void record(struct eng *e, struct srank *s, uint32_t opi, const struct eo
 {
 	if (!s->record)
 		return;
-	/* the trace was reserved for every op of the recorded ranks: write in place */
+	/* the trace was reserved for every op of the recorded ranks: write in place, every
+	 * field */
 	TW_GROW(e->tr->ev, e->tr->ev_cap, e->tr->nev + 1);
-	struct trace_event *evp = &e->tr->ev[e->tr->nev++];
-	struct trace_event ev;
-	memset(&ev, 0, sizeof(ev));
-	ev.rank = (int32_t)s->rank;
-	ev.device = e->j->cluster.node.gpus > 0 ? (int32_t)(s->rank % e->j->cluster.node.gpus) : 0;
-	if (op->stream == PLAN_STREAM_HOST)
-		ev.device = -1;
-	ev.stream = op->stream;
-	ev.cat = op->cat;
-	ev.step = 0;
-	ev.op_id = (int32_t)opi;
-	ev.layer = op->layer;
-	ev.micro = op->micro;
-	ev.stage = op->stage;
-	ev.phase = op->phase;
-	ev.start_ns = t0;
-	ev.end_ns = t1;
-	if (op->flags & PLAN_F_RECOMPUTE)
-		ev.flags |= TRACE_F_RECOMPUTE;
-	switch (op->kind) {
-	case PLAN_COMPUTE:
-		ev.flops = op->x.flops;
-		break;
-	case PLAN_COLL:
-		ev.bytes = op->bytes;
-		ev.group_size = (int32_t)job_group_size(e->j, op->group);
-		break;
-	case PLAN_P2P:
-		ev.bytes = op->bytes;
-		ev.group_size = 2;
-		break;
-	case PLAN_COPY:
-		ev.bytes = op->bytes;
-		break;
-	default:
-		break;
-	}
-	ev.name = op->name;
-	*evp = ev;
+	struct trace_event *ev = &e->tr->ev[e->tr->nev++];
+	ev->rank = (int32_t)s->rank;
+	ev->device = op->stream == PLAN_STREAM_HOST ? -1 : s->device;
+	ev->stream = op->stream;
+	ev->cat = op->cat;
+	ev->step = 0;
+	ev->op_id = (int32_t)opi;
+	ev->layer = op->layer;
+	ev->micro = op->micro;
+	ev->stage = op->stage;
+	ev->phase = op->phase;
+	ev->start_ns = t0;
+	ev->end_ns = t1;
+	ev->bytes = op->kind == PLAN_COLL || op->kind == PLAN_P2P || op->kind == PLAN_COPY ? op->bytes : 0;
+	ev->flops = op->kind == PLAN_COMPUTE ? op->flops : 0;
+	ev->group_size = op->kind == PLAN_COLL ? e->group_size[op->group] : op->kind == PLAN_P2P ? 2 : 0;
+	ev->name = op->name;
+	ev->flags = op->flags & PLAN_F_RECOMPUTE ? TRACE_F_RECOMPUTE : 0;
+	ev->comm = 0;
 }
 
 /* ---- op life cycle ------------------------------------------------------------------------- */
@@ -324,7 +337,7 @@ static void record(struct eng *e, struct srank *s, uint32_t opi, const struct eo
 static void push_work(struct eng *e, int32_t sr, int stream)
 {
 	TW_GROW(e->work, e->work_cap, e->nwork + 1);
-	e->work[e->nwork++] = (int64_t)sr * PLAN_NUM_STREAMS + stream;
+	e->work[e->nwork++] = (uint32_t)sr << WORK_SHIFT | (uint32_t)stream;
 }
 
 static uint32_t batch_size(const struct role *ro, uint32_t k)
@@ -368,9 +381,8 @@ static void complete_op_at(struct eng *e, int32_t sri, uint32_t opi, int64_t t0,
 	    opi <= ro->sync_op[s->sync_k] && --s->sync_left == 0)
 		host_resume(e, sri, t);
 	for (uint32_t k = ro->succ_off[opi]; k < ro->succ_off[opi + 1]; k++) {
-		uint32_t d = ro->succ[k];
-		if (--s->left[d] == 0)
-			push_work(e, sri, ro->ops[d].stream);
+		if (--s->left[ro->succ[k] >> SUCC_SHIFT] == 0)
+			push_work(e, sri, (int)(ro->succ[k] & SUCC_STREAM));
 	}
 	push_work(e, sri, op->stream);
 }
@@ -426,7 +438,7 @@ static void comm_model(struct eng *e, const struct srank *s0, const struct eop *
 		k1 = op->sub;
 		k2 = op->bytes;
 	} else {
-		int64_t peer = op->x.peer + (s0->rank - e->roles[s0->role].rep);
+		int64_t peer = op->peer + (s0->rank - e->roles[s0->role].rep);
 		same = job_node_of(e->j, peer) == s0->node;
 		k0 = JOB_NUM_GROUPS + (same ? 1 : 2);
 		k1 = -1;
@@ -467,13 +479,13 @@ static void comm_start(struct eng *e, int32_t id)
 	comm_model(e, s0, op, &r);
 	for (int32_t w = in->first; w != -1; w = e->waiters[w].next)
 		e->sr[e->waiters[w].sr].ncomm++;
-	int64_t lat = (int64_t)llround((r.lat_us + r.fill_us) * 1e3);
+	int64_t lat = round_ns((r.lat_us + r.fill_us) * 1e3);
 	/* b carries the data time at rate 1, ns */
 	double data_ns = r.time_us * 1e3 - (double)lat;
 	in->flow = -1;
 	in->nvl_bytes = r.nvl_bytes;
 	in->net_bytes = r.net_bytes;
-	sim_heap_push(&e->heap, e->now + lat, EV_COMM_DATA, id, (int64_t)llround(data_ns), 0);
+	sim_heap_push(&e->heap, e->now + lat, EV_COMM_DATA, id, round_ns(data_ns), 0);
 }
 
 static void comm_data(struct eng *e, int32_t id, int64_t data_ns)
@@ -562,6 +574,13 @@ static void start_op(struct eng *e, int32_t sri, uint32_t opi)
 	const struct eop *op = &ro->ops[opi];
 	s->busy[op->stream] = true;
 	s->start[op->stream] = e->now;
+	if (s->head[op->stream] + 1 < ro->nsops[op->stream]) {
+		/* the stream's next op is looked at when this one ends: load it meanwhile (the
+		 * op records of all roles are well beyond the caches) */
+		uint32_t nx = ro->sops[op->stream][s->head[op->stream] + 1];
+		PREFETCH(&ro->ops[nx]);
+		PREFETCH(&s->left[nx]);
+	}
 	switch (op->kind) {
 	case PLAN_ALLOC:
 	case PLAN_FREE: {
@@ -578,9 +597,8 @@ static void start_op(struct eng *e, int32_t sri, uint32_t opi)
 		s->head[op->stream]++;
 		s->ndone++;
 		for (uint32_t k = ro->succ_off[opi]; k < ro->succ_off[opi + 1]; k++) {
-			uint32_t d = ro->succ[k];
-			if (--s->left[d] == 0)
-				push_work(e, sri, ro->ops[d].stream);
+			if (--s->left[ro->succ[k] >> SUCC_SHIFT] == 0)
+				push_work(e, sri, (int)(ro->succ[k] & SUCC_STREAM));
 		}
 		push_work(e, sri, op->stream);
 		return;
@@ -596,7 +614,7 @@ static void start_op(struct eng *e, int32_t sri, uint32_t opi)
 					d *= e->j->cluster.eff.comm_overlap_slowdown;
 				if (scale)
 					d /= s->compute_scale;
-				dur = (int64_t)llround(d);
+				dur = round_ns(d);
 			}
 		}
 		sim_heap_push(&e->heap, e->now + dur, EV_OP_END, sri, opi, 0);
@@ -631,7 +649,7 @@ static void start_op(struct eng *e, int32_t sri, uint32_t opi)
 		return;
 	}
 	case PLAN_P2P: {
-		int64_t peer = op->x.peer + (s->rank - ro->rep);
+		int64_t peer = op->peer + (s->rank - ro->rep);
 		bool send = op->flags & PLAN_F_SEND;
 		int64_t src = canon(e, send ? s->rank : peer), dst = canon(e, send ? peer : s->rank);
 		bool created;
@@ -663,9 +681,9 @@ static void start_op(struct eng *e, int32_t sri, uint32_t opi)
 static void drain(struct eng *e)
 {
 	while (e->nwork > 0) {
-		int64_t w = e->work[--e->nwork];
-		int32_t sri = (int32_t)(w / PLAN_NUM_STREAMS);
-		int st = (int)(w % PLAN_NUM_STREAMS);
+		uint32_t w = e->work[--e->nwork];
+		int32_t sri = (int32_t)(w >> WORK_SHIFT);
+		int st = (int)(w & ((1u << WORK_SHIFT) - 1));
 		struct srank *s = &e->sr[sri];
 		struct role *ro = &e->roles[s->role];
 		if (s->busy[st] || s->head[st] >= ro->nsops[st])
@@ -689,29 +707,43 @@ static void drain(struct eng *e)
 
 /* ---- set-up ------------------------------------------------------------------------------ */
 
-/* Map a large array's pages in one call rather than one page fault per page on first touch
- * (page faults were a third of a symmetric run). A hint only: failure changes nothing. */
-static void prefault(void *p, size_t bytes)
+/* Memory for a large array that is written in full soon after: whole 2 MiB pages, backed by
+ * transparent huge pages where the kernel allows (MADV_HUGEPAGE, a hint). Fresh pages were a
+ * third of a symmetric run: one fault per 2 MiB instead of one per 4 KiB, and each huge page
+ * is zeroed by the kernel just before it is written, while it is still in the cache (mapping
+ * them all up front, MADV_POPULATE_WRITE, zeroed them into memory to be read back). */
+static void *alloc_big(size_t bytes)
 {
-#ifdef MADV_POPULATE_WRITE
-	long pg = sysconf(_SC_PAGESIZE);
-	if (pg <= 0 || bytes < (size_t)256 * (size_t)pg)
-		return;
-	uintptr_t a = ((uintptr_t)p + (uintptr_t)pg - 1) & ~((uintptr_t)pg - 1);
-	uintptr_t b = ((uintptr_t)p + bytes) & ~((uintptr_t)pg - 1);
-	if (b > a)
-		(void)madvise((void *)a, b - a, MADV_POPULATE_WRITE);
-#else
-	(void)p;
-	(void)bytes;
+	const size_t huge = (size_t)2 << 20;
+	if (bytes < huge / 2)
+		return tw_malloc(bytes ? bytes : 1);
+	size_t len = (bytes + huge - 1) & ~(huge - 1);
+	void *p = aligned_alloc(huge, len);
+	if (!p)
+		return tw_malloc(bytes);
+#ifdef MADV_HUGEPAGE
+	(void)madvise(p, len, MADV_HUGEPAGE);
 #endif
+	return p;
 }
 
-/* sim_compute_ns, memoised on what it depends on (sim_int.h): the stream, phase, flags and
- * the shape. The builder zeroes each op, so the shape's padding compares equal. */
-static int64_t compute_ns(struct eng *e, const struct plan_op *op)
+static void costs_fill(struct eng *e, const struct plan_op *op, struct dur_memo *m)
 {
-	const unsigned char *sh = (const unsigned char *)&op->u.compute;
+	m->used = true;
+	m->stream = op->stream;
+	m->phase = op->phase;
+	m->flags = op->flags;
+	memcpy(m->shape, &op->u.compute, sizeof(op->u.compute));
+	m->cat = (uint8_t)plan_op_trace_cat(op);
+	m->ns = sim_compute_ns(e->j, op);
+	m->host_ns = sim_host_ns(e->j, op);
+}
+
+/* A COMPUTE op's duration, host time and trace category, memoised on what they depend on
+ * (sim_int.h): the stream, phase, flags and the shape. The builder zeroes each op, so the
+ * shape's padding compares equal. */
+static const struct dur_memo *compute_costs(struct eng *e, const struct plan_op *op)
+{
 	/* hash what tells shapes apart (kernel, m, n, k, FLOPs, bytes); the compare below
 	 * checks the whole shape */
 	const struct plan_op *o = op;
@@ -727,27 +759,31 @@ static int64_t compute_ns(struct eng *e, const struct plan_op *op)
 	h *= 0xBF58476D1CE4E5B9ULL;
 	h ^= h >> 32;
 	if (!e->dur)
-		e->dur = TW_NEW_ARRAY(struct dur_memo, DUR_SLOTS);
+		e->dur = TW_NEW_ARRAY(struct dur_memo, DUR_SLOTS + 1); /* the last: no memo */
 	size_t i = h & (DUR_SLOTS - 1);
 	for (size_t probe = 0; probe < 16; probe++, i = (i + 1) & (DUR_SLOTS - 1)) {
 		struct dur_memo *m = &e->dur[i];
 		if (!m->used) {
 			if (e->ndur * 2 > DUR_SLOTS)
 				break; /* full enough: stop memoising */
-			m->used = true;
-			m->stream = op->stream;
-			m->phase = op->phase;
-			m->flags = op->flags;
-			memcpy(m->shape, sh, sizeof(m->shape));
-			m->ns = sim_compute_ns(e->j, op);
+			costs_fill(e, op, m);
 			e->ndur++;
-			return m->ns;
+			return m;
 		}
-		if (m->stream == op->stream && m->phase == op->phase && m->flags == op->flags &&
-		    !memcmp(m->shape, sh, sizeof(m->shape)))
-			return m->ns;
+		if (m->stream == op->stream && m->phase == op->phase && m->flags == op->flags) {
+			/* the whole shape, word by word (a memcmp call cost more than the rest) */
+			uint64_t diff = 0;
+			for (size_t k = 0; k < sizeof(m->shape) / 8; k++) {
+				uint64_t w;
+				memcpy(&w, (const char *)&op->u.compute + 8 * k, 8);
+				diff |= w ^ m->shape[k];
+			}
+			if (!diff)
+				return m;
+		}
 	}
-	return sim_compute_ns(e->j, op);
+	costs_fill(e, op, &e->dur[DUR_SLOTS]);
+	return &e->dur[DUR_SLOTS];
 }
 
 static enum tw_result role_prepare(struct eng *e, struct role *ro)
@@ -755,14 +791,18 @@ static enum tw_result role_prepare(struct eng *e, struct role *ro)
 	const struct plan *p = &ro->plan;
 	size_t n = p->nops;
 	ro->nops = n;
+	if (n >= ((size_t)1 << (32 - SUCC_SHIFT)))
+		return tw_errf(e->err, TW_ERR_LIMIT, "plan of rank %lld: %zu ops, over the simulator's limit of %zu",
+			       (long long)p->rank, n, ((size_t)1 << (32 - SUCC_SHIFT)) - 1);
 	/* arrays written in full below: malloc, not calloc (zeroing reused memory costs) */
-	ro->ops = tw_malloc((n ? n : 1) * sizeof(*ro->ops));
-	prefault(ro->ops, n * sizeof(*ro->ops));
+	ro->ops = alloc_big(n * sizeof(*ro->ops));
 	ro->ndeps = tw_malloc((n ? n : 1) * sizeof(*ro->ndeps));
 	int64_t host_t = 0;
 	ro->succ_off = TW_NEW_ARRAY(uint32_t, n + 1);
 	ro->succ = tw_malloc((p->ndeps ? p->ndeps : 1) * sizeof(*ro->succ));
 	uint32_t *doff = ro->doff = tw_malloc((n ? n : 1) * sizeof(*doff));
+	/* each op's stream, for the per-stream lists at the end (a small array to read back) */
+	uint8_t *stm = ro->stm = tw_malloc(n ? n : 1);
 	/* names: a pointer seen before in this plan is the same string (most are static), so
 	 * only new pointers are hashed */
 	struct { const char *p; uint32_t off; } seen[256];
@@ -813,6 +853,7 @@ static enum tw_result role_prepare(struct eng *e, struct role *ro)
 		ro->nevents += op->kind != PLAN_ALLOC && op->kind != PLAN_FREE;
 		ro->ndeps[i] = op->ndeps;
 		doff[i] = op->dep_off;
+		stm[i] = op->stream;
 		struct eop *eo = &ro->ops[i];
 		*eo = (struct eop){ 0 };
 		const char *nm = op->name ? op->name : plan_kind_name(op->kind);
@@ -822,7 +863,16 @@ static enum tw_result role_prepare(struct eng *e, struct role *ro)
 			seen[h].off = trace_intern(e->tr, nm);
 		}
 		eo->name = seen[h].off;
-		host_t += sim_host_ns(e->j, op);
+		if (op->kind == PLAN_COMPUTE) {
+			const struct dur_memo *c = compute_costs(e, op);
+			eo->dur = c->ns;
+			eo->flops = op->u.compute.flops;
+			eo->cat = c->cat;
+			host_t += c->host_ns;
+		} else {
+			eo->cat = (uint8_t)plan_op_trace_cat(op);
+			host_t += sim_host_ns(e->j, op);
+		}
 		eo->issue = host_t;
 		eo->kind = op->kind;
 		eo->stream = op->stream;
@@ -831,13 +881,8 @@ static enum tw_result role_prepare(struct eng *e, struct role *ro)
 		eo->layer = op->layer;
 		eo->micro = op->micro;
 		eo->stage = op->stage;
-		eo->cat = (uint8_t)plan_op_trace_cat(op);
 		eo->named = op->name != NULL;
 		switch (op->kind) {
-		case PLAN_COMPUTE:
-			eo->dur = compute_ns(e, op);
-			eo->x.flops = op->u.compute.flops;
-			break;
 		case PLAN_COPY:
 			eo->dur = sim_copy_ns(e->j, op, NULL);
 			eo->sub = op->u.copy.dir;
@@ -847,12 +892,12 @@ static enum tw_result role_prepare(struct eng *e, struct role *ro)
 			eo->sub = op->u.coll.coll;
 			eo->group = op->u.coll.group;
 			eo->bytes = op->u.coll.bytes;
-			eo->seq = op->u.coll.seq;
+			eo->seq = (int32_t)op->u.coll.seq;
 			break;
 		case PLAN_P2P:
-			eo->x.peer = op->u.p2p.peer;
+			eo->peer = (int32_t)op->u.p2p.peer;
 			eo->bytes = op->u.p2p.bytes;
-			eo->seq = op->u.p2p.seq;
+			eo->seq = (int32_t)op->u.p2p.seq;
 			break;
 		case PLAN_ALLOC:
 		case PLAN_FREE:
@@ -869,6 +914,13 @@ static enum tw_result role_prepare(struct eng *e, struct role *ro)
 					       "op %s: collective group %s of %lld ranks does not fit the job's %lld GPUs",
 					       op->name ? op->name : "?", job_group_name(op->u.coll.group),
 					       (long long)g, (long long)e->j->gpus);
+			e->group_size[op->u.coll.group] = (int32_t)g;
+		}
+		if (op->kind == PLAN_COLL || op->kind == PLAN_P2P) {
+			int64_t seq = op->kind == PLAN_COLL ? op->u.coll.seq : op->u.p2p.seq;
+			if (seq != (int64_t)eo->seq)
+				return tw_errf(e->err, TW_ERR_LIMIT, "op %s: sequence number %lld beyond the simulator's 32-bit range",
+					       op->name ? op->name : "?", (long long)seq);
 		}
 		if (op->kind == PLAN_P2P) {
 			int64_t peer = op->u.p2p.peer;
@@ -877,11 +929,7 @@ static enum tw_result role_prepare(struct eng *e, struct role *ro)
 					       op->name ? op->name : "?", (long long)peer, (long long)e->j->gpus);
 		}
 	}
-	/* Megatron synchronizes the device after each batch of p2p isend/irecv
-	 * (p2p_communication.py; Megatron-Core's batch_p2p_sync, default on): the host waits
-	 * there until the batch is done. A batch: consecutive p2p ops (allocations between them
-	 * do not count). Not for the interleaved schedule: its plan orders the p2p ops of the
-	 * model chunks differently from Megatron's batches, and waiting there would deadlock. */
+	/* the last batch of p2p ops */
 	if (batch_open) {
 		TW_GROW(ro->sync_from, sync_cap, ro->nsync + 1);
 		TW_GROW(ro->sync_op, sync_cap2, ro->nsync + 1);
@@ -890,13 +938,15 @@ static enum tw_result role_prepare(struct eng *e, struct role *ro)
 	}
 	for (size_t i = 0; i < n; i++)
 		ro->succ_off[i + 1] += ro->succ_off[i];
-	uint32_t *fill = TW_NEW_ARRAY(uint32_t, n + 1);
+	/* fill each op's list in op order with succ_off[d] as its cursor: it ends at the next
+	 * op's start, so the offsets shift by one place after */
 	for (size_t i = 0; i < n; i++) {
 		const uint32_t *d = p->deps + doff[i];
 		for (uint32_t k = 0; k < ro->ndeps[i]; k++)
-			ro->succ[ro->succ_off[d[k]] + fill[d[k]]++] = (uint32_t)i;
+			ro->succ[ro->succ_off[d[k]]++] = (uint32_t)i << SUCC_SHIFT | stm[i];
 	}
-	free(fill);
+	memmove(ro->succ_off + 1, ro->succ_off, n * sizeof(*ro->succ_off));
+	ro->succ_off[0] = 0;
 	free(doff);
 	ro->doff = NULL;
 	for (int s = 0; s < PLAN_NUM_STREAMS; s++) {
@@ -904,7 +954,9 @@ static enum tw_result role_prepare(struct eng *e, struct role *ro)
 		ro->nsops[s] = 0;
 	}
 	for (size_t i = 0; i < n; i++)
-		ro->sops[ro->ops[i].stream][ro->nsops[ro->ops[i].stream]++] = (uint32_t)i;
+		ro->sops[stm[i]][ro->nsops[stm[i]]++] = (uint32_t)i;
+	free(stm);
+	ro->stm = NULL;
 	/* everything the run needs is in ro->ops now */
 	plan_release(&ro->plan);
 	return TW_OK;
@@ -942,6 +994,7 @@ static void eng_free(struct eng *e)
 		free(ro->ops);
 		free(ro->ndeps);
 		free(ro->doff);
+		free(ro->stm);
 		free(ro->sync_op);
 		free(ro->sync_from);
 		free(ro->succ_off);
@@ -1017,22 +1070,28 @@ enum tw_result sim_run_plans(const struct job *j, const struct sim_options *opt,
 			goto done;
 	}
 	/* rank -> role: the role whose representative is on the same pipeline stage */
+	int64_t *rep_pp = TW_NEW_ARRAY(int64_t, nroles);
+	for (int64_t i = 0; i < nroles; i++) {
+		struct job_coord rc2;
+		job_coord_of(j, reps[i], &rc2);
+		rep_pp[i] = rc2.pp;
+	}
 	for (int64_t r = 0; r < j->gpus; r++) {
 		struct job_coord c;
 		job_coord_of(j, r, &c);
 		for (int64_t i = 0; i < nroles; i++) {
-			struct job_coord rc2;
-			job_coord_of(j, reps[i], &rc2);
-			if (rc2.pp == c.pp) {
+			if (rep_pp[i] == c.pp) {
 				e->canon_role[r] = (int32_t)i;
 				break;
 			}
 		}
 		if (e->canon_role[r] < 0) {
+			free(rep_pp);
 			rc = tw_errf(err, TW_ERR_INTERNAL, "plan: rank %lld has no role", (long long)r);
 			goto done;
 		}
 	}
+	free(rep_pp);
 	/* simulated ranks */
 	e->nsr = opt->full ? j->gpus : nroles;
 	e->sr = TW_NEW_ARRAY(struct srank, e->nsr);
@@ -1041,6 +1100,7 @@ enum tw_result sim_run_plans(const struct job *j, const struct sim_options *opt,
 		s->rank = opt->full ? i : reps[i];
 		s->role = opt->full ? e->canon_role[i] : (int32_t)i;
 		s->node = job_node_of(j, s->rank);
+		s->device = j->cluster.node.gpus > 0 ? (int32_t)(s->rank % j->cluster.node.gpus) : 0;
 		s->compute_scale = 1.0;
 		e->sr_of[s->rank] = (int32_t)i;
 		struct role *ro = &e->roles[s->role];
@@ -1079,9 +1139,12 @@ enum tw_result sim_run_plans(const struct job *j, const struct sim_options *opt,
 				need += e->roles[e->sr[i].role].nevents + 1;
 				mem += e->roles[e->sr[i].role].nops - e->roles[e->sr[i].role].nevents;
 			}
-		TW_GROW(out->ev, out->ev_cap, need);
-		prefault(out->ev, need * sizeof(*out->ev));
-		TW_GROW(out->mem, out->mem_cap, mem); /* a sample per ALLOC / FREE */
+		free(out->ev);
+		out->ev = alloc_big(need * sizeof(*out->ev));
+		out->ev_cap = need;
+		free(out->mem);
+		out->mem = alloc_big(mem * sizeof(*out->mem)); /* a sample per ALLOC / FREE */
+		out->mem_cap = mem;
 	}
 	for (int i = 0; i < j->cluster.n_stragglers; i++) {
 		int64_t g = j->cluster.stragglers[i].gpu;
@@ -1108,7 +1171,7 @@ enum tw_result sim_run_plans(const struct job *j, const struct sim_options *opt,
 	int64_t max_ev = opt->max_events > 0 ? opt->max_events : DEFAULT_MAX_EVENTS;
 	struct sim_ev ev;
 	while (sim_heap_pop(&e->heap, &ev)) {
-		if (ev.type == EV_FLOW_END &&
+		if (sim_ev_type(&ev) == EV_FLOW_END &&
 		    (!e->net.flows[ev.a].active || e->net.flows[ev.a].ver != ev.ver))
 			continue; /* superseded by a rate change */
 		if (++e->events > max_ev) {
@@ -1118,7 +1181,7 @@ enum tw_result sim_run_plans(const struct job *j, const struct sim_options *opt,
 			goto done;
 		}
 		e->now = ev.t;
-		switch (ev.type) {
+		switch (sim_ev_type(&ev)) {
 		case EV_OP_END:
 			complete_op(e, ev.a, (uint32_t)ev.b, ev.t);
 			break;

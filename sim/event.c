@@ -26,7 +26,8 @@ static inline bool ev_less(const struct sim_ev *a, const struct sim_ev *b)
 void sim_heap_push(struct sim_heap *h, int64_t t, int32_t type, int32_t a, int64_t b, uint32_t ver)
 {
 	TW_GROW(h->v, h->cap, h->n + 1);
-	struct sim_ev e = { .t = t, .seq = h->next_seq++, .type = type, .a = a, .b = b, .ver = ver };
+	struct sim_ev e = { .t = t, .seq = h->next_seq++ << 8 | ((uint64_t)type & 0xff), .a = a, .b = b,
+			    .ver = ver };
 	size_t i = h->n++;
 	while (i > 0) {
 		size_t p = (i - 1) / 2;

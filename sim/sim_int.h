@@ -9,12 +9,13 @@
 
 struct sim_ev {
 	int64_t t;      /* ns */
-	uint64_t seq;   /* insertion counter: equal times pop in insertion order */
-	int32_t type;
-	int32_t a;
+	uint64_t seq;   /* insertion counter << 8 | type (0 .. 255): equal times pop in
+			 * insertion order; 32 bytes an event */
 	int64_t b;
+	int32_t a;
 	uint32_t ver;   /* for lazily cancelled events (flows whose rate changed) */
 };
+static inline int32_t sim_ev_type(const struct sim_ev *e) { return (int32_t)(e->seq & 0xff); }
 
 struct sim_heap {
 	struct sim_ev *v;
@@ -147,7 +148,8 @@ int64_t net_eta(const struct net *n, int32_t flow, int64_t now);
 /* Duration of a COMPUTE op on an idle GPU (or the host CPU for host-stream ops), ns. It may
  * read only the op's kind, stream, phase, flags and u.compute: the engine memoises it on them. */
 int64_t sim_compute_ns(const struct job *j, const struct plan_op *op);
-/* Host time the rank's issuing thread spends to issue an op (framework dispatch), ns. */
+/* Host time the rank's issuing thread spends to issue an op (framework dispatch), ns. For a
+ * COMPUTE op it may read only what sim_compute_ns may: the engine memoises both together. */
 int64_t sim_host_ns(const struct job *j, const struct plan_op *op);
 /* Duration of a COPY op at full PCIe / NVMe speed, ns; bw_GBps gets the speed used. */
 int64_t sim_copy_ns(const struct job *j, const struct plan_op *op, double *bw_GBps);

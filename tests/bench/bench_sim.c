@@ -27,6 +27,11 @@ static double cpu_ms(void)
 	       (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-3;
 }
 
+static double tv_ms(struct timeval tv)
+{
+	return (double)tv.tv_sec * 1e3 + (double)tv.tv_usec * 1e-3;
+}
+
 static int run(const struct bench *b)
 {
 	struct job *j = TW_NEW(struct job);
@@ -74,9 +79,11 @@ static int run(const struct bench *b)
 		return 1;
 	}
 	double ms = (double)wall * 1e-6;
-	printf("%-44s wall %8.1f ms, cpu %8.1f ms (of which building %lld plans %.1f ms; target %5.0f ms %s)  %9lld events  %8.3g events/s (cpu)  step %.3f s  "
+	printf("%-44s wall %8.1f ms, cpu %8.1f ms (user %.1f, sys %.1f; building %lld plans alone %.1f ms; target %5.0f ms %s)  %9lld events  %8.3g events/s (cpu)  step %.3f s  "
 	       "%lld ranks  %zu trace events  %ld page faults  peak RSS %.0f MiB\n",
-	       b->label, ms, cpu, (long long)nr, plan_cpu, b->target_ms, cpu <= b->target_ms ? "met" : "MISSED", (long long)st.events,
+	       b->label, ms, cpu, tv_ms(ru.ru_utime) - tv_ms(ru0.ru_utime),
+	       tv_ms(ru.ru_stime) - tv_ms(ru0.ru_stime), (long long)nr, plan_cpu, b->target_ms,
+	       cpu <= b->target_ms ? "met" : "MISSED", (long long)st.events,
 	       (double)st.events / (cpu * 1e-3), (double)st.step_ns * 1e-9,
 	       (long long)st.ranks_simulated, t.nev, ru.ru_minflt - ru0.ru_minflt,
 	       (double)ru.ru_maxrss / 1024.0);
