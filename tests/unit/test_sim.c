@@ -506,6 +506,20 @@ static void test_engine_errors(struct test_ctx *T)
 	trace_release(&t);
 }
 
+/* One collective's time (µs) with a cluster field at value x, then at y: a --set what-if. */
+static void what_if_us(struct test_ctx *T, struct cluster *c, double *field, double x, double y,
+		       const char *op, double bytes, int64_t ranks, double *tx, double *ty)
+{
+	struct sim_coll_result r;
+	struct tw_err err = { 0 };
+	*field = x;
+	CHECK_EQ_INT(T, sim_collective(c, op, bytes, ranks, NULL, &r, &err), TW_OK);
+	*tx = r.time_us;
+	*field = y;
+	CHECK_EQ_INT(T, sim_collective(c, op, bytes, ranks, NULL, &r, &err), TW_OK);
+	*ty = r.time_us;
+}
+
 /* The cluster's link latencies move every step over those links by their difference from
  * what NCCL's tables assume (net.latency_us 5, nvlink_latency_us 1), never below zero. */
 static void test_nccl_latency_delta(struct test_ctx *T)
@@ -525,15 +539,11 @@ static void test_nccl_latency_delta(struct test_ctx *T)
 	/* through the cluster file: --set net.latency_us slows a 4-node small all-reduce */
 	struct job j;
 	make_job(&j, 1, 1, 32, 8);
-	struct sim_coll_result a, b;
-	struct tw_err err = { 0 };
-	j.cluster.net.latency_us = 5.0;
-	CHECK_EQ_INT(T, sim_collective(&j.cluster, "all_reduce", 65536.0, 32, NULL, &a, &err), TW_OK);
-	j.cluster.net.latency_us = 25.0;
-	CHECK_EQ_INT(T, sim_collective(&j.cluster, "all_reduce", 65536.0, 32, NULL, &b, &err), TW_OK);
-	printf("#   64 KiB all-reduce on 4 nodes: %.1f µs at 5 µs network latency, %.1f at 25\n",
-	       a.time_us, b.time_us);
-	CHECK(T, b.time_us > a.time_us + 20.0);
+	double a, b;
+	what_if_us(T, &j.cluster, &j.cluster.net.latency_us, 5.0, 25.0, "all_reduce", 65536.0, 32,
+		   &a, &b);
+	printf("#   64 KiB all-reduce on 4 nodes: %.1f µs at 5 µs network latency, %.1f at 25\n", a, b);
+	CHECK(T, b > a + 20.0);
 }
 
 /* Leaf uplinks with oversubscription o: all-to-all sends (N - r)/N of a node's bytes up, so it
@@ -563,15 +573,11 @@ static void test_nccl_oversubscription(struct test_ctx *T)
 	make_job(&j, 1, 1, 128, 8);
 	j.cluster.net.topology = CLUSTER_TOPO_RAIL_FAT_TREE;
 	j.cluster.net.leaf_radix = 4;
-	struct sim_coll_result a, b;
-	struct tw_err err = { 0 };
-	j.cluster.net.oversubscription = 1.0;
-	CHECK_EQ_INT(T, sim_collective(&j.cluster, "all_to_all", 1e9, 128, NULL, &a, &err), TW_OK);
-	j.cluster.net.oversubscription = 2.0;
-	CHECK_EQ_INT(T, sim_collective(&j.cluster, "all_to_all", 1e9, 128, NULL, &b, &err), TW_OK);
-	printf("#   1 GB all-to-all on 16 nodes, 4 per leaf: %.0f µs non-blocking, %.0f at 2:1\n",
-	       a.time_us, b.time_us);
-	CHECK(T, b.time_us > 1.4 * a.time_us);
+	double a, b;
+	what_if_us(T, &j.cluster, &j.cluster.net.oversubscription, 1.0, 2.0, "all_to_all", 1e9, 128,
+		   &a, &b);
+	printf("#   1 GB all-to-all on 16 nodes, 4 per leaf: %.0f µs non-blocking, %.0f at 2:1\n", a, b);
+	CHECK(T, b > 1.4 * a);
 }
 
 static void test_collective_cases(struct test_ctx *T)
