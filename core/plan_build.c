@@ -1087,6 +1087,21 @@ static void embed(struct pb *b, bool bwd)
 	unit_out(b, 0);
 }
 
+/* Bytes per logit element the cross-entropy moves, counted from the frameworks' code. The
+ * fp32 cast of 16-bit logits reads ab and writes 4 (none in fp32 training).
+ * Megatron's vocab-parallel CE (unfused, 2020-2024): cast, max (4), subtract (8), exp in place
+ * (8), sum (4), divide into the softmax kept for backward (8); backward scales the softmax by
+ * the grad in place (8) and casts back (4 + ab).
+ * HF's causal-LM loss (DeepSpeed, FSDP): cast, log_softmax (reads twice, writes: 12);
+ * backward: the nll grad (4), log_softmax backward (12) and the cast back. */
+static double ce_bytes(const struct pb *b, bool bwd)
+{
+	double cast = b->ab == 4 ? 0 : (double)(b->ab + 4);
+	if (b->megatron)
+		return bwd ? 8 + cast : cast + 4 + 8 + 8 + 4 + 8;
+	return bwd ? 4 + 12 + cast : cast + 12;
+}
+
 static int32_t head_fwd(struct pb *b)
 {
 	int64_t mid = b->head_uid, vl = b->V / b->tp;
@@ -1099,7 +1114,7 @@ static int32_t head_fwd(struct pb *b)
 	elem(b, PLAN_K_NORM, "final_norm", tn * 2);
 	tp_enter(b, false);
 	gemm(b, "logits", b->T, vl, b->h, 1, 0, true);
-	compute(b, PLAN_K_LOSS, "loss", 0, (double)b->T * vl * (b->ab + 8), PLAN_STREAM_COMPUTE);
+	compute(b, PLAN_K_LOSS, "loss", 0, (double)b->T * vl * ce_bytes(b, false), PLAN_STREAM_COMPUTE);
 	if (b->tp > 1) /* vocab-parallel cross-entropy: max, sum of exp, target logit */
 		coll_tp(b, PLAN_ALL_REDUCE, JOB_GROUP_TP, "ar_loss", 3 * b->T);
 	unit_out(b, mid);
@@ -1111,7 +1126,7 @@ static void head_bwd(struct pb *b, int32_t logits)
 	int64_t mid = b->head_uid, vl = b->V / b->tp;
 	b->layer = -1;
 	unit_in(b, mid);
-	compute(b, PLAN_K_LOSS, "loss_bwd", 0, (double)b->T * vl * (b->ab + 4),
+	compute(b, PLAN_K_LOSS, "loss_bwd", 0, (double)b->T * vl * ce_bytes(b, true),
 		PLAN_STREAM_COMPUTE);
 	gemm(b, "logits_bwd", b->T, vl, b->h, b->lora ? 1 : 2, 0, false);
 	mem_free(b, logits, "logits", PLAN_STREAM_COMPUTE);

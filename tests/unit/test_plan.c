@@ -523,6 +523,37 @@ static void test_optimizer_passes(struct test_ctx *t)
 	free(j);
 }
 
+/* bytes per logit element of the first op named `name` */
+static double per_logit(const struct plan *p, const struct job *j, const char *name)
+{
+	double elems = (double)j->strat.micro_batch * (double)j->seq * (double)(j->model.vocab / j->strat.tp);
+	for (size_t i = 0; i < p->nops; i++)
+		if (p->ops[i].kind == PLAN_COMPUTE && !strcmp(p->ops[i].name, name))
+			return p->ops[i].u.compute.bytes / elems;
+	return 0;
+}
+
+/* Cross-entropy passes over the logits, counted from the code: Megatron's vocab-parallel CE
+ * 38 B/element forward (bf16: cast 6, max 4, subtract 8, exp 8, sum 4, divide 8), 14 backward;
+ * HF's causal-LM loss 18 forward (cast 6, log_softmax 12), 22 backward. */
+static void test_cross_entropy_passes(struct test_ctx *t)
+{
+	struct job *j = fx_job(8);
+	struct plan p;
+	if (build(j, 0, &p)) {
+		CHECK_NEAR(t, per_logit(&p, j, "loss"), 18, 1e-9);
+		CHECK_NEAR(t, per_logit(&p, j, "loss_bwd"), 22, 1e-9);
+		plan_release(&p);
+	}
+	fx_megatron(j);
+	if (build(j, 0, &p)) {
+		CHECK_NEAR(t, per_logit(&p, j, "loss"), 38, 1e-9);
+		CHECK_NEAR(t, per_logit(&p, j, "loss_bwd"), 14, 1e-9);
+		plan_release(&p);
+	}
+	free(j);
+}
+
 static void test_offload_ops(struct test_ctx *t)
 {
 	struct job *j = fx_job(8);
@@ -619,6 +650,7 @@ int main(void)
 	TEST_RUN(&t, test_zero_comm);
 	TEST_RUN(&t, test_zero3_prefetch);
 	TEST_RUN(&t, test_optimizer_passes);
+	TEST_RUN(&t, test_cross_entropy_passes);
 	TEST_RUN(&t, test_offload_ops);
 	TEST_RUN(&t, test_roles);
 	TEST_RUN(&t, test_bad_strategies);
