@@ -604,6 +604,25 @@ enum tw_result search_run(const struct job *base, const struct search_space *spa
 			       "model.kv_heads=%lld, --gpus %lld and node.gpus=%d%s",
 			       (long long)m->heads, (long long)m->kv_heads, (long long)gpus, cl->node.gpus,
 			       sp.pin_tp >= 0 ? " (and the pinned --set tp)" : "");
+	if (sp.pin_vp > 1 && sp.framework != STRAT_MEGATRON)
+		return tw_errf(err, TW_ERR_INVALID,
+			       "--set vp=%lld: the interleaved schedule is Megatron's (--framework megatron)",
+			       (long long)sp.pin_vp);
+	if (sp.pin_vp > 1) {
+		bool any = false;
+		for (int b = 0; b < npp; b++)
+			any |= pps[b] > 1 && (m->layers / pps[b]) % sp.pin_vp == 0;
+		if (!any)
+			return tw_errf(err, TW_ERR_INVALID,
+				       "--set vp=%lld: no pipeline degree pp > 1 leaves model.layers=%lld / pp "
+				       "divisible by vp", (long long)sp.pin_vp, (long long)m->layers);
+	}
+	if (sp.pin_ep > 1 && (m->experts <= 0 || m->experts % sp.pin_ep != 0 ||
+			      sp.framework == STRAT_FSDP))
+		return tw_errf(err, TW_ERR_INVALID,
+			       "--set ep=%lld: expert parallelism needs an MoE model whose expert count "
+			       "it divides (model.experts=%lld), and --framework deepspeed or megatron",
+			       (long long)sp.pin_ep, (long long)m->experts);
 	if (npp == 0)
 		return tw_errf(err, TW_ERR_INVALID,
 			       "no pipeline degree fits: pp must divide model.layers=%lld and --gpus %lld%s",
