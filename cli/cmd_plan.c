@@ -18,12 +18,13 @@ static void usage(FILE *f)
 		"                 [--emit-ds-config F] [--threads N] [--set PATH=VALUE]... [--json]\n"
 		"\n"
 		"Search the strategies of a job: tp (divides heads and kv_heads, within a node), pp\n"
-		"(divides layers), dp = N / (tp x pp), micro-batches with B divisible by micro x dp,\n"
+		"(divides layers), dp = N / (tp x pp x cp), micro-batches with B divisible by\n"
+		"micro x dp,\n"
 		"ZeRO stage 0-3 (megatron: distributed optimizer; fsdp: sharding), recompute\n"
 		"none/selective/full, megatron's interleaved schedule (vp = 2..8 model chunks of\n"
-		"whole layers per stage, micro-batches a multiple of pp), expert parallelism for\n"
-		"MoE models (ep divides dp and the experts), and optimizer offload to CPU when\n"
-		"nothing fits on the GPUs.\n"
+		"whole layers per stage, micro-batches a multiple of pp) and context parallelism\n"
+		"from 8192 tokens (cp = 2, 4, 8), expert parallelism for MoE models (ep divides dp\n"
+		"and the experts), and optimizer offload to CPU when nothing fits on the GPUs.\n"
 		"What does not fit in GPU memory is dropped; the rest is simulated and ranked by\n"
 		"step time.\n"
 		"\n"
@@ -37,8 +38,9 @@ static void usage(FILE *f)
 		"      --emit-ds-config F  write the best as a DeepSpeed config F and the rest of the\n"
 		"                          strategy (tp, pp, recompute, seq_len) as F.strategy.json;\n"
 		"                          use both: --ds-config F -s F.strategy.json (deepspeed only)\n"
-		"      --set PATH=VALUE    cluster or strategy override; tp=, pp=, vp=, ep=, micro_batch=,\n"
-		"                          zero_optimization.stage=, recompute= pin that dimension\n"
+		"      --set PATH=VALUE    cluster or strategy override; tp=, pp=, vp=, cp=, ep=,\n"
+		"                          micro_batch=, zero_optimization.stage=, recompute= pin\n"
+		"                          that dimension\n"
 		"\n"
 		"  -m, --model MODEL       model preset (examples/models) or path\n"
 		"  -c, --cluster CLUSTER   cluster preset (topologies/) or path\n"
@@ -63,8 +65,9 @@ static double gib(int64_t b)
 
 static void cand_desc(enum strat_framework f, const struct search_cand *c, char *buf, size_t len)
 {
-	snprintf(buf, len, "tp %lld pp %lld vp %lld dp %lld ep %lld micro %lld %s recompute %s%s",
-		 (long long)c->tp, (long long)c->pp, (long long)c->vp, (long long)c->dp, (long long)c->ep,
+	snprintf(buf, len, "tp %lld pp %lld vp %lld cp %lld dp %lld ep %lld micro %lld %s recompute %s%s",
+		 (long long)c->tp, (long long)c->pp, (long long)c->vp, (long long)c->cp, (long long)c->dp,
+		 (long long)c->ep,
 		 (long long)c->micro,
 		 search_shard_name(f, c->zero), recompute_name(c->recompute),
 		 c->offload == STRAT_OFFLOAD_CPU ? " offload cpu" : "");
@@ -76,14 +79,14 @@ static void print_text(const struct job *base, const struct search_space *sp,
 	printf("twin plan: %s on %lld x %s (%s), global batch %lld x %lld tokens\n\n",
 	       base->model.name, (long long)base->gpus, base->cluster.name,
 	       framework_name(sp->framework), (long long)sp->global_batch, (long long)seq);
-	printf("%-4s %3s %3s %2s %4s %3s %5s %4s  %-13s %-9s %-7s %10s %12s %6s  %s\n", "#", "tp",
-	       "pp", "vp", "dp", "ep", "micro", "gas", "zero/shard", "recompute", "offload", "step (s)", "tok/s/GPU",
+	printf("%-4s %3s %3s %2s %2s %4s %3s %5s %4s  %-13s %-9s %-7s %10s %12s %6s  %s\n", "#",
+	       "tp", "pp", "vp", "cp", "dp", "ep", "micro", "gas", "zero/shard", "recompute", "offload", "step (s)", "tok/s/GPU",
 	       "MFU", "peak/capacity GiB");
 	for (int i = 0; i < r->ntop; i++) {
 		const struct search_cand *c = &r->top[i];
-		printf("%-4d %3lld %3lld %2lld %4lld %3lld %5lld %4lld  %-13s %-9s %-7s %10.4f %12.1f %5.1f%%  %.1f/%.1f\n",
-		       i + 1, (long long)c->tp, (long long)c->pp, (long long)c->vp, (long long)c->dp,
-		       (long long)c->ep,
+		printf("%-4d %3lld %3lld %2lld %2lld %4lld %3lld %5lld %4lld  %-13s %-9s %-7s %10.4f %12.1f %5.1f%%  %.1f/%.1f\n",
+		       i + 1, (long long)c->tp, (long long)c->pp, (long long)c->vp, (long long)c->cp,
+		       (long long)c->dp, (long long)c->ep,
 		       (long long)c->micro, (long long)c->grad_accum,
 		       search_shard_name(sp->framework, c->zero), recompute_name(c->recompute),
 		       c->offload == STRAT_OFFLOAD_CPU ? "cpu" : "-", (double)c->step_ns * 1e-9,
@@ -104,6 +107,7 @@ static cJSON *cand_json(enum strat_framework f, const struct search_cand *c)
 	cJSON_AddNumberToObject(o, "tp", (double)c->tp);
 	cJSON_AddNumberToObject(o, "pp", (double)c->pp);
 	cJSON_AddNumberToObject(o, "vp", (double)c->vp);
+	cJSON_AddNumberToObject(o, "cp", (double)c->cp);
 	cJSON_AddNumberToObject(o, "dp", (double)c->dp);
 	cJSON_AddNumberToObject(o, "ep", (double)c->ep);
 	cJSON_AddNumberToObject(o, "micro_batch", (double)c->micro);
@@ -263,7 +267,7 @@ static enum tw_result emit(const struct cli_job_opts *o, const struct job *base,
 		if (job_load(&in, j, &e) != TW_OK)
 			rc = tw_errf(err, TW_ERR_INTERNAL, "emitted configuration does not load back: %s", e.msg);
 		else if (j->strat.tp != c->tp || j->strat.pp != c->pp || j->strat.vp != c->vp ||
-			 j->strat.ep != c->ep ||
+			 j->strat.ep != c->ep || j->strat.cp != c->cp ||
 			 j->strat.dp != c->dp ||
 			 j->strat.micro_batch != c->micro || j->strat.zero_stage != c->zero ||
 			 j->strat.recompute != c->recompute)

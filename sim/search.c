@@ -20,7 +20,8 @@ void search_space_init(struct search_space *s)
 {
 	memset(s, 0, sizeof(*s));
 	s->framework = STRAT_DEEPSPEED;
-	s->pin_tp = s->pin_pp = s->pin_micro = s->pin_zero = s->pin_recompute = s->pin_vp = s->pin_ep = -1;
+	s->pin_tp = s->pin_pp = s->pin_micro = s->pin_zero = s->pin_recompute = s->pin_vp = s->pin_ep =
+		s->pin_cp = -1;
 	s->top = 5;
 }
 
@@ -95,6 +96,8 @@ static void cand_sets(const struct job *base, const struct search_space *sp, str
 			add_set(c, "ep=%lld", (long long)c->ep);
 		if (c->sequence_parallel)
 			add_set(c, "sequence_parallel=true");
+		if (c->cp > 1)
+			add_set(c, "cp=%lld", (long long)c->cp);
 		if (c->vp > 1) {
 			add_set(c, "vp=%lld", (long long)c->vp);
 			add_set(c, "schedule=interleaved");
@@ -140,7 +143,7 @@ enum tw_result search_job(const struct job *base, const struct search_space *sp,
 		path[len] = '\0';
 		/* pins were consumed by search_run; cluster paths are already in base */
 		if (cluster_owns_path(path) || !strcmp(path, "tp") || !strcmp(path, "pp") ||
-		    !strcmp(path, "vp") || !strcmp(path, "ep") ||
+		    !strcmp(path, "vp") || !strcmp(path, "ep") || !strcmp(path, "cp") ||
 		    !strcmp(path, "recompute") || !strcmp(path, "zero_optimization.stage") ||
 		    !strcmp(path, "micro_batch") || !strcmp(path, "train_micro_batch_size_per_gpu"))
 			continue;
@@ -243,6 +246,8 @@ static enum tw_result read_pins(const struct search_space *in, struct search_spa
 			pin = &sp->pin_vp;
 		else if (len == 2 && !strncmp(s, "ep", 2))
 			pin = &sp->pin_ep;
+		else if (len == 2 && !strncmp(s, "cp", 2))
+			pin = &sp->pin_cp;
 		else if ((len == 11 && !strncmp(s, "micro_batch", 11)) ||
 			 (len == 30 && !strncmp(s, "train_micro_batch_size_per_gpu", 30)))
 			pin = &sp->pin_micro;
@@ -296,7 +301,7 @@ static void keep_top(struct search_result *res, int top, const struct search_can
 /* One task of the memory filter: every recompute and micro-batch choice of one (tp, pp, zero,
  * offload). Tasks run on worker threads; their results are merged in task order. */
 struct task {
-	int64_t tp, pp, dp, ep;
+	int64_t tp, pp, dp, ep, cp;
 	int zero;
 	enum strat_offload offload;
 	const int64_t *mics;
@@ -399,6 +404,7 @@ static void run_task(struct shared *sh, struct task *t)
 				c.pp = t->pp;
 				c.dp = t->dp;
 				c.ep = t->ep;
+				c.cp = t->cp;
 				c.vp = vps[v];
 				c.micro = t->mics[k];
 				c.grad_accum = sp->global_batch / (t->dp * c.micro);
@@ -521,8 +527,9 @@ static void *sim_worker(void *p)
 		if (rc != TW_OK) {
 			if (sh->rc == TW_OK) {
 				sh->rc = rc;
-				tw_errf(&sh->err, rc, "simulating tp %lld pp %lld vp %lld dp %lld ep %lld micro %lld %s recompute %s: %s",
-					(long long)c->tp, (long long)c->pp, (long long)c->vp, (long long)c->dp, (long long)c->ep, (long long)c->micro,
+				tw_errf(&sh->err, rc, "simulating tp %lld pp %lld vp %lld cp %lld dp %lld ep %lld micro %lld %s recompute %s: %s",
+					(long long)c->tp, (long long)c->pp, (long long)c->vp, (long long)c->cp,
+					(long long)c->dp, (long long)c->ep, (long long)c->micro,
 					search_shard_name(sh->sp->framework, c->zero), recompute_name(c->recompute),
 					e.msg);
 			}
@@ -629,19 +636,41 @@ enum tw_result search_run(const struct job *base, const struct search_space *spa
 			       (long long)m->layers, (long long)gpus,
 			       sp.pin_pp >= 0 ? " (and the pinned --set pp)" : "");
 
-	/* micro-batch sizes per (tp, pp): divisors of global_batch / dp */
+	/* context-parallel degrees (Megatron's ring attention): 1, and from SEARCH_CP_MIN_SEQ
+	 * tokens per sample the powers of two up to SEARCH_MAX_CP that cut a sample into 2 cp
+	 * chunks (the load-balanced split); a pin keeps only itself */
+	int64_t cps[8];
+	int ncp = 0;
+	int64_t seq = sp.seq > 0 ? sp.seq : m->seq_len;
+	if (sp.pin_cp <= 1)
+		cps[ncp++] = 1;
+	if (sp.pin_cp > 1) {
+		if (sp.framework != STRAT_MEGATRON || seq % (2 * sp.pin_cp) != 0)
+			return tw_errf(err, TW_ERR_INVALID,
+				       "--set cp=%lld: context parallelism is searched for --framework "
+				       "megatron, with a sequence (%lld tokens) divisible by 2 x cp",
+				       (long long)sp.pin_cp, (long long)seq);
+		cps[ncp++] = sp.pin_cp;
+	} else if (sp.pin_cp < 0 && sp.framework == STRAT_MEGATRON && seq >= SEARCH_CP_MIN_SEQ) {
+		for (int64_t c = 2; c <= SEARCH_MAX_CP; c *= 2)
+			if (seq % (2 * c) == 0)
+				cps[ncp++] = c;
+	}
+
+	/* micro-batch sizes per (tp, pp, cp): divisors of global_batch / dp */
 	typedef int64_t mic_row[MAX_DIVS];
-	mic_row *mics = TW_NEW_ARRAY(mic_row, (size_t)(ntp * npp));
-	int *nmics = TW_NEW_ARRAY(int, (size_t)(ntp * npp));
+	mic_row *mics = TW_NEW_ARRAY(mic_row, (size_t)(ntp * npp * ncp));
+	int *nmics = TW_NEW_ARRAY(int, (size_t)(ntp * npp * ncp));
 	int64_t dps[MAX_DIVS];
 	int ndps = 0;
 	bool any_batch = false;
 	for (int a = 0; a < ntp; a++)
-		for (int b = 0; b < npp; b++) {
-			int64_t tp = tps[a], pp = pps[b], slot = a * npp + b;
-			if (gpus % (tp * pp))
+		for (int b = 0; b < npp; b++)
+		for (int q = 0; q < ncp; q++) {
+			int64_t tp = tps[a], pp = pps[b], slot = (a * npp + b) * ncp + q;
+			if (gpus % (tp * pp * cps[q]))
 				continue;
-			int64_t dp = gpus / (tp * pp);
+			int64_t dp = gpus / (tp * pp * cps[q]);
 			int i = 0;
 			while (i < ndps && dps[i] != dp)
 				i++;
@@ -693,17 +722,18 @@ enum tw_result search_run(const struct job *base, const struct search_space *spa
 		size_t ntasks = 0, cap = 0;
 		struct task *tasks = NULL;
 		for (int a = 0; a < ntp; a++)
-			for (int b = 0; b < npp; b++) {
-				int slot = a * npp + b;
+			for (int b = 0; b < npp; b++)
+			for (int q = 0; q < ncp; q++) {
+				int slot = (a * npp + b) * ncp + q;
 				if (nmics[slot] == 0)
 					continue;
-				int64_t tp = tps[a], pp = pps[b];
+				int64_t tp = tps[a], pp = pps[b], cp = cps[q];
 				int zlo = pass == 1 ? 1 : 0, zhi = 3; /* offload needs ZeRO >= 1 */
 				if (sp.framework == STRAT_MEGATRON)
 					zhi = 1;
 				else if (sp.framework == STRAT_DEEPSPEED && pp > 1)
 					zhi = 1; /* ZeRO-2/3 are incompatible with DeepSpeed's pipeline */
-				int64_t dp = gpus / (tp * pp), eps[MAX_DIVS];
+				int64_t dp = gpus / (tp * pp * cp), eps[MAX_DIVS];
 				int nep = ep_choices(&sp, m, dp, eps);
 				for (int e = 0; e < nep; e++) {
 					for (int z = zlo; z <= zhi; z++) {
@@ -717,6 +747,7 @@ enum tw_result search_run(const struct job *base, const struct search_space *spa
 						t->pp = pp;
 						t->dp = dp;
 						t->ep = eps[e];
+						t->cp = cp;
 						t->zero = z;
 						t->offload = pass ? STRAT_OFFLOAD_CPU : STRAT_OFFLOAD_NONE;
 						t->mics = mics[slot];

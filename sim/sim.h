@@ -57,8 +57,8 @@ enum tw_result sim_collective(const struct cluster *c, const char *op, double S,
 
 /* What to search: the job's model and cluster come from `base` (its strategy is ignored);
  * candidates vary tp, pp, micro-batch, ZeRO stage (or Megatron distributed optimizer / FSDP
- * sharding), Megatron's interleaved schedule (vp), expert parallelism (ep, MoE models),
- * recompute, and optimizer offload when nothing fits without it. A pin >= 0 fixes that dimension. `sets` are the user's strategy --set PATH=VALUE, applied after the
+ * sharding), Megatron's interleaved schedule (vp) and context parallelism (cp, long sequences),
+ * expert parallelism (ep, MoE models), recompute, and optimizer offload when nothing fits without it. A pin >= 0 fixes that dimension. `sets` are the user's strategy --set PATH=VALUE, applied after the
  * candidate's own (cluster paths in it are skipped: they are in base). */
 struct search_space {
 	enum strat_framework framework;
@@ -67,7 +67,8 @@ struct search_space {
 	const char *const *sets;
 	int nsets;
 	const char *strategies_dir;  /* for strategy_resolve (presets); may be NULL */
-	int64_t pin_tp, pin_pp, pin_micro, pin_zero, pin_recompute, pin_vp, pin_ep; /* -1: search */
+	int64_t pin_tp, pin_pp, pin_micro, pin_zero, pin_recompute, pin_vp, pin_ep, pin_cp;
+	                             /* -1: search */
 	int top;                     /* candidates kept, best first (default 5) */
 	bool exhaustive;             /* simulate every fitting candidate (no bound pruning) */
 	int threads;                 /* worker threads, 0: one per online CPU (at most
@@ -78,10 +79,13 @@ void search_space_init(struct search_space *s);
 
 #define SEARCH_MAX_SETS 16
 #define SEARCH_MAX_VP 8        /* model chunks per stage tried by the interleaved schedule */
+#define SEARCH_CP_MIN_SEQ 8192 /* tokens per sample from which context parallelism is tried */
+#define SEARCH_MAX_CP 8        /* largest context-parallel degree tried (unless pinned) */
 struct search_cand {
 	int64_t tp, pp, dp, micro, grad_accum;
 	int64_t vp;                  /* model chunks per stage: 1 plain 1F1B, > 1 interleaved */
 	int64_t ep;                  /* expert parallel degree (within dp), 1 for dense models */
+	int64_t cp;                  /* context parallel degree (Megatron ring attention) */
 	int zero;                    /* deepspeed: ZeRO stage; megatron: 1 with the distributed
 					optimizer; fsdp: 3 FULL_SHARD, 2 SHARD_GRAD_OP, 0 NO_SHARD */
 	enum strat_recompute recompute;

@@ -278,6 +278,57 @@ static void test_expert_parallel(struct test_ctx *T)
 	free(base);
 }
 
+/* Context parallelism (Megatron ring attention) is tried from SEARCH_CP_MIN_SEQ tokens: at
+ * 32k tokens a cp > 1 candidate fits and ranks; at 4k it is not tried;
+ * cp= pins; a cp the sequence cannot take is refused. */
+static void test_context_parallel(struct test_ctx *T)
+{
+	struct job *base = load_base("llama3-8b", "dgx-h100", 16);
+	if (!base)
+		return;
+	struct search_space sp;
+	space(&sp, 16, 10, false);
+	sp.framework = STRAT_MEGATRON;
+	sp.seq = 32768;
+	struct search_result r;
+	struct tw_err err = { 0 };
+	CHECK_EQ_INT(T, search_run(base, &sp, &r, &err), TW_OK);
+	CHECK(T, r.ntop > 0);
+	int with_cp = 0;
+	for (int i = 0; i < r.ntop; i++) {
+		const struct search_cand *c = &r.top[i];
+		CHECK_EQ_INT(T, c->tp * c->pp * c->cp * c->dp, 16);
+		with_cp += c->cp > 1;
+		struct job *j = TW_NEW(struct job);
+		if (search_job(base, &sp, c, j, &err) == TW_OK) {
+			CHECK_EQ_INT(T, j->strat.cp, c->cp);
+			CHECK_EQ_INT(T, j->seq, 32768);
+		}
+		free(j);
+	}
+	CHECK(T, with_cp > 0);
+	search_result_release(&r);
+	const char *pinned[] = { "cp=2" };
+	sp.sets = pinned;
+	sp.nsets = 1;
+	CHECK_EQ_INT(T, search_run(base, &sp, &r, &err), TW_OK);
+	for (int i = 0; i < r.ntop; i++)
+		CHECK_EQ_INT(T, r.top[i].cp, 2);
+	search_result_release(&r);
+	const char *odd[] = { "cp=3" }; /* 32768 is not a multiple of 6 */
+	sp.sets = odd;
+	CHECK_EQ_INT(T, search_run(base, &sp, &r, &err), TW_ERR_INVALID);
+	CHECK(T, strstr(err.msg, "cp=3") != NULL);
+	sp.sets = NULL;
+	sp.nsets = 0;
+	sp.seq = 4096; /* short: not tried */
+	CHECK_EQ_INT(T, search_run(base, &sp, &r, &err), TW_OK);
+	for (int i = 0; i < r.ntop; i++)
+		CHECK_EQ_INT(T, r.top[i].cp, 1);
+	search_result_release(&r);
+	free(base);
+}
+
 static void test_refusals(struct test_ctx *T)
 {
 	struct tw_err err = { 0 };
@@ -331,6 +382,7 @@ int main(void)
 	TEST_RUN(&T, test_pins_and_frameworks);
 	TEST_RUN(&T, test_interleaved);
 	TEST_RUN(&T, test_expert_parallel);
+	TEST_RUN(&T, test_context_parallel);
 	TEST_RUN(&T, test_refusals);
 	return test_done(&T);
 }
