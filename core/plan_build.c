@@ -867,7 +867,9 @@ static void mlp_block(struct pb *b, int64_t l, bool bwd)
 			gemm(b, "fc2_bwd", T, b->h, b->f / tp, g, 0, false);
 			sub_out(b, l, 3);
 			sub_in(b, l, 2);
-			elem(b, PLAN_K_ELEMWISE, "act_bwd", (double)T * wide * b->f / tp * b->ab * 2.5);
+			/* the activation's backward, and fc1's bias grad (a sum over tokens) */
+			elem(b, PLAN_K_ELEMWISE, "act_bwd", (double)T * wide * b->f / tp * b->ab *
+								(2.5 + (b->m->mlp_bias ? 1 : 0)));
 			gemm(b, "fc1_bwd", T, wide * b->f / tp, b->h, g, 0, false);
 			sub_out(b, l, 2);
 		}
@@ -962,18 +964,23 @@ static void layer_fwd_ops(struct pb *b, int64_t l)
 	elem(b, PLAN_K_ELEMWISE, "residual2", tn * 3);
 }
 
+/* Backward memory passes per layer beyond the kernels' own, in units of the residual stream
+ * (tn bytes): autograd sums the two grads of each norm's input (the norm's and the residual
+ * path's: read 2, write 1), folded into the norm backward; a bias grad is a sum over tokens
+ * of the output grad (read 1), folded into the op before it. */
 static void layer_bwd_ops(struct pb *b, int64_t l)
 {
 	int64_t T = b->T, tp = b->tp, h = b->h, g = b->lora ? 1 : 2;
 	double tn = (double)(b->sp ? T / tp : T) * h * b->ab;
-	elem(b, PLAN_K_ELEMWISE, "residual2_bwd", tn * 2);
+	const struct model *m = b->m;
+	elem(b, PLAN_K_ELEMWISE, "residual2_bwd", tn * (2 + (m->mlp_bias ? 1 : 0)));
 	tp_enter(b, true); /* SP: gather the output grad */
 	mlp_block(b, l, true);
 	tp_enter(b, true); /* SP: gather the saved norm output again for the weight grads */
 	tp_exit(b, true);
 	sub_in(b, l, 1);
-	elem(b, PLAN_K_NORM, "norm2_bwd", tn * 3);
-	elem(b, PLAN_K_ELEMWISE, "residual1_bwd", tn * 2);
+	elem(b, PLAN_K_NORM, "norm2_bwd", tn * (3 + 3));
+	elem(b, PLAN_K_ELEMWISE, "residual1_bwd", tn * (2 + (m->out_bias ? 1 : 0)));
 	tp_enter(b, true);
 	gemm(b, "out_proj_bwd", T, h, b->qd / tp, g, 0, false);
 	sub_out(b, l, 1);
@@ -985,7 +992,8 @@ static void layer_bwd_ops(struct pb *b, int64_t l)
 	gemm(b, "qkv_bwd", T, (b->qd + 2 * b->kvd) / tp, h, g, 0, false);
 	tp_enter(b, true);
 	tp_exit(b, true);
-	elem(b, PLAN_K_NORM, "norm1_bwd", tn * 3);
+	elem(b, PLAN_K_NORM, "norm1_bwd", tn * (3 + 3) +
+		(m->qkv_bias ? (double)T * (b->qd + 2 * b->kvd) / tp * b->ab : 0));
 	sub_out(b, l, 0);
 }
 

@@ -554,6 +554,41 @@ static void test_cross_entropy_passes(struct test_ctx *t)
 	free(j);
 }
 
+/* bytes of the first compute op named `name` */
+static double op_bytes(const struct plan *p, const char *name)
+{
+	for (size_t i = 0; i < p->nops; i++)
+		if (p->ops[i].kind == PLAN_COMPUTE && !strcmp(p->ops[i].name, name))
+			return p->ops[i].u.compute.bytes;
+	return -1;
+}
+
+/* Backward passes over the residual stream (tn = tokens x h x 2 bytes): a norm's backward
+ * (3 tn) carries autograd's sum of its input's two grads (3 tn); biases add a sum over tokens
+ * of the output grad to the op before their GEMM's backward (GPT: out_proj, fc2 1 tn each). */
+static void test_backward_passes(struct test_ctx *t)
+{
+	struct job *j = fx_job(8); /* Llama-2-7B: no biases */
+	double tn = 4096.0 * 4096 * 2;
+	struct plan p;
+	if (build(j, 0, &p)) {
+		CHECK_NEAR(t, op_bytes(&p, "norm2_bwd"), 6 * tn, 1e-9);
+		CHECK_NEAR(t, op_bytes(&p, "residual1_bwd"), 2 * tn, 1e-9);
+		plan_release(&p);
+	}
+	fx_gpt(&j->model, 24, 2048, 16);
+	j->seq = j->model.seq_len;
+	tn = 2048.0 * 2048 * 2;
+	if (build(j, 0, &p)) {
+		CHECK_NEAR(t, op_bytes(&p, "norm2_bwd"), 6 * tn, 1e-9);
+		CHECK_NEAR(t, op_bytes(&p, "residual1_bwd"), 3 * tn, 1e-9);
+		CHECK_NEAR(t, op_bytes(&p, "residual2_bwd"), 3 * tn, 1e-9);
+		CHECK_NEAR(t, op_bytes(&p, "norm1_bwd"), 6 * tn + 2048.0 * 3 * 2048 * 2, 1e-9);
+		plan_release(&p);
+	}
+	free(j);
+}
+
 static void test_offload_ops(struct test_ctx *t)
 {
 	struct job *j = fx_job(8);
@@ -651,6 +686,7 @@ int main(void)
 	TEST_RUN(&t, test_zero3_prefetch);
 	TEST_RUN(&t, test_optimizer_passes);
 	TEST_RUN(&t, test_cross_entropy_passes);
+	TEST_RUN(&t, test_backward_passes);
 	TEST_RUN(&t, test_offload_ops);
 	TEST_RUN(&t, test_roles);
 	TEST_RUN(&t, test_bad_strategies);
