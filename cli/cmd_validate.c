@@ -2,11 +2,14 @@
  * compare with the measurement: per case, predicted vs measured and the relative error; per
  * metric and source, the count, MAPE and worst case. Predictions come from the models and the
  * case's inputs alone (no lookup by id, no per-case constants). */
+#include <ctype.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../profile/profile.h"
@@ -16,6 +19,7 @@
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: twin validate CASES.json [--json] [--only ID-PREFIX] [--max-events N]\n"
+		   "                    [--keep DIR]\n"
 		   "\n"
 		   "Predict every case of a validation file (twin-validation/1, see\n"
 		   "../shared/validation/README.md) and compare with the measurement: per case the\n"
@@ -25,7 +29,10 @@ static void usage(FILE *f)
 		   "\n"
 		   "  --json               one JSON object (the README's shape)\n"
 		   "  --only PREFIX        only the cases whose id starts with PREFIX\n"
-		   "  --max-events N       per-case simulation bound (default: the simulator's)\n");
+		   "  --max-events N       per-case simulation bound (default: the simulator's)\n"
+		   "  --keep DIR           write each training case's inputs to DIR (created if\n"
+		   "                       missing): ID.model.json, ID.strategy.json and ID.sh,\n"
+		   "                       the twin simulate command that predicts the case\n");
 }
 
 #define MAX_METRICS 8
@@ -332,8 +339,57 @@ static double megatron_flops(double B, double s, double l, double h, double V, d
 	return passes * 24.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (4.0 * passes * l * h));
 }
 
+/* The case's id as a file name: anything but letters, digits, '.', '-' and '_' becomes '_'. */
+static void file_stem(const char *id, char *out, size_t len)
+{
+	size_t i = 0;
+	for (; id[i] && i + 1 < len; i++) {
+		char c = id[i];
+		out[i] = (isalnum((unsigned char)c) || c == '.' || c == '-' || c == '_') ? c : '_';
+	}
+	out[i] = '\0';
+}
+
+static bool write_text(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	if (!f)
+		return false;
+	bool ok = fputs(text, f) >= 0 && fputc('\n', f) != EOF;
+	return (fclose(f) == 0) && ok;
+}
+
+/* --keep: the case's model and strategy files and the twin simulate command that uses them,
+ * so a case can be rerun, traced or varied by hand. A file that cannot be written is noted
+ * among the case's assumptions, not fatal: the prediction does not depend on it. */
+static void keep_case(const char *dir, const char *id, const cJSON *mj, const cJSON *sj,
+		      const char *preset, const char *topo, double gpus, const char *const *sets,
+		      int nsets, struct vcase *vc)
+{
+	char stem[200], mpath[1400], spath[1400], cpath[1400];
+	file_stem(id, stem, sizeof(stem));
+	snprintf(mpath, sizeof(mpath), "%s/%s.model.json", dir, stem);
+	snprintf(spath, sizeof(spath), "%s/%s.strategy.json", dir, stem);
+	snprintf(cpath, sizeof(cpath), "%s/%s.sh", dir, stem);
+	char *mt = mj ? cJSON_Print(mj) : NULL, *st = cJSON_Print(sj);
+	bool ok = (!mt || write_text(mpath, mt)) && st && write_text(spath, st);
+	free(mt);
+	free(st);
+	/* the command, with the paths as written (a preset model goes by its name) */
+	char cmd[4096];
+	int n = snprintf(cmd, sizeof(cmd), "#!/bin/sh\n# twin validate case %s\n\"${TWIN:-twin}\" simulate -m '%s' -c '%s' --gpus %.0f -s '%s'",
+			 id, mj ? mpath : preset, topo, gpus, spath);
+	for (int i = 0; i < nsets && n > 0 && (size_t)n < sizeof(cmd); i++)
+		n += snprintf(cmd + n, sizeof(cmd) - (size_t)n, " --set '%s'", sets[i]);
+	if (n > 0 && (size_t)n < sizeof(cmd) - 8)
+		snprintf(cmd + n, sizeof(cmd) - (size_t)n, " \"$@\"");
+	ok = ok && n > 0 && (size_t)n < sizeof(cmd) && write_text(cpath, cmd);
+	if (!ok)
+		assume(vc, "--keep: could not write %s/%s.*", dir, stem);
+}
+
 static void run_training(const struct cli_ctx *ctx, const cJSON *cs, struct vcase *vc,
-			 int64_t max_events, bool memory_only)
+			 int64_t max_events, bool memory_only, const char *keep)
 {
 	const cJSON *mo = field(cs, "model"), *cl = field(cs, "cluster"), *st = field(cs, "strategy"),
 		    *me = field(cs, "measured");
@@ -381,6 +437,11 @@ static void run_training(const struct cli_ctx *ctx, const cJSON *cs, struct vcas
 		mpath = write_temp(mj, &err);
 	}
 	spath = write_temp(sj, &err);
+	char bufs[16][160];
+	const char *sets[16];
+	int ns = cluster_sets(cl, bufs, sets, 16);
+	if (keep)
+		keep_case(keep, vc->id, mj, sj, preset, topo, gpus, sets, ns, vc);
 	cJSON_Delete(mj);
 	cJSON_Delete(sj);
 	struct job *j = TW_NEW(struct job);
@@ -390,9 +451,6 @@ static void run_training(const struct cli_ctx *ctx, const cJSON *cs, struct vcas
 		snprintf(vc->skipped, sizeof(vc->skipped), "%s", err.msg);
 		goto out;
 	}
-	char bufs[16][160];
-	const char *sets[16];
-	int ns = cluster_sets(cl, bufs, sets, 16);
 	struct job_inputs in = { .model = preset ? preset : mpath, .cluster = topo, .strategy = spath,
 				 .sets = sets, .nsets = ns, .gpus = (int64_t)gpus, .data_dir = ctx->data_dir };
 	if (job_load(&in, j, &err) != TW_OK) {
@@ -496,7 +554,7 @@ int cmd_validate(const struct cli_ctx *ctx, int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
-	const char *path = NULL, *only = NULL;
+	const char *path = NULL, *only = NULL, *keep = NULL;
 	bool json = false;
 	int64_t max_events = 0;
 	struct tw_err err = { 0 };
@@ -510,6 +568,9 @@ int cmd_validate(const struct cli_ctx *ctx, int argc, char **argv)
 			const char *v = cli_value(argc, argv, &i, "--max-events", &err);
 			if (!v || cli_parse_int("--max-events", v, 1, INT64_MAX, &max_events, &err) != TW_OK)
 				return cli_fail(&err);
+		} else if (cli_is_opt(argv[i], "--keep")) {
+			if (!(keep = cli_value(argc, argv, &i, "--keep", &err)))
+				return cli_fail(&err);
 		} else if (argv[i][0] == '-' && argv[i][1]) {
 			return cli_usage_error("validate", "unknown option '%s'", argv[i]);
 		} else if (!path) {
@@ -520,6 +581,15 @@ int cmd_validate(const struct cli_ctx *ctx, int argc, char **argv)
 	}
 	if (!path)
 		return cli_usage_error("validate", "missing the validation file (twin validate CASES.json)");
+	if (keep) {
+		struct stat sb;
+		if (mkdir(keep, 0777) != 0 && errno != EEXIST)
+			return cli_fail((tw_errf(&err, TW_ERR_SYSTEM, "--keep %s: cannot create: %s", keep,
+						 strerror(errno)), &err));
+		if (stat(keep, &sb) != 0 || !S_ISDIR(sb.st_mode) || access(keep, W_OK) != 0)
+			return cli_fail((tw_errf(&err, TW_ERR_INVALID, "--keep %s: not a writable directory",
+						 keep), &err));
+	}
 	cJSON *root = NULL;
 	if (json_load_object(path, &root, &err) != TW_OK)
 		return cli_fail(&err);
@@ -560,9 +630,9 @@ int cmd_validate(const struct cli_ctx *ctx, int argc, char **argv)
 		else if (!strcmp(kind, "collective"))
 			run_collective(ctx, cs, v);
 		else if (!strcmp(kind, "training"))
-			run_training(ctx, cs, v, max_events, false);
+			run_training(ctx, cs, v, max_events, false, keep);
 		else if (!strcmp(kind, "memory"))
-			run_training(ctx, cs, v, max_events, true);
+			run_training(ctx, cs, v, max_events, true, keep);
 		else
 			snprintf(v->skipped, sizeof(v->skipped), "unknown kind '%s'", kind);
 		if (!v->skipped[0] && v->nm == 0)

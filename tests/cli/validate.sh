@@ -46,3 +46,10 @@ printf '{"schema": "other/1", "cases": []}' >"$tmp/bad.json"
 "$TWIN" validate "$tmp/bad.json" >"$tmp/o" 2>"$tmp/e"
 st=$?
 check "validate: wrong schema is exit 2 with one line" "[ $st -eq 2 ] && [ \$(wc -l <'$tmp/e') -eq 1 ] && [ ! -s '$tmp/o' ]"
+
+# --keep: each training case's inputs and the command that predicts it, rerunnable
+"$TWIN" validate examples/validation/public.json --only korthikanti2022_t5_22B_full --json \
+	--keep "$tmp/keep" >"$tmp/k.json" 2>"$tmp/err"
+TWIN="$TWIN" sh "$tmp/keep/korthikanti2022_t5_22B_full_recompute.sh" --json >"$tmp/ks.json" 2>>"$tmp/err"
+check "validate --keep: the kept command predicts the case's iteration time" \
+	"python3 -c \"import json; a=json.load(open('$tmp/k.json'))['cases'][0]['metrics'][0]['predicted']; b=json.load(open('$tmp/ks.json'))['step_time_s']; assert abs(a - b) < 1e-9 * b, (a, b)\""
