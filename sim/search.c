@@ -79,8 +79,6 @@ static void cand_sets(const struct job *base, const struct search_space *sp, str
 		add_set(c, "train_batch_size=%lld", (long long)sp->global_batch);
 		add_set(c, "train_micro_batch_size_per_gpu=%lld", (long long)c->micro);
 		add_set(c, "zero_optimization.stage=%d", c->zero);
-		if (c->ep > 1)
-			add_set(c, "ep=%lld", (long long)c->ep);
 		add_set(c, bf16 ? "bf16.enabled=true" : "fp16.enabled=true");
 		if (c->offload == STRAT_OFFLOAD_CPU)
 			add_set(c, "zero_optimization.offload_optimizer.device=cpu");
@@ -92,12 +90,8 @@ static void cand_sets(const struct job *base, const struct search_space *sp, str
 		add_set(c, "global_batch=%lld", (long long)sp->global_batch);
 		add_set(c, "micro_batch=%lld", (long long)c->micro);
 		add_set(c, "distributed_optimizer=%s", c->zero ? "true" : "false");
-		if (c->ep > 1)
-			add_set(c, "ep=%lld", (long long)c->ep);
 		if (c->sequence_parallel)
 			add_set(c, "sequence_parallel=true");
-		if (c->cp > 1)
-			add_set(c, "cp=%lld", (long long)c->cp);
 		if (c->vp > 1) {
 			add_set(c, "vp=%lld", (long long)c->vp);
 			add_set(c, "schedule=interleaved");
@@ -115,6 +109,11 @@ static void cand_sets(const struct job *base, const struct search_space *sp, str
 			add_set(c, "precision=fp16");
 		break;
 	}
+	/* expert and context parallelism are strategy paths in every vocabulary (1: not set) */
+	if (c->ep > 1)
+		add_set(c, "ep=%lld", (long long)c->ep);
+	if (c->cp > 1)
+		add_set(c, "cp=%lld", (long long)c->cp);
 	add_set(c, "recompute=%s", recompute_name(c->recompute));
 	if (sp->seq > 0)
 		add_set(c, "seq_len=%lld", (long long)sp->seq);
