@@ -72,9 +72,9 @@ static void cand_sets(const struct job *base, const struct search_space *sp, str
 {
 	bool bf16 = base->cluster.gpu.peak_tflops[TW_BF16] > 0;
 	c->nsets = 0;
+	add_set(c, "tp=%lld", (long long)c->tp); /* a strategy path in every vocabulary */
 	switch (sp->framework) {
 	case STRAT_DEEPSPEED:
-		add_set(c, "tp=%lld", (long long)c->tp);
 		add_set(c, "pp=%lld", (long long)c->pp);
 		add_set(c, "train_batch_size=%lld", (long long)sp->global_batch);
 		add_set(c, "train_micro_batch_size_per_gpu=%lld", (long long)c->micro);
@@ -85,7 +85,6 @@ static void cand_sets(const struct job *base, const struct search_space *sp, str
 		break;
 	case STRAT_MEGATRON:
 		add_set(c, "framework=megatron");
-		add_set(c, "tp=%lld", (long long)c->tp);
 		add_set(c, "pp=%lld", (long long)c->pp);
 		add_set(c, "global_batch=%lld", (long long)sp->global_batch);
 		add_set(c, "micro_batch=%lld", (long long)c->micro);
@@ -101,7 +100,6 @@ static void cand_sets(const struct job *base, const struct search_space *sp, str
 		break;
 	case STRAT_FSDP:
 		add_set(c, "framework=fsdp");
-		add_set(c, "tp=%lld", (long long)c->tp);
 		add_set(c, "global_batch=%lld", (long long)sp->global_batch);
 		add_set(c, "micro_batch=%lld", (long long)c->micro);
 		add_set(c, "fsdp.sharding_strategy=%s", search_shard_name(STRAT_FSDP, c->zero));
