@@ -105,6 +105,22 @@ double nccl_busbw_factor(enum plan_coll c, int64_t n)
 	}
 }
 
+/* The per-channel speed NCCL's search settles on for a NIC of line rate nic_GBps: the highest
+ * entry of its inter-node speed array (search.cc) that the NIC carries. */
+static double nccl_inter_speed(int cc, double nic_GBps)
+{
+	static const double pre90[] = { 48, 30, 28, 24, 20, 18, 15, 12 };
+	static const double sm90[] = { 48, 45, 42, 40, 30, 24, 22, 20, 17.5, 15, 12, 6, 3, 2.4, 1.2, 0.24, 0.12 };
+	static const double sm100[] = { 96, 86, 80, 48, 45.1, 42, 40, 30, 24, 22, 20, 17.5, 15, 12, 6, 3 };
+	const double *a = cc >= 100 ? sm100 : cc >= 90 ? sm90 : pre90;
+	size_t n = cc >= 100 ? sizeof(sm100) / sizeof(*sm100) : cc >= 90 ? sizeof(sm90) / sizeof(*sm90)
+									 : sizeof(pre90) / sizeof(*pre90);
+	for (size_t i = 0; i < n; i++)
+		if (a[i] <= nic_GBps)
+			return a[i];
+	return a[n - 1];
+}
+
 void nccl_comm_from_cluster(const struct cluster *c, int64_t nranks, int64_t nnodes,
 			    struct nccl_comm *out)
 {
@@ -127,6 +143,15 @@ void nccl_comm_from_cluster(const struct cluster *c, int64_t nranks, int64_t nno
 		nics = c->net.nics_per_node > 0 ? 1.0 : 0.0;
 	double nic = c->net.nic_gbps / 8.0 * (c->net.nic_eff > 0 ? c->net.nic_eff : 1.0);
 	out->inter_GBps = nics * nic;
+	/* across nodes NCCL's search puts one channel on each NIC the communicator uses at the
+	 * fastest speed of its array the NIC carries (§1.7), then doubles them when that speed is
+	 * >= 25 GB/s (ncclTopoDupChannels): a ring with one GPU per node runs on 1-2 channels */
+	if (out->nnodes > 1 && nics >= 1.0) {
+		double sp = nccl_inter_speed(out->cc, c->net.nic_gbps / 8.0);
+		int nch = (int)nics * (sp >= 25.0 ? 2 : 1);
+		if (nch < out->nch)
+			out->nch = nch;
+	}
 	out->gpu_net_GBps = nic * (double)c->net.nics_per_node / (double)gpn;
 	/* a rail-optimized leaf takes one port of leaf_radix nodes (one leaf per rail); a plain
 	 * fat-tree leaf takes every NIC of a node */

@@ -580,6 +580,37 @@ static void test_nccl_oversubscription(struct test_ctx *T)
 	CHECK(T, b > 1.4 * a);
 }
 
+/* Across nodes the channels follow the NICs the communicator uses (NCCL's search, one per NIC,
+ * doubled when the NIC carries >= 25 GB/s): a ring with one GPU per node on 400 Gb/s NICs runs
+ * on 2 channels, 8 GPUs per node on 8 such NICs on 16; 200 Gb/s NICs get one channel each.
+ * Fewer channels stream a large message in bigger chunks: the same bandwidth, less fill. */
+static void test_nccl_channels_from_nics(struct test_ctx *T)
+{
+	struct job j;
+	make_job(&j, 1, 1, 8, 8);
+	j.cluster.gpu.arch_sm = 90;
+	j.cluster.net.nic_gbps = 400;
+	struct nccl_comm one, full, node;
+	nccl_comm_from_cluster(&j.cluster, 48, 48, &one);  /* DP of TP 8: one GPU per node */
+	nccl_comm_from_cluster(&j.cluster, 64, 8, &full);
+	nccl_comm_from_cluster(&j.cluster, 8, 1, &node);
+	CHECK_EQ_INT(T, one.nch, 2);
+	CHECK_EQ_INT(T, full.nch, 16);
+	CHECK_EQ_INT(T, node.nch, 16); /* one node: NVLink channels, no NIC */
+	j.cluster.net.nic_gbps = 200;
+	nccl_comm_from_cluster(&j.cluster, 64, 8, &full);
+	CHECK_EQ_INT(T, full.nch, 8);
+	/* 160 MB reduce-scatter over 48 nodes: the bandwidth term is the NIC's either way, the
+	 * fill (47 steps of one chunk per channel) shrinks with the bigger per-channel rate */
+	struct nccl_result r2, r16;
+	struct nccl_comm many = one;
+	many.nch = 16;
+	CHECK(T, nccl_eval(&one, PLAN_REDUCE_SCATTER, 160e6, NCCL_RING, NCCL_SIMPLE, &r2));
+	CHECK(T, nccl_eval(&many, PLAN_REDUCE_SCATTER, 160e6, NCCL_RING, NCCL_SIMPLE, &r16));
+	CHECK_NEAR(T, r2.algbw_GBps, r16.algbw_GBps, 1e-9);
+	CHECK(T, r2.fill_us < 0.5 * r16.fill_us);
+}
+
 static void test_collective_cases(struct test_ctx *T)
 {
 	struct job j;
@@ -609,6 +640,7 @@ int main(void)
 	TEST_RUN(&T, test_engine_host_dispatch);
 	TEST_RUN(&T, test_engine_errors);
 	TEST_RUN(&T, test_nccl_oversubscription);
+	TEST_RUN(&T, test_nccl_channels_from_nics);
 	TEST_RUN(&T, test_collective_cases);
 	return test_done(&T);
 }
