@@ -211,8 +211,19 @@ static double framework_ops(const struct job *j, const struct plan_op *op)
 	case PLAN_P2P:
 	case PLAN_COPY:
 		return 1;
+	case PLAN_ALLOC:
+	case PLAN_FREE:
+		/* a full-recompute checkpoint: its autograd Function (Megatron's CheckpointFunction,
+		 * like torch.utils.checkpoint's) saves the CPU, CUDA and tracker RNG states, enters
+		 * no_grad and saves its input (6); in backward it checks, reads its input, saves and
+		 * sets the three RNG states, detaches the input, enters enable_grad, restores the
+		 * states, calls torch.autograd.backward on the recomputed outputs and collects the
+		 * input grads (17). The ops of the recomputed forward are counted as forward ops. */
+		if (op->u.mem.cat == PLAN_MEM_CKPT)
+			return op->kind == PLAN_ALLOC ? 6 : 17;
+		return 0; /* other allocations: the caching allocator, well under a framework op */
 	default:
-		return 0; /* allocations: the caching allocator, well under a framework op */
+		return 0;
 	}
 }
 

@@ -1,5 +1,5 @@
 /* sim/compute.c: the shaped GEMM model (asymptotic efficiency x wave quantisation x K ramp,
- * docs/simulator.md "GEMM time") against values worked by hand. */
+ * docs/simulator.md "GEMM time") against values worked by hand, and host dispatch counts. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,10 +95,39 @@ static void test_gemm_time_fwd_bwd(struct test_ctx *T)
 	free(j);
 }
 
+/* Host dispatch of a full-recompute checkpoint (docs/simulator.md, "Host dispatch"): its
+ * autograd Function's RNG-state and autograd bookkeeping is 6 framework calls in forward (on
+ * the checkpoint's allocation) and 17 in backward (on its release); other allocations cost
+ * no framework call. */
+static void test_host_checkpoint(struct test_ctx *T)
+{
+	struct job *j = calloc(1, sizeof(*j));
+	a100(&j->cluster);
+	j->strat.host_op_us = 20;
+	struct plan_op op;
+	memset(&op, 0, sizeof(op));
+	op.kind = PLAN_ALLOC;
+	op.stream = PLAN_STREAM_COMPUTE;
+	op.u.mem.cat = PLAN_MEM_CKPT;
+	CHECK_EQ_INT(T, (int)sim_host_ns(j, &op), 6 * 20000);
+	op.kind = PLAN_FREE;
+	CHECK_EQ_INT(T, (int)sim_host_ns(j, &op), 17 * 20000);
+	op.u.mem.cat = PLAN_MEM_ACTIV;
+	CHECK_EQ_INT(T, (int)sim_host_ns(j, &op), 0);
+	op.kind = PLAN_ALLOC;
+	CHECK_EQ_INT(T, (int)sim_host_ns(j, &op), 0);
+	/* host_op_us 0 switches the host model off */
+	op.u.mem.cat = PLAN_MEM_CKPT;
+	j->strat.host_op_us = 0;
+	CHECK_EQ_INT(T, (int)sim_host_ns(j, &op), 0);
+	free(j);
+}
+
 int main(void)
 {
 	struct test_ctx T = { 0 };
 	TEST_RUN(&T, test_gemm_eff_by_hand);
 	TEST_RUN(&T, test_gemm_time_fwd_bwd);
+	TEST_RUN(&T, test_host_checkpoint);
 	return test_done(&T);
 }
