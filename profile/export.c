@@ -133,6 +133,17 @@ enum tw_result prof_export_chrome(const struct trace *t, FILE *f, struct tw_err 
 			   "\"rank\": %d, \"twin category\": \"%s\", \"step\": %d, \"op\": %d",
 			e->device, e->stream, i + 1, e->rank, trace_cat_name(e->cat), e->step,
 			e->op_id);
+		/* where in the step the op belongs (plan tags; absent when unknown) */
+		if (e->layer >= 0)
+			fprintf(f, ", \"layer\": %d", e->layer);
+		if (e->micro >= 0)
+			fprintf(f, ", \"micro-batch\": %d", e->micro);
+		if (e->stage >= 0)
+			fprintf(f, ", \"stage\": %d", e->stage);
+		if (e->phase >= 0 && e->phase < 4)
+			fprintf(f, ", \"phase\": \"%s\"", plan_phase_name((enum plan_phase)e->phase));
+		if (e->flags & TRACE_F_RECOMPUTE)
+			fprintf(f, ", \"recompute\": true");
 		if (e->bytes)
 			fprintf(f, ", \"bytes\": %" PRId64, e->bytes);
 		if (e->flops > 0)

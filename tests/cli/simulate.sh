@@ -24,6 +24,20 @@ check "simulate: prints TFLOP/s and MFU" "grep -q 'MFU' '$out'"
 check "simulate: breakdown has all_reduce and p2p rows" "grep -q '^all_reduce' '$out' && grep -q '^p2p' '$out'"
 check "simulate: Chrome trace parses as JSON" "python3 -c \"import json; json.load(open('$tmp/t.json'))\""
 check "simulate: Chrome trace has complete events" "grep -q '\"ph\"' '$tmp/t.json'"
+# the issue's trace args: a GEMM carries its layer, micro-batch and FLOPs, a collective its
+# bytes; recomputed forward work is marked
+cat >"$tmp/args.py" <<'EOF'
+import json, sys
+ev = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "X"]
+fc1 = [e["args"] for e in ev if e["name"] == "fc1"]
+ar = [e["args"] for e in ev if "AllReduce" in e["name"]]
+ok = fc1 and all(a["layer"] >= 0 and a["micro-batch"] >= 0 and a["flops"] > 0 for a in fc1)
+ok = ok and len({(a["rank"], a["layer"], a["micro-batch"], a.get("recompute", False)) for a in fc1}) == len(fc1)
+ok = ok and ar and all(a["bytes"] > 0 and a["Group size"] > 1 for a in ar)
+ok = ok and any(a.get("recompute") and a["phase"] == "bwd" for a in fc1)
+print(ok)
+EOF
+check "simulate: trace args carry layer, micro-batch, FLOPs, bytes, recompute" "[ \"\$(python3 '$tmp/args.py' '$tmp/t.json')\" = True ]"
 check "simulate: nothing on stderr" "[ ! -s '$err' ]"
 
 # --json: one object with the summary; MFU between 0 and 1; step time > 0
