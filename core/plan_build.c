@@ -1229,6 +1229,21 @@ static int64_t p2p_bytes(const struct pb *b)
 	return b->T * b->h * b->ab / (b->sp ? b->tp : 1);
 }
 
+/* The micro-batch's inputs (token ids and labels, int64) come to the GPU on the stages that
+ * use them, the first and the last. The frameworks copy them with a blocking .to() / .cuda()
+ * (Megatron's broadcast_data also reads the sizes back with .cpu()), so the host waits for the
+ * GPU there (sim/engine.c) and the first kernels wait for the data. */
+static void batch_in(struct pb *b)
+{
+	uint8_t fl = b->flags;
+	int32_t layer = b->layer;
+	b->flags |= PLAN_F_BATCH;
+	b->layer = -1;
+	wait_on(b, copy(b, PLAN_H2D, "get_batch", b->T * 8, PLAN_NONE));
+	b->flags = fl;
+	b->layer = layer;
+}
+
 static void run_item(struct pb *b, const struct item *it, int32_t *logits)
 {
 	int64_t vs = (int64_t)it->chunk * b->pp + b->c.pp, nvs = b->pp * b->vp;
@@ -1241,10 +1256,12 @@ static void run_item(struct pb *b, const struct item *it, int32_t *logits)
 	b->u_hi = last ? b->head_uid : (lo + n) * b->upl;
 	if (it->fwd) {
 		b->phase = PLAN_PHASE_FWD;
+		if (!first)
+			p2p(b, false, prev, PLAN_P2P_ACT, p2p_bytes(b), "recv_act");
+		if (first || last)
+			batch_in(b);
 		if (first)
 			embed(b, false);
-		else
-			p2p(b, false, prev, PLAN_P2P_ACT, p2p_bytes(b), "recv_act");
 		for (int64_t l = lo; l < lo + n; l++)
 			layer_fwd(b, l);
 		if (last)

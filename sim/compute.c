@@ -203,14 +203,26 @@ static double framework_ops(const struct job *j, const struct plan_op *op)
 		case PLAN_K_NORM: return 2;
 		case PLAN_K_ELEMWISE: return bwd ? 2 : 3;
 		case PLAN_K_EMBED: return bwd ? 3 : 6;
-		case PLAN_K_LOSS: return bwd ? 5 : 15;
+		case PLAN_K_LOSS:
+			/* + Megatron's loss_func (cast, masked mean, the loss averaged over DP: 14)
+			 * and the schedule's loss scaling and backward call (2) */
+			if (j->strat.framework == STRAT_MEGATRON)
+				return bwd ? 7 : 29;
+			return bwd ? 5 : 15;
 		default: return 1;
 		}
 	case PLAN_COLL:
 		return 2;
 	case PLAN_P2P:
-	case PLAN_COPY:
 		return 1;
+	case PLAN_COPY:
+		if (!(op->flags & PLAN_F_BATCH))
+			return 1;
+		/* a micro-batch's input: Megatron's get_batch (broadcast_data: the sizes to the GPU,
+		 * broadcast, back with .cpu(), the tokens concatenated, copied and broadcast, views:
+		 * 13; tokens and labels sliced and made contiguous: 5; attention mask, loss mask and
+		 * position ids: 9); elsewhere the .to() of input ids, labels and mask and the dict */
+		return j->strat.framework == STRAT_MEGATRON ? 27 : 4;
 	case PLAN_ALLOC:
 	case PLAN_FREE:
 		/* a full-recompute checkpoint: its autograd Function (Megatron's CheckpointFunction,

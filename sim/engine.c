@@ -340,11 +340,17 @@ static void push_work(struct eng *e, int32_t sr, int stream)
 	e->work[e->nwork++] = (uint32_t)sr << WORK_SHIFT | (uint32_t)stream;
 }
 
+/* the ops a sync waits for: Megatron's p2p batches, a micro-batch's input copy */
+static bool syncs_on(const struct eop *o)
+{
+	return o->kind == PLAN_P2P || (o->flags & PLAN_F_BATCH);
+}
+
 static uint32_t batch_size(const struct role *ro, uint32_t k)
 {
 	uint32_t n = 0;
 	for (uint32_t i = ro->sync_from[k]; i <= ro->sync_op[k]; i++)
-		n += ro->ops[i].kind == PLAN_P2P;
+		n += syncs_on(&ro->ops[i]);
 	return n;
 }
 
@@ -377,7 +383,7 @@ static void complete_op_at(struct eng *e, int32_t sri, uint32_t opi, int64_t t0,
 	s->ndone++;
 	if (t > s->end_ns)
 		s->end_ns = t;
-	if (s->sync_k < ro->nsync && op->kind == PLAN_P2P && opi >= ro->sync_from[s->sync_k] &&
+	if (s->sync_k < ro->nsync && syncs_on(op) && opi >= ro->sync_from[s->sync_k] &&
 	    opi <= ro->sync_op[s->sync_k] && --s->sync_left == 0)
 		host_resume(e, sri, t);
 	for (uint32_t k = ro->succ_off[opi]; k < ro->succ_off[opi + 1]; k++) {
@@ -814,8 +820,9 @@ static enum tw_result role_prepare(struct eng *e, struct role *ro)
 	 * model chunks differently from Megatron's batches, and waiting there would deadlock. */
 	ro->nsync = 0;
 	size_t sync_cap = 0, sync_cap2 = 0;
-	bool batches = e->j->strat.framework == STRAT_MEGATRON && e->j->strat.host_op_us > 0 &&
-		       e->j->strat.schedule != STRAT_SCHED_INTERLEAVED && e->j->strat.vp <= 1;
+	bool serial = e->j->strat.host_op_us > 0 &&
+		      e->j->strat.schedule != STRAT_SCHED_INTERLEAVED && e->j->strat.vp <= 1;
+	bool batches = serial && e->j->strat.framework == STRAT_MEGATRON;
 	bool batch_open = false;
 	uint32_t batch_first = 0, batch_last = 0;
 	/* one pass over the plan (its ops are large: every pass is a trip to memory) */
@@ -834,6 +841,16 @@ static enum tw_result role_prepare(struct eng *e, struct role *ro)
 				ro->sync_op[ro->nsync++] = batch_last;
 				batch_open = false;
 			}
+		}
+		/* a micro-batch's inputs come to the GPU with a blocking copy (PyTorch's .to() /
+		 * .cuda() of pageable memory synchronizes the stream; Megatron's broadcast_data
+		 * reads the sizes back with .cpu()): the host waits for the GPU there. Not for the
+		 * interleaved schedule, for the reason above. */
+		if (serial && (op->flags & PLAN_F_BATCH) && op->kind == PLAN_COPY) {
+			TW_GROW(ro->sync_from, sync_cap, ro->nsync + 1);
+			TW_GROW(ro->sync_op, sync_cap2, ro->nsync + 1);
+			ro->sync_from[ro->nsync] = (uint32_t)i;
+			ro->sync_op[ro->nsync++] = (uint32_t)i;
 		}
 		if (op->id != i)
 			return tw_errf(e->err, TW_ERR_INTERNAL, "plan of rank %lld: op %zu has id %u",

@@ -348,6 +348,39 @@ static void test_ds_pipe_blocking_send(struct test_ctx *t)
 	free(j);
 }
 
+/* A micro-batch's inputs reach the GPU on the first and the last pipeline stage, one blocking
+ * copy (PLAN_F_BATCH) per micro-batch before that stage's forward; middle stages load none,
+ * and the first kernel of the forward waits for the copy. */
+static void test_batch_inputs(struct test_ctx *t)
+{
+	struct job *j = fx_job(4);
+	fx_degrees(j, 1, 4, 1, 1, 6);
+	for (int64_t r = 0; r < 4; r++) {
+		struct plan p;
+		if (!build(j, r, &p))
+			continue;
+		int n = 0, waited = 0;
+		for (size_t i = 0; i < p.nops; i++) {
+			const struct plan_op *op = &p.ops[i];
+			if (!(op->flags & PLAN_F_BATCH))
+				continue;
+			n += op->kind == PLAN_COPY && op->u.copy.dir == PLAN_H2D && op->phase == PLAN_PHASE_FWD &&
+			     op->u.copy.bytes == 8 * j->strat.micro_batch * j->seq;
+			for (size_t k = i + 1; k < p.nops; k++)
+				if (p.ops[k].kind == PLAN_COMPUTE) {
+					const uint32_t *d = plan_op_deps(&p, &p.ops[k]);
+					for (uint32_t q = 0; q < p.ops[k].ndeps; q++)
+						waited += d[q] == op->id;
+					break;
+				}
+		}
+		CHECK_EQ_INT(t, n, r == 0 || r == 3 ? 6 : 0);
+		CHECK_EQ_INT(t, waited, n);
+		plan_release(&p);
+	}
+	free(j);
+}
+
 static void test_structure(struct test_ctx *t)
 {
 	for (int stage = 0; stage <= 3; stage++) {
@@ -681,6 +714,7 @@ int main(void)
 	TEST_RUN(&t, test_coll_seq_match);
 	TEST_RUN(&t, test_p2p_match);
 	TEST_RUN(&t, test_ds_pipe_blocking_send);
+	TEST_RUN(&t, test_batch_inputs);
 	TEST_RUN(&t, test_structure);
 	TEST_RUN(&t, test_zero_comm);
 	TEST_RUN(&t, test_zero3_prefetch);

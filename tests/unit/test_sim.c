@@ -272,6 +272,7 @@ struct mini {
 	int micro;
 	bool unmatched;   /* stage 0 sends one message stage 1 never receives */
 	double gemm_flops;
+	int batch_in;     /* each micro-batch starts with an input copy: 1 plain, 2 PLAN_F_BATCH */
 };
 
 static enum tw_result mini_build(void *ctx, const struct job *j, int64_t rank, struct plan *p,
@@ -294,6 +295,14 @@ static enum tw_result mini_build(void *ctx, const struct job *j, int64_t rank, s
 			p->ops[r].u.p2p.bytes = 64 << 20;
 			p->ops[r].u.p2p.seq = mb;
 			last = r;
+		}
+		if (m->batch_in) {
+			uint32_t in = push(p, PLAN_COPY, PLAN_STREAM_COPY_IN, "get_batch", &last, 1);
+			p->ops[in].u.copy.dir = PLAN_H2D;
+			p->ops[in].u.copy.bytes = 8192;
+			if (m->batch_in == 2)
+				p->ops[in].flags = PLAN_F_BATCH;
+			last = in;
 		}
 		uint32_t g = push(p, PLAN_COMPUTE, PLAN_STREAM_COMPUTE, "fc1", &last, 1);
 		p->ops[g].u.compute.kernel = PLAN_K_GEMM;
@@ -475,6 +484,21 @@ static void test_engine_host_dispatch(struct test_ctx *T)
 	int64_t sync = mini_step(&j, &m, false, &err), sync_full = mini_step(&j, &m, true, &err);
 	CHECK(T, nosync > 0 && sync > nosync);
 	CHECK_EQ_INT(T, sync, sync_full);
+	/* a micro-batch's blocking input copy: the host waits until the GPU has run everything
+	 * before it, so the next GEMM (3 framework ops, 300 us) is issued only then and the GPU
+	 * idles for that long; a plain copy lets the host run ahead. The input copy also costs
+	 * 4 framework ops (the .to() calls) instead of 1: 300 us more before the first GEMM. */
+	make_job(&j, 1, 1, 1, 8);
+	j.strat.framework = STRAT_DEEPSPEED;
+	j.strat.host_op_us = 100;
+	m = (struct mini){ .micro = 2, .gemm_flops = 1.56e12, .batch_in = 1 };
+	int64_t ahead = mini_step(&j, &m, false, &err);
+	m.batch_in = 2;
+	int64_t held = mini_step(&j, &m, false, &err), held_full = mini_step(&j, &m, true, &err);
+	printf("#   2 micro-batches of 10 ms: %lld ns with plain input copies, %lld with blocking ones\n",
+	       (long long)ahead, (long long)held);
+	CHECK(T, ahead > 30000000 && held >= ahead + 600000 && held < ahead + 610000);
+	CHECK_EQ_INT(T, held, held_full);
 }
 
 static void test_engine_errors(struct test_ctx *T)
