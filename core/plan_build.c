@@ -1090,7 +1090,13 @@ static void embed(struct pb *b, bool bwd)
 		if (b->tp > 1) /* vocab-parallel embedding: partial rows summed over TP */
 			tp_exit(b, false);
 	} else if (!b->lora) {
-		compute(b, PLAN_K_EMBED, "embed_bwd", 0, bytes * 2, PLAN_STREAM_COMPUTE);
+		/* the lookup's backward (embedding_dense_backward) builds a dense grad of this
+		 * rank's vocabulary rows: zeroed (ab per element), then added to the accumulated
+		 * grad: Megatron's fp32 main_grad (read 4 + ab, write 4), elsewhere param.grad in
+		 * its own dtype (read 2 ab, write ab) */
+		double rows = (double)(b->V / b->tp) * (double)b->h;
+		double dense = rows * (b->megatron ? 2.0 * b->ab + 8.0 : 4.0 * b->ab);
+		compute(b, PLAN_K_EMBED, "embed_bwd", 0, bytes * 2 + dense, PLAN_STREAM_COMPUTE);
 	}
 	unit_out(b, 0);
 }

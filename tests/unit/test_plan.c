@@ -569,6 +569,36 @@ static double per_logit(const struct plan *p, const struct job *j, const char *n
 /* Cross-entropy passes over the logits, counted from the code: Megatron's vocab-parallel CE
  * 38 B/element forward (bf16: cast 6, max 4, subtract 8, exp 8, sum 4, divide 8), 14 backward;
  * HF's causal-LM loss 18 forward (cast 6, log_softmax 12), 22 backward. */
+/* bytes of the first compute op named `name` */
+static double op_bytes(const struct plan *p, const char *name)
+{
+	for (size_t i = 0; i < p->nops; i++)
+		if (p->ops[i].kind == PLAN_COMPUTE && !strcmp(p->ops[i].name, name))
+			return p->ops[i].u.compute.bytes;
+	return -1;
+}
+
+/* The embedding's backward: its token rows (4 passes of T x h x 2 bytes) and the dense grad of
+ * the rank's vocabulary rows, zeroed (2 B) and added to the accumulated grad: Megatron's fp32
+ * main_grad (read 4 + 2, write 4), DeepSpeed's bf16 param.grad (read 4, write 2). */
+static void test_embedding_backward(struct test_ctx *t)
+{
+	struct job *j = fx_job(8); /* Llama-2-7B, V 32000, h 4096, bf16, micro-batch 1 */
+	double rows = 32000.0 * 4096, tok = 4096.0 * 4096 * 2 * 4;
+	struct plan p;
+	if (build(j, 0, &p)) {
+		CHECK_NEAR(t, op_bytes(&p, "embed_bwd"), tok + rows * 8, 1e-9);
+		plan_release(&p);
+	}
+	fx_megatron(j);
+	fx_degrees(j, 2, 1, 1, 1, 1);
+	if (build(j, 0, &p)) { /* TP 2: half the rows per rank */
+		CHECK_NEAR(t, op_bytes(&p, "embed_bwd"), tok + rows / 2 * 12, 1e-9);
+		plan_release(&p);
+	}
+	free(j);
+}
+
 static void test_cross_entropy_passes(struct test_ctx *t)
 {
 	struct job *j = fx_job(8);
@@ -587,14 +617,6 @@ static void test_cross_entropy_passes(struct test_ctx *t)
 	free(j);
 }
 
-/* bytes of the first compute op named `name` */
-static double op_bytes(const struct plan *p, const char *name)
-{
-	for (size_t i = 0; i < p->nops; i++)
-		if (p->ops[i].kind == PLAN_COMPUTE && !strcmp(p->ops[i].name, name))
-			return p->ops[i].u.compute.bytes;
-	return -1;
-}
 
 /* Backward passes over the residual stream (tn = tokens x h x 2 bytes): a norm's backward
  * (3 tn) carries autograd's sum of its input's two grads (3 tn); biases add a sum over tokens
@@ -720,6 +742,7 @@ int main(void)
 	TEST_RUN(&t, test_zero3_prefetch);
 	TEST_RUN(&t, test_optimizer_passes);
 	TEST_RUN(&t, test_cross_entropy_passes);
+	TEST_RUN(&t, test_embedding_backward);
 	TEST_RUN(&t, test_backward_passes);
 	TEST_RUN(&t, test_offload_ops);
 	TEST_RUN(&t, test_roles);
