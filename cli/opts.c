@@ -120,6 +120,10 @@ int cli_job_opt(struct cli_job_opts *o, int argc, char **argv, int *i, struct tw
 			return -1;
 		}
 		o->sets[o->in.nsets++] = v;
+		const char *fig = cluster_descriptive(v);
+		if (fig) /* accepted and kept, but a what-if on it alone changes nothing */
+			fprintf(stderr, "twin: note: --set %.*s: no prediction reads this field; "
+					"its effect comes from %s\n", (int)strcspn(v, "="), v, fig);
 	} else if (!strcmp(a, "--json")) {
 		o->json = true;
 	} else {

@@ -616,6 +616,22 @@ bool cluster_owns_path(const char *path)
 	return false;
 }
 
+const char *cluster_descriptive(const char *path)
+{
+	/* docs/cluster.md, "Descriptive fields": the figures that carry each one's effect */
+	static const char *const map[][2] = {
+		{ "node.pcie_gen", "node.pcie_GBps" },
+		{ "node.cpu_cores", "node.cpu_tflops and node.cpu_mem_GBps" },
+		{ "net.fabric", "net.latency_us and net.nic_eff" },
+		{ "node.nvlink_domain_gpus", "node.gpus" },
+	};
+	size_t n = strcspn(path, "=");
+	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+		if (strlen(map[i][0]) == n && !strncmp(path, map[i][0], n))
+			return map[i][1];
+	return NULL;
+}
+
 enum tw_result cluster_check_gpus(const struct cluster *c, int64_t gpus, int *nodes,
 				  struct tw_err *err)
 {

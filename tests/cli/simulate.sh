@@ -85,3 +85,14 @@ check "simulate --memory: exits 0 with the summary" "grep -q '^step time' '$out'
 	--set global_batch=64 --max-events 100 >"$out" 2>"$err"
 st=$?
 check "simulate --max-events: exit 2, one line" "[ $st -eq 2 ] && [ \$(wc -l <'$err') -eq 1 ] && grep -q 'max-events' '$err'"
+
+# a --set on a descriptive field (read by no prediction) is accepted with a note naming the
+# figure to set instead, and changes nothing
+"$TWIN" simulate -m gpt3-175b -c dgx-a100-80g --gpus 64 -s examples/strategies/megatron-175b.json \
+	--set global_batch=64 --set node.pcie_gen=5 --json >"$tmp/d.json" 2>"$err"
+d=$(jget "$tmp/d.json" 'd["sim"]["step_ns"]')
+check "simulate: --set node.pcie_gen notes node.pcie_GBps, step unchanged ($d = $s)" \
+	"grep -q 'node.pcie_gen: no prediction reads this field; its effect comes from node.pcie_GBps' '$err' && [ '$d' = '$s' ]"
+"$TWIN" simulate -m gpt3-175b -c dgx-a100-80g --gpus 64 -s examples/strategies/megatron-175b.json \
+	--set global_batch=64 --set node.pcie_GBps=20 --json >"$tmp/d.json" 2>"$err"
+check "simulate: --set on a field that is read prints no note" "[ ! -s '$err' ]"
