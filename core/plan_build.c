@@ -1230,9 +1230,32 @@ static int64_t stage_rank(const struct pb *b, int64_t stage)
 	return job_rank_of(b->j, &c);
 }
 
-static int64_t p2p_bytes(const struct pb *b)
+/* DeepSpeed's pipeline engine with TP > 1 sends a stage boundary's activation (grad) split
+ * over the TP group, and the receiver all-gathers it (PartitionedTensor: pipe_partitioned /
+ * grad_partitioned, default true; reference/deepspeed.md §5). */
+static bool p2p_split(const struct pb *b, bool grad)
 {
-	return b->T * b->h * b->ab / (b->sp ? b->tp : 1);
+	return b->ds && b->tp > 1 && !b->sp &&
+	       (grad ? b->s->grad_partitioned : b->s->pipe_partitioned);
+}
+
+/* Bytes one rank sends across a stage boundary: the activation (or its grad), 1/tp of it
+ * with sequence parallelism (each rank holds its shard) or DeepSpeed's split. */
+static int64_t p2p_bytes(const struct pb *b, bool grad)
+{
+	int64_t full = b->T * b->h * b->ab;
+	return b->sp || p2p_split(b, grad) ? full / b->tp : full;
+}
+
+/* Receive an activation (kind PLAN_P2P_ACT) or grad; a split one is all-gathered over the TP
+ * group before the compute that uses it (DeepSpeed's part.full(), on the compute stream). */
+static void p2p_recv(struct pb *b, int64_t peer, int kind, const char *name)
+{
+	bool grad = kind == PLAN_P2P_GRAD;
+	uint32_t id = p2p(b, false, peer, kind, p2p_bytes(b, grad), name);
+	if (p2p_split(b, grad))
+		wait_on(b, coll(b, PLAN_ALL_GATHER, JOB_GROUP_TP, PLAN_STREAM_COMM_TP,
+				grad ? "ag_pipe_grad" : "ag_pipe_act", b->T * b->h / b->tp, b->pdt, id));
 }
 
 /* The micro-batch's inputs (token ids and labels, int64) come to the GPU on the stages that
@@ -1263,7 +1286,7 @@ static void run_item(struct pb *b, const struct item *it, int32_t *logits)
 	if (it->fwd) {
 		b->phase = PLAN_PHASE_FWD;
 		if (!first)
-			p2p(b, false, prev, PLAN_P2P_ACT, p2p_bytes(b), "recv_act");
+			p2p_recv(b, prev, PLAN_P2P_ACT, "recv_act");
 		if (first || last)
 			batch_in(b);
 		if (first)
@@ -1273,7 +1296,7 @@ static void run_item(struct pb *b, const struct item *it, int32_t *logits)
 		if (last)
 			logits[it->micro] = head_fwd(b);
 		else
-			p2p(b, true, next, PLAN_P2P_ACT, p2p_bytes(b), "send_act");
+			p2p(b, true, next, PLAN_P2P_ACT, p2p_bytes(b, false), "send_act");
 		return;
 	}
 	b->phase = PLAN_PHASE_BWD;
@@ -1295,13 +1318,13 @@ static void run_item(struct pb *b, const struct item *it, int32_t *logits)
 	if (last)
 		head_bwd(b, logits[it->micro]);
 	else
-		p2p(b, false, next, PLAN_P2P_GRAD, p2p_bytes(b), "recv_grad");
+		p2p_recv(b, next, PLAN_P2P_GRAD, "recv_grad");
 	for (int64_t l = lo + n - 1; l >= lo; l--)
 		layer_bwd(b, l);
 	if (first)
 		embed(b, true);
 	else
-		p2p(b, true, prev, PLAN_P2P_GRAD, p2p_bytes(b), "send_grad");
+		p2p(b, true, prev, PLAN_P2P_GRAD, p2p_bytes(b, true), "send_grad");
 	b->layer = -1;
 	if (b->shard == SH_PARAM) {
 		reduce_scatter_pending(b, &b->dense);
@@ -1776,7 +1799,7 @@ enum tw_result plan_rank(const struct job *j, int64_t rank, struct plan *out, st
 	/* DeepSpeed's pipeline buffers: max(2, min(stages - s, m)) received inputs (§5) */
 	if (b.ds && b.pp > 1) {
 		int64_t nb = b.pp - b.c.pp < b.nmicro ? b.pp - b.c.pp : b.nmicro;
-		mem_alloc(&b, PLAN_MEM_BUCKETS, PLAN_DEV_GPU, (nb > 2 ? nb : 2) * p2p_bytes(&b),
+		mem_alloc(&b, PLAN_MEM_BUCKETS, PLAN_DEV_GPU, (nb > 2 ? nb : 2) * b.T * b.h * b.ab,
 			  "pipe_buffers", PLAN_STREAM_COMPUTE);
 	}
 	size_t nitems = (size_t)(2 * b.nmicro * b.vp);

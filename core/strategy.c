@@ -1051,6 +1051,7 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 		      "%s", optimizer_names[s->optimizer]);
 		s->offload_optimizer = s->offload_param = STRAT_OFFLOAD_NONE;
 		s->partition_activations = s->cpu_checkpointing = false;
+		s->pipe_partitioned = s->grad_partitioned = false;
 	}
 	if (s->framework == STRAT_MEGATRON) {
 		s->distributed_optimizer = u.distopt.given && u.distopt_v;
@@ -1262,6 +1263,9 @@ struct cJSON *strategy_to_json(const struct strategy *s)
 	cJSON_AddBoolToObject(a, "partition_activations", s->partition_activations);
 	cJSON_AddBoolToObject(a, "cpu_checkpointing", s->cpu_checkpointing);
 	cJSON_AddBoolToObject(a, "flash_attention", s->flash_attention);
+	cJSON *pl = cJSON_AddObjectToObject(o, "pipeline");
+	cJSON_AddBoolToObject(pl, "pipe_partitioned", s->pipe_partitioned);
+	cJSON_AddBoolToObject(pl, "grad_partitioned", s->grad_partitioned);
 	cJSON_AddNumberToObject(o, "host_op_us", s->host_op_us);
 	cJSON_AddBoolToObject(o, "overlap_grad_reduce", s->overlap_grad_reduce);
 	cJSON_AddBoolToObject(o, "overlap_param_gather", s->overlap_param_gather);

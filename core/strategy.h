@@ -95,6 +95,10 @@ struct strategy {
 	enum strat_recompute recompute;
 	bool partition_activations, cpu_checkpointing;
 	bool flash_attention;       /* default true: no s*s scores saved */
+	/* DeepSpeed's pipeline engine (ds_config "pipeline", default true): with TP > 1 the
+	 * activations / grads sent between stages are split over the TP group and all-gathered
+	 * by the receiver (PartitionedTensor); false elsewhere */
+	bool pipe_partitioned, grad_partitioned;
 
 	/* host dispatch: the CPU time one framework op costs the rank's issuing thread (Python,
 	 * dispatcher, autograd, CUDA launch), us; 0: the host never delays the GPU (sim) */

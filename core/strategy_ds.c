@@ -941,9 +941,13 @@ enum tw_result strat_ds_parse(struct strat_rd *r, const cJSON *ds)
 				     r->err};
 		TW_CHECK(json_get_int(&c, ds, "sequence_parallel_size", 1, 1 << 20, &r->ds_sp, NULL));
 	}
-	const cJSON *pipe = item(ds, "pipeline");
-	if (pipe && !cJSON_IsObject(pipe))
-		return fail(&top, "pipeline", "must be an object");
+	/* the pipeline engine's transport (reference/deepspeed.md §1.8, §5): only these two of
+	 * the section's keys are read */
+	struct sec pl;
+	TW_CHECK(ksec(&top, "pipeline", false, &pl));
+	pl.prefix = "pipeline";
+	TW_CHECK(kbool(&pl, "pipe_partitioned", NULL, true, dd, &s->pipe_partitioned));
+	TW_CHECK(kbool(&pl, "grad_partitioned", NULL, true, dd, &s->grad_partitioned));
 	return TW_OK;
 }
 

@@ -381,6 +381,62 @@ static void test_batch_inputs(struct test_ctx *t)
 	free(j);
 }
 
+/* DeepSpeed's pipeline engine with TP > 1 splits what it sends between stages over the TP
+ * group and the receiver all-gathers it (pipe_partitioned / grad_partitioned, default true);
+ * turned off, or under Megatron without SP, the whole activation goes. */
+static int64_t first_p2p_bytes(const struct plan *p, const char *name, int *gathers)
+{
+	int64_t bytes = -1;
+	*gathers = 0;
+	for (size_t i = 0; i < p->nops; i++) {
+		const struct plan_op *op = &p->ops[i];
+		if (op->kind == PLAN_P2P && !strcmp(op->name, name) && bytes < 0)
+			bytes = op->u.p2p.bytes;
+		if (op->kind == PLAN_COLL && op->u.coll.coll == PLAN_ALL_GATHER &&
+		    (!strcmp(op->name, "ag_pipe_act") || !strcmp(op->name, "ag_pipe_grad")))
+			(*gathers)++;
+	}
+	return bytes;
+}
+
+static void test_ds_pipe_partitioned(struct test_ctx *t)
+{
+	struct job *j = fx_job(8);
+	fx_degrees(j, 2, 2, 1, 1, 4); /* TP 2, PP 2, DP 2, 4 micro-batches */
+	j->strat.pipe_partitioned = j->strat.grad_partitioned = true;
+	int64_t full = 4096LL * 4096 * 2;
+	struct plan p;
+	int g;
+	if (build(j, 0, &p)) { /* stage 0 sends activations, receives grads */
+		CHECK_EQ_INT(t, first_p2p_bytes(&p, "send_act", &g), full / 2);
+		CHECK_EQ_INT(t, first_p2p_bytes(&p, "recv_grad", &g), full / 2);
+		CHECK_EQ_INT(t, g, 4); /* one gather of each received grad */
+		for (size_t i = 0; i < p.nops; i++)
+			if (p.ops[i].kind == PLAN_COLL && !strcmp(p.ops[i].name, "ag_pipe_grad"))
+				CHECK_EQ_INT(t, p.ops[i].u.coll.count, 4096LL * 4096 / 2);
+		plan_release(&p);
+	}
+	if (build(j, 4, &p)) { /* stage 1: receives activations */
+		CHECK_EQ_INT(t, first_p2p_bytes(&p, "recv_act", &g), full / 2);
+		CHECK_EQ_INT(t, g, 4);
+		plan_release(&p);
+	}
+	j->strat.pipe_partitioned = false;
+	if (build(j, 4, &p)) {
+		CHECK_EQ_INT(t, first_p2p_bytes(&p, "recv_act", &g), full);
+		CHECK_EQ_INT(t, g, 0);
+		plan_release(&p);
+	}
+	fx_megatron(j);
+	j->strat.sequence_parallel = false;
+	if (build(j, 0, &p)) {
+		CHECK_EQ_INT(t, first_p2p_bytes(&p, "send_act", &g), full);
+		CHECK_EQ_INT(t, g, 0);
+		plan_release(&p);
+	}
+	free(j);
+}
+
 static void test_structure(struct test_ctx *t)
 {
 	for (int stage = 0; stage <= 3; stage++) {
@@ -737,6 +793,7 @@ int main(void)
 	TEST_RUN(&t, test_p2p_match);
 	TEST_RUN(&t, test_ds_pipe_blocking_send);
 	TEST_RUN(&t, test_batch_inputs);
+	TEST_RUN(&t, test_ds_pipe_partitioned);
 	TEST_RUN(&t, test_structure);
 	TEST_RUN(&t, test_zero_comm);
 	TEST_RUN(&t, test_zero3_prefetch);
