@@ -90,6 +90,8 @@ struct srank {
 	int64_t host_shift;     /* how long syncs have held the host back, ns */
 	int64_t start[PLAN_NUM_STREAMS];
 	int32_t ncomm;          /* comm operations in progress that involve this GPU */
+	uint32_t cver;          /* version of the running GPU compute op's end event (0: none) */
+	bool cslow;             /* that op runs slowed by an overlapping collective */
 	double compute_scale;   /* straggler: < 1 slower */
 	int64_t end_ns;
 	int64_t ndone;
@@ -474,6 +476,43 @@ static void comm_model(struct eng *e, const struct srank *s0, const struct eop *
 	m->r = *r;
 }
 
+/* A GPU compute op's duration on rank s: slowed while a collective holds SMs, scaled for a
+ * straggler GPU. */
+static int64_t compute_dur(const struct eng *e, const struct srank *s, const struct eop *op,
+			   bool slow)
+{
+	bool scale = s->compute_scale > 0 && s->compute_scale != 1.0;
+	if (!slow && !scale)
+		return op->dur;
+	double d = (double)op->dur;
+	if (slow)
+		d *= e->j->cluster.eff.comm_overlap_slowdown;
+	if (scale)
+		d /= s->compute_scale;
+	return round_ns(d);
+}
+
+/* A collective that starts or ends at the instant a compute op starts on one of its GPUs
+ * overlaps it or not whatever order the two events are taken in: the op's slowdown follows
+ * the GPU's collectives as they are after both (rank order would otherwise decide it, and
+ * full mode would differ from symmetric mode). The op's end moves; the old event goes stale. */
+static void retime_compute(struct eng *e, int32_t sri)
+{
+	struct srank *s = &e->sr[sri];
+	const struct role *ro = &e->roles[s->role];
+	int st = PLAN_STREAM_COMPUTE;
+	bool slow = s->ncomm > 0 && e->j->cluster.eff.comm_overlap_slowdown > 1.0;
+	if (!s->busy[st] || s->cver == 0 || s->start[st] != e->now || s->cslow == slow)
+		return;
+	uint32_t opi = ro->sops[st][s->head[st]];
+	const struct eop *op = &ro->ops[opi];
+	if (op->kind != PLAN_COMPUTE)
+		return;
+	s->cslow = slow;
+	s->cver = s->cver + 1 ? s->cver + 1 : 1;
+	sim_heap_push(&e->heap, e->now + compute_dur(e, s, op, slow), EV_OP_END, sri, opi, s->cver);
+}
+
 /* all have arrived: latency now, data as a flow when it is over */
 static void comm_start(struct eng *e, int32_t id)
 {
@@ -483,8 +522,10 @@ static void comm_start(struct eng *e, int32_t id)
 	const struct eop *op = &e->roles[s0->role].ops[w0->op];
 	struct nccl_result r;
 	comm_model(e, s0, op, &r);
-	for (int32_t w = in->first; w != -1; w = e->waiters[w].next)
+	for (int32_t w = in->first; w != -1; w = e->waiters[w].next) {
 		e->sr[e->waiters[w].sr].ncomm++;
+		retime_compute(e, e->waiters[w].sr);
+	}
 	int64_t lat = round_ns((r.lat_us + r.fill_us) * 1e3);
 	/* b carries the data time at rate 1, ns */
 	double data_ns = r.time_us * 1e3 - (double)lat;
@@ -542,8 +583,10 @@ static void comm_end(struct eng *e, int32_t id)
 	struct inst *in = &e->inst[id];
 	for (int32_t w = in->first; w != -1; w = e->waiters[w].next) {
 		struct waiter *wt = &e->waiters[w];
-		if (in->kind != PLAN_COPY)
+		if (in->kind != PLAN_COPY) {
 			e->sr[wt->sr].ncomm--;
+			retime_compute(e, wt->sr);
+		}
 		complete_op_at(e, wt->sr, wt->op, wt->t0, e->now, wt->released);
 	}
 	inst_remove(e, id);
@@ -611,19 +654,13 @@ static void start_op(struct eng *e, int32_t sri, uint32_t opi)
 	}
 	case PLAN_COMPUTE: {
 		int64_t dur = op->dur;
+		uint32_t ver = 0;
 		if (op->stream != PLAN_STREAM_HOST) {
-			bool slow = s->ncomm > 0 && e->j->cluster.eff.comm_overlap_slowdown > 1.0;
-			bool scale = s->compute_scale > 0 && s->compute_scale != 1.0;
-			if (slow || scale) {
-				double d = (double)dur;
-				if (slow)
-					d *= e->j->cluster.eff.comm_overlap_slowdown;
-				if (scale)
-					d /= s->compute_scale;
-				dur = round_ns(d);
-			}
+			s->cslow = s->ncomm > 0 && e->j->cluster.eff.comm_overlap_slowdown > 1.0;
+			dur = compute_dur(e, s, op, s->cslow);
+			ver = s->cver = s->cver + 1 ? s->cver + 1 : 1;
 		}
-		sim_heap_push(&e->heap, e->now + dur, EV_OP_END, sri, opi, 0);
+		sim_heap_push(&e->heap, e->now + dur, EV_OP_END, sri, opi, ver);
 		return;
 	}
 	case PLAN_COPY: {
@@ -1191,6 +1228,8 @@ enum tw_result sim_run_plans(const struct job *j, const struct sim_options *opt,
 		if (sim_ev_type(&ev) == EV_FLOW_END &&
 		    (!e->net.flows[ev.a].active || e->net.flows[ev.a].ver != ev.ver))
 			continue; /* superseded by a rate change */
+		if (sim_ev_type(&ev) == EV_OP_END && ev.ver != 0 && ev.ver != e->sr[ev.a].cver)
+			continue; /* a compute op's end moved by retime_compute */
 		if (++e->events > max_ev) {
 			rc = tw_errf(err, TW_ERR_LIMIT,
 				     "simulation stopped after %lld events (--max-events %lld) at t=%.6f s: raise --max-events or simulate fewer ranks",
