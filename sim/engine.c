@@ -435,6 +435,30 @@ static double link_load(double bytes, double work_ns, double cap_GBps)
 	return bytes / work_ns / cap_GBps; /* bytes/ns = GB/s */
 }
 
+static int64_t wrap(int64_t x, int64_t n)
+{
+	return n > 0 ? ((x % n) + n) % n : 0;
+}
+
+/* A p2p peer of rank, given its role representative's peer: the same move in every parallel
+ * dimension, modulo its size (a context-parallel ring wraps, so a plain shift by
+ * rank - representative would leave the ring; so does the interleaved schedule's last stage). */
+static int64_t peer_of(const struct eng *e, int64_t rank, int64_t rep, int64_t rep_peer)
+{
+	if (rank == rep)
+		return rep_peer;
+	const struct strategy *st = &e->j->strat;
+	struct job_coord r, p, me, out;
+	job_coord_of(e->j, rep, &r);
+	job_coord_of(e->j, rep_peer, &p);
+	job_coord_of(e->j, rank, &me);
+	out.tp = wrap(me.tp + p.tp - r.tp, st->tp);
+	out.cp = wrap(me.cp + p.cp - r.cp, st->cp);
+	out.dp = wrap(me.dp + p.dp - r.dp, st->dp);
+	out.pp = wrap(me.pp + p.pp - r.pp, st->pp);
+	return job_rank_of(e->j, &out);
+}
+
 /* all have arrived: latency now, data as a flow when it is over */
 static void comm_model(struct eng *e, const struct srank *s0, const struct eop *op,
 		       struct nccl_result *r)
@@ -446,7 +470,7 @@ static void comm_model(struct eng *e, const struct srank *s0, const struct eop *
 		k1 = op->sub;
 		k2 = op->bytes;
 	} else {
-		int64_t peer = op->peer + (s0->rank - e->roles[s0->role].rep);
+		int64_t peer = peer_of(e, s0->rank, e->roles[s0->role].rep, op->peer);
 		same = job_node_of(e->j, peer) == s0->node;
 		k0 = JOB_NUM_GROUPS + (same ? 1 : 2);
 		k1 = -1;
@@ -692,7 +716,7 @@ static void start_op(struct eng *e, int32_t sri, uint32_t opi)
 		return;
 	}
 	case PLAN_P2P: {
-		int64_t peer = op->peer + (s->rank - ro->rep);
+		int64_t peer = peer_of(e, s->rank, ro->rep, op->peer);
 		bool send = op->flags & PLAN_F_SEND;
 		int64_t src = canon(e, send ? s->rank : peer), dst = canon(e, send ? peer : s->rank);
 		bool created;

@@ -99,9 +99,12 @@ check "simulate: --set on a field that is read prints no note" "[ ! -s '$err' ]"
 
 # symmetric == full also where a collective and a compute op start at the same instant on
 # different ranks (FSDP with TP; a GPipe pipeline): the compute slowdown does not depend on the
-# order the simulator takes those events in (both failed before retime_compute)
+# order the simulator takes those events in (both failed before retime_compute); and with a
+# context-parallel ring inside a pipeline, whose p2p peers wrap around the ring (full mode
+# deadlocked before peer_of)
 for st in '{"framework":"fsdp","tp":2,"pp":1,"micro_batch":2,"global_batch":32,"recompute":"full"}' \
-	'{"framework":"fsdp","tp":1,"pp":2,"micro_batch":1,"global_batch":32,"recompute":"full","schedule":"gpipe"}'; do
+	'{"framework":"fsdp","tp":1,"pp":2,"micro_batch":1,"global_batch":32,"recompute":"full","schedule":"gpipe"}' \
+	'{"framework":"megatron","tp":2,"pp":2,"cp":2,"micro_batch":1,"global_batch":32,"sequence_parallel":true}'; do
 	echo "$st" >"$tmp/st.json"
 	"$TWIN" simulate -m llama2-7b -c dgx-a100-80g --gpus 16 -s "$tmp/st.json" --json >"$tmp/a.json" 2>"$err"
 	"$TWIN" simulate -m llama2-7b -c dgx-a100-80g --gpus 16 -s "$tmp/st.json" --full --json >"$tmp/b.json" 2>>"$err"
