@@ -21,6 +21,18 @@ static const char *const cat_names[TRACE_NUM_CATS] = {
 	[TRACE_MARKER] = "marker",
 };
 
+const char *trace_algo_name(enum trace_algo a)
+{
+	static const char *const n[TRACE_NUM_ALGOS] = { "?", "tree", "ring", "nvls", "pat" };
+	return (int)a > 0 && a < TRACE_NUM_ALGOS ? n[a] : "?";
+}
+
+const char *trace_proto_name(enum trace_proto p)
+{
+	static const char *const n[TRACE_NUM_PROTOS] = { "?", "LL", "LL128", "Simple" };
+	return (int)p > 0 && p < TRACE_NUM_PROTOS ? n[p] : "?";
+}
+
 const char *trace_cat_name(enum trace_cat c)
 {
 	if ((int)c < 0 || c >= TRACE_NUM_CATS)

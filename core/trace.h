@@ -42,8 +42,29 @@ struct trace_event {
 			       * the k-th collective of each communicator across ranks. */
 };
 
-/* event flags */
-enum { TRACE_F_RECOMPUTE = 1 /* forward work redone in backward: not model FLOPs */ };
+/* event flags: bit 0 marks recomputed forward work (not model FLOPs); bits 8-11 and 12-13
+ * hold the NCCL algorithm and protocol a collective ran with, when the run knows them (the
+ * simulator's choice; 0: unknown) */
+enum { TRACE_F_RECOMPUTE = 1, TRACE_F_ALGO_SHIFT = 8, TRACE_F_PROTO_SHIFT = 12 };
+enum trace_algo { TRACE_ALGO_UNKNOWN = 0, TRACE_ALGO_TREE, TRACE_ALGO_RING, TRACE_ALGO_NVLS,
+		  TRACE_ALGO_PAT, TRACE_NUM_ALGOS };
+enum trace_proto { TRACE_PROTO_UNKNOWN = 0, TRACE_PROTO_LL, TRACE_PROTO_LL128,
+		   TRACE_PROTO_SIMPLE, TRACE_NUM_PROTOS };
+static inline uint32_t trace_algo_flags(enum trace_algo a, enum trace_proto p)
+{
+	return (uint32_t)a << TRACE_F_ALGO_SHIFT | (uint32_t)p << TRACE_F_PROTO_SHIFT;
+}
+static inline enum trace_algo trace_algo_of(uint32_t flags)
+{
+	unsigned a = (flags >> TRACE_F_ALGO_SHIFT) & 0xf;
+	return a < TRACE_NUM_ALGOS ? (enum trace_algo)a : TRACE_ALGO_UNKNOWN;
+}
+static inline enum trace_proto trace_proto_of(uint32_t flags)
+{
+	return (enum trace_proto)((flags >> TRACE_F_PROTO_SHIFT) & 0x3);
+}
+const char *trace_algo_name(enum trace_algo a);   /* "ring", "tree", "nvls", "pat"; "?" */
+const char *trace_proto_name(enum trace_proto p); /* "LL", "LL128", "Simple"; "?" */
 
 struct trace_mem_sample {
 	int32_t rank;

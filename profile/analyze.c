@@ -108,6 +108,28 @@ static void ivls_sub(const struct ivls *x, const struct ivls *y, struct ivls *ou
 
 /* ---- bandwidth (nccl-tests: doc/PERFORMANCE.md, the GetBw function of each test) -------- */
 
+bool prof_coll_algo(const struct prof_coll_stats *s, enum trace_algo *algo,
+		    enum trace_proto *proto, double *share)
+{
+	int64_t best = 0, known = 0;
+	for (int a = 0; a < TRACE_NUM_ALGOS; a++)
+		for (int p = 0; p < TRACE_NUM_PROTOS; p++) {
+			int64_t t = s->algo_ns[a][p];
+			if (a == TRACE_ALGO_UNKNOWN || t <= 0)
+				continue;
+			known += t;
+			if (t > best) {
+				best = t;
+				*algo = (enum trace_algo)a;
+				*proto = (enum trace_proto)p;
+			}
+		}
+	if (known <= 0)
+		return false;
+	*share = (double)best / (double)known;
+	return true;
+}
+
 double prof_busbw_factor(enum trace_cat coll, int64_t n)
 {
 	switch (coll) {
@@ -311,6 +333,7 @@ static void analyze_window(const struct trace *t, const size_t *idx, size_t n,
 				s->bus_bytes += alg * prof_busbw_factor(c, e->group_size);
 				s->bw_time_ns += dur;
 			}
+			s->algo_ns[trace_algo_of(e->flags)][trace_proto_of(e->flags)] += b - a;
 		}
 	}
 	for (int c = 0; c < TRACE_NUM_CATS; c++) {
@@ -742,6 +765,9 @@ enum tw_result prof_analyze(const struct trace *t, struct prof_analysis *out, st
 			out->coll[c].alg_bytes += cs->alg_bytes;
 			out->coll[c].bus_bytes += cs->bus_bytes;
 			out->coll[c].bw_time_ns += cs->bw_time_ns;
+			for (int a = 0; a < TRACE_NUM_ALGOS; a++)
+				for (int p = 0; p < TRACE_NUM_PROTOS; p++)
+					out->coll[c].algo_ns[a][p] += cs->algo_ns[a][p];
 		}
 		const int64_t v[] = {r->compute_ns,    r->comm_ns,       r->exposed_comm_ns,
 				     r->overlapped_comm_ns, r->copy_ns,   r->exposed_copy_ns,

@@ -154,6 +154,10 @@ enum tw_result prof_export_chrome(const struct trace *t, FILE *f, struct tw_err 
 				fprintf(f, ", \"Group size\": %d", e->group_size);
 			if (e->comm)
 				fprintf(f, ", \"Process Group Name\": \"twin-%" PRId64 "\"", e->comm);
+			if (trace_algo_of(e->flags) != TRACE_ALGO_UNKNOWN)
+				fprintf(f, ", \"NCCL algorithm\": \"%s\", \"NCCL protocol\": \"%s\"",
+					trace_algo_name(trace_algo_of(e->flags)),
+					trace_proto_name(trace_proto_of(e->flags)));
 		}
 		if (e->cat == TRACE_H2D || e->cat == TRACE_D2H) {
 			int64_t d = e->end_ns - e->start_ns;

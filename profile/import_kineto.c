@@ -234,6 +234,21 @@ enum tw_result prof_import_kineto(const char *path, int64_t rank, struct trace *
 							  : prof_classify_kernel(name->valuestring);
 			if (arg_num(args, "bytes", &v) && v > 0)
 				ev.bytes = (int64_t)v;
+			/* FLOPs and where the op sits in the step, as twin's exports say them */
+			if (arg_num(args, "flops", &v) && v > 0)
+				ev.flops = v;
+			if (arg_num(args, "layer", &v) && v >= 0)
+				ev.layer = to_i32(v);
+			if (arg_num(args, "micro-batch", &v) && v >= 0)
+				ev.micro = to_i32(v);
+			if (arg_num(args, "stage", &v) && v >= 0)
+				ev.stage = to_i32(v);
+			const cJSON *phase = arg(args, "phase");
+			for (int k = 0; cJSON_IsString(phase) && k < 4; k++)
+				if (!strcmp(phase->valuestring, plan_phase_name((enum plan_phase)k)))
+					ev.phase = k;
+			if (cJSON_IsTrue(arg(args, "recompute")))
+				ev.flags |= TRACE_F_RECOMPUTE;
 			const cJSON *cn = arg(args, "Collective name");
 			enum trace_cat cc;
 			if (cJSON_IsString(cn) && coll_from_name(cn->valuestring, &cc))
@@ -250,6 +265,20 @@ enum tw_result prof_import_kineto(const char *path, int64_t rank, struct trace *
 					ev.bytes = (int64_t)(nel * es);
 				if (arg_num(args, "Group size", &gs) && gs > 0)
 					ev.group_size = to_i32(gs);
+				/* twin's own exports name the NCCL algorithm and protocol */
+				const cJSON *al = arg(args, "NCCL algorithm"), *pr = arg(args, "NCCL protocol");
+				if (cJSON_IsString(al) && cJSON_IsString(pr)) {
+					enum trace_algo ta = TRACE_ALGO_UNKNOWN;
+					enum trace_proto tq = TRACE_PROTO_UNKNOWN;
+					for (int k = 1; k < TRACE_NUM_ALGOS; k++)
+						if (!strcmp(al->valuestring, trace_algo_name((enum trace_algo)k)))
+							ta = (enum trace_algo)k;
+					for (int k = 1; k < TRACE_NUM_PROTOS; k++)
+						if (!strcmp(pr->valuestring, trace_proto_name((enum trace_proto)k)))
+							tq = (enum trace_proto)k;
+					if (ta != TRACE_ALGO_UNKNOWN && tq != TRACE_PROTO_UNKNOWN)
+						ev.flags |= trace_algo_flags(ta, tq);
+				}
 				/* the process group names the communicator on every member */
 				const cJSON *pg = arg(args, "Process Group Name");
 				if (cJSON_IsString(pg)) {

@@ -23,7 +23,15 @@ struct prof_coll_stats {
 	/* the sums bandwidths come from: events whose size (and group size) are known */
 	double alg_bytes, bus_bytes;
 	int64_t bw_time_ns;
+	/* time by the NCCL algorithm and protocol the events carry (trace flags; [0][0]:
+	 * unknown), summed over ranks and steps */
+	int64_t algo_ns[TRACE_NUM_ALGOS][TRACE_NUM_PROTOS];
 };
+
+/* The (algorithm, protocol) that took most of a collective type's time and its share of the
+ * time whose algorithm is known; false when no event says. */
+bool prof_coll_algo(const struct prof_coll_stats *s, enum trace_algo *algo,
+		    enum trace_proto *proto, double *share);
 
 /* Averages over ranks and steps of one run: what a step looks like. All times are ns per rank
  * per step; "on that GPU" means on that rank. Definitions: docs/profiler.md. */

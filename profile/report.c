@@ -69,6 +69,18 @@ cJSON *prof_analysis_to_json(const struct prof_analysis *a)
 			cJSON_AddNullToObject(x, "algbw_GBps");
 			cJSON_AddNullToObject(x, "busbw_GBps");
 		}
+		enum trace_algo ta;
+		enum trace_proto tp;
+		double share;
+		if (prof_coll_algo(s, &ta, &tp, &share)) {
+			cJSON_AddStringToObject(x, "nccl_algo", trace_algo_name(ta));
+			cJSON_AddStringToObject(x, "nccl_proto", trace_proto_name(tp));
+			cJSON_AddNumberToObject(x, "nccl_algo_share", share);
+		} else {
+			cJSON_AddNullToObject(x, "nccl_algo");
+			cJSON_AddNullToObject(x, "nccl_proto");
+			cJSON_AddNullToObject(x, "nccl_algo_share");
+		}
 	}
 	cJSON_AddNumberToObject(o, "model_flops", a->model_flops);
 	cJSON_AddNumberToObject(o, "hw_flops", a->hw_flops);
@@ -102,8 +114,8 @@ void prof_analysis_print(FILE *f, const struct prof_analysis *a)
 	for (int c = 0; c < TRACE_NUM_CATS; c++)
 		any |= trace_cat_is_comm(c) && a->coll[c].count > 0;
 	if (any) {
-		fprintf(f, "\n%-16s %7s %14s %11s %12s %12s %12s\n", "collective", "count",
-			"bytes", "time ms", "exposed ms", "algbw GB/s", "busbw GB/s");
+		fprintf(f, "\n%-16s %7s %14s %11s %12s %12s %12s  %s\n", "collective", "count",
+			"bytes", "time ms", "exposed ms", "algbw GB/s", "busbw GB/s", "NCCL algorithm");
 		for (int c = 0; c < TRACE_NUM_CATS; c++) {
 			const struct prof_coll_stats *s = &a->coll[c];
 			if (!trace_cat_is_comm(c) || s->count == 0)
@@ -113,9 +125,18 @@ void prof_analysis_print(FILE *f, const struct prof_analysis *a)
 				snprintf(alg, sizeof(alg), "%.2f", s->algbw_GBps);
 				snprintf(bus, sizeof(bus), "%.2f", s->busbw_GBps);
 			}
-			fprintf(f, "%-16s %7.2f %14" PRId64 " %11.3f %12.3f %12s %12s\n",
+			/* the (algorithm, protocol) that took most of the time, with its share
+			 * when others ran too; "-" when the run does not say (measured runs) */
+			char how[48] = "-";
+			enum trace_algo ta;
+			enum trace_proto tp;
+			double share;
+			if (prof_coll_algo(s, &ta, &tp, &share))
+				snprintf(how, sizeof(how), share < 0.995 ? "%s/%s %.0f%%" : "%s/%s",
+					 trace_algo_name(ta), trace_proto_name(tp), 100.0 * share);
+			fprintf(f, "%-16s %7.2f %14" PRId64 " %11.3f %12.3f %12s %12s  %s\n",
 				trace_cat_name(c), s->mean_count, s->bytes, ms(s->time_ns),
-				ms(s->exposed_ns), alg, bus);
+				ms(s->exposed_ns), alg, bus, how);
 		}
 	}
 	fprintf(f, "\n");

@@ -108,6 +108,7 @@ struct inst {
 	int64_t t_arrive;       /* last arrival */
 	int32_t flow;
 	uint8_t kind;           /* PLAN_COLL / PLAN_P2P / PLAN_COPY */
+	uint32_t tflags;        /* a collective's NCCL algorithm and protocol, trace flags */
 	double nvl_bytes, net_bytes; /* what each GPU sends on its NVLink / NIC */
 };
 
@@ -306,7 +307,7 @@ static void add_waiter(struct eng *e, int32_t id, int32_t sr, uint32_t op)
 /* ---- trace -------------------------------------------------------------------------------- */
 
 static void record(struct eng *e, struct srank *s, uint32_t opi, const struct eop *op, int64_t t0,
-		   int64_t t1)
+		   int64_t t1, uint32_t tflags)
 {
 	if (!s->record)
 		return;
@@ -330,7 +331,7 @@ static void record(struct eng *e, struct srank *s, uint32_t opi, const struct eo
 	ev->flops = op->kind == PLAN_COMPUTE ? op->flops : 0;
 	ev->group_size = op->kind == PLAN_COLL ? e->group_size[op->group] : op->kind == PLAN_P2P ? 2 : 0;
 	ev->name = op->name;
-	ev->flags = op->flags & PLAN_F_RECOMPUTE ? TRACE_F_RECOMPUTE : 0;
+	ev->flags = (op->flags & PLAN_F_RECOMPUTE ? TRACE_F_RECOMPUTE : 0) | tflags;
 	ev->comm = 0;
 }
 
@@ -371,13 +372,14 @@ static void host_resume(struct eng *e, int32_t sri, int64_t t)
 		push_work(e, sri, st);
 }
 
+/* tflags: trace flags the op's event gets (the NCCL algorithm of a collective) */
 static void complete_op_at(struct eng *e, int32_t sri, uint32_t opi, int64_t t0, int64_t t,
-			   bool stream_released)
+			   bool stream_released, uint32_t tflags)
 {
 	struct srank *s = &e->sr[sri];
 	struct role *ro = &e->roles[s->role];
 	const struct eop *op = &ro->ops[opi];
-	record(e, s, opi, op, t0, t);
+	record(e, s, opi, op, t0, t, tflags);
 	if (!stream_released) {
 		s->busy[op->stream] = false;
 		s->head[op->stream]++;
@@ -398,7 +400,7 @@ static void complete_op_at(struct eng *e, int32_t sri, uint32_t opi, int64_t t0,
 static void complete_op(struct eng *e, int32_t sri, uint32_t opi, int64_t t)
 {
 	struct srank *s = &e->sr[sri];
-	complete_op_at(e, sri, opi, s->start[e->roles[s->role].ops[opi].stream], t, false);
+	complete_op_at(e, sri, opi, s->start[e->roles[s->role].ops[opi].stream], t, false, 0);
 }
 
 static void on_flow_changed(void *ctx, int32_t f)
@@ -554,6 +556,10 @@ static void comm_start(struct eng *e, int32_t id)
 	/* b carries the data time at rate 1, ns */
 	double data_ns = r.time_us * 1e3 - (double)lat;
 	in->flow = -1;
+	/* all-to-all and p2p are flows, not one of NCCL's collective algorithms */
+	in->tflags = op->kind == PLAN_COLL && op->sub != PLAN_ALL_TO_ALL
+			     ? trace_algo_flags((enum trace_algo)(r.algo + 1), (enum trace_proto)(r.proto + 1))
+			     : 0;
 	in->nvl_bytes = r.nvl_bytes;
 	in->net_bytes = r.net_bytes;
 	sim_heap_push(&e->heap, e->now + lat, EV_COMM_DATA, id, round_ns(data_ns), 0);
@@ -611,7 +617,7 @@ static void comm_end(struct eng *e, int32_t id)
 			e->sr[wt->sr].ncomm--;
 			retime_compute(e, wt->sr);
 		}
-		complete_op_at(e, wt->sr, wt->op, wt->t0, e->now, wt->released);
+		complete_op_at(e, wt->sr, wt->op, wt->t0, e->now, wt->released, in->tflags);
 	}
 	inst_remove(e, id);
 }

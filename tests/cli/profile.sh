@@ -43,6 +43,26 @@ check "export has Kineto fields" sh -c "grep -q '\"traceEvents\"' '$d/x.json' &&
 check "export round trip keeps the step" num "$d/b.json" step_ns 95000
 check "export round trip keeps the straggler" num "$d/b.json" late_ns 10000
 
+# --- a simulated run's trace imports back with its FLOPs (model vs recomputed), the NCCL
+# algorithm of its collectives and the layer / micro-batch tags
+"$TWIN" simulate -m gpt2-124m -c dgx-a100-80g --gpus 8 -s examples/strategies/megatron-175b.json \
+	--set tp=2 --set pp=2 --set global_batch=8 --json --trace "$d/sim.json" >"$d/s.json" 2>"$d/e"
+"$TWIN" profile import --kineto "$d/sim.json" --name simback --db "$d/sim.db" >"$d/o" 2>"$d/e"
+"$TWIN" profile analyze simback --db "$d/sim.db" --json >"$d/sb.json" 2>"$d/e"
+cat >"$d/cmp.py" <<'EOF'
+import json, sys
+s = json.load(open(sys.argv[1]))["analysis"]
+b = json.load(open(sys.argv[2]))
+ok = s["hw_flops"] > s["model_flops"] > 0  # full recompute: hardware FLOPs exceed model FLOPs
+ok = ok and abs(b["model_flops"] - s["model_flops"]) <= 1e-9 * s["model_flops"]
+ok = ok and abs(b["hw_flops"] - s["hw_flops"]) <= 1e-9 * s["hw_flops"]
+a, c = s["collectives"]["all_reduce"], b["collectives"]["all_reduce"]
+ok = ok and a["nccl_algo"] in ("ring", "tree", "nvls") and a["nccl_proto"] in ("LL", "LL128", "Simple")
+ok = ok and (a["nccl_algo"], a["nccl_proto"], a["nccl_algo_share"]) == (c["nccl_algo"], c["nccl_proto"], c["nccl_algo_share"])
+print(ok)
+EOF
+check "simulated trace round trip keeps FLOPs and the NCCL algorithm" [ "$(python3 "$d/cmp.py" "$d/s.json" "$d/sb.json")" = True ]
+
 # --- export of one rank, for HTA (one file per rank)
 "$TWIN" profile export kin --rank 1 --chrome "$d/r1.json" --db "$d/t.db" >"$d/o" 2>"$d/e"
 check "export --rank writes that rank only" sh -c "grep -q '\"rank\": 1, \"world_size\": 2' '$d/r1.json' && ! grep -q '\"pid\": 0,' '$d/r1.json'"

@@ -1,5 +1,6 @@
 /* Analysis on synthetic traces whose answers are worked out by hand (docs/profiler.md). */
 #include <stdlib.h>
+#include <string.h>
 
 #include "../../profile/profile.h"
 #include "test.h"
@@ -331,6 +332,36 @@ static void test_trace_basics(struct test_ctx *T)
 	trace_release(&t);
 }
 
+/* The NCCL algorithm a run's collectives carry (trace flags): the (algorithm, protocol) with
+ * most of a type's time and its share of the time whose algorithm is known. One rank, one step:
+ * all-reduce ring/LL128 30 us + tree/Simple 10 us + an unknown one 20 us -> ring/LL128, 0.75;
+ * all-gather without algorithm -> unknown. */
+static void test_nccl_algo_share(struct test_ctx *T)
+{
+	struct trace t;
+	trace_init(&t, TRACE_KIND_SIM, 1);
+	ev(&t, 0, 0, TRACE_MARKER, 0, 100, "step 0");
+	ev(&t, 0, 1, TRACE_ALL_REDUCE, 0, 30, "ar")->flags = trace_algo_flags(TRACE_ALGO_RING, TRACE_PROTO_LL128);
+	ev(&t, 0, 1, TRACE_ALL_REDUCE, 30, 40, "ar")->flags = trace_algo_flags(TRACE_ALGO_TREE, TRACE_PROTO_SIMPLE) | TRACE_F_RECOMPUTE;
+	ev(&t, 0, 1, TRACE_ALL_REDUCE, 40, 60, "ar");
+	ev(&t, 0, 1, TRACE_ALL_GATHER, 60, 70, "ag");
+	struct prof_analysis a;
+	struct tw_err err = {0};
+	CHECK_EQ_INT(T, prof_analyze(&t, &a, &err), TW_OK);
+	enum trace_algo algo = TRACE_ALGO_UNKNOWN;
+	enum trace_proto proto = TRACE_PROTO_UNKNOWN;
+	double share = 0;
+	CHECK(T, prof_coll_algo(&a.coll[TRACE_ALL_REDUCE], &algo, &proto, &share));
+	CHECK_EQ_INT(T, algo, TRACE_ALGO_RING);
+	CHECK_EQ_INT(T, proto, TRACE_PROTO_LL128);
+	CHECK_NEAR(T, share, 0.75, 1e-12);
+	CHECK(T, !prof_coll_algo(&a.coll[TRACE_ALL_GATHER], &algo, &proto, &share));
+	CHECK(T, !strcmp(trace_algo_name(TRACE_ALGO_NVLS), "nvls"));
+	CHECK(T, !strcmp(trace_proto_name(TRACE_PROTO_SIMPLE), "Simple"));
+	CHECK(T, !strcmp(trace_algo_name((enum trace_algo)9), "?"));
+	trace_release(&t);
+}
+
 int main(void)
 {
 	struct test_ctx T = {0};
@@ -345,5 +376,6 @@ int main(void)
 	TEST_RUN(&T, test_peak_memory);
 	TEST_RUN(&T, test_bad_traces);
 	TEST_RUN(&T, test_trace_basics);
+	TEST_RUN(&T, test_nccl_algo_share);
 	return test_done(&T);
 }
