@@ -399,41 +399,41 @@ static int64_t first_p2p_bytes(const struct plan *p, const char *name, int *gath
 	return bytes;
 }
 
+/* rank's first p2p op `name` moves `bytes`, and the plan has `gathers` ag_pipe_* all-gathers */
+static void expect_p2p(struct test_ctx *t, const struct job *j, int64_t rank, const char *name,
+		       int64_t bytes, int gathers)
+{
+	struct plan p;
+	int g;
+	if (!build(j, rank, &p))
+		return;
+	CHECK_EQ_INT(t, first_p2p_bytes(&p, name, &g), bytes);
+	CHECK_EQ_INT(t, g, gathers);
+	plan_release(&p);
+}
+
 static void test_ds_pipe_partitioned(struct test_ctx *t)
 {
 	struct job *j = fx_job(8);
 	fx_degrees(j, 2, 2, 1, 1, 4); /* TP 2, PP 2, DP 2, 4 micro-batches */
 	j->strat.pipe_partitioned = j->strat.grad_partitioned = true;
 	int64_t full = 4096LL * 4096 * 2;
+	/* stage 0 sends activations and receives grads, gathering each of the 4 */
+	expect_p2p(t, j, 0, "send_act", full / 2, 4);
+	expect_p2p(t, j, 0, "recv_grad", full / 2, 4);
 	struct plan p;
-	int g;
-	if (build(j, 0, &p)) { /* stage 0 sends activations, receives grads */
-		CHECK_EQ_INT(t, first_p2p_bytes(&p, "send_act", &g), full / 2);
-		CHECK_EQ_INT(t, first_p2p_bytes(&p, "recv_grad", &g), full / 2);
-		CHECK_EQ_INT(t, g, 4); /* one gather of each received grad */
+	if (build(j, 0, &p)) {
 		for (size_t i = 0; i < p.nops; i++)
 			if (p.ops[i].kind == PLAN_COLL && !strcmp(p.ops[i].name, "ag_pipe_grad"))
 				CHECK_EQ_INT(t, p.ops[i].u.coll.count, 4096LL * 4096 / 2);
 		plan_release(&p);
 	}
-	if (build(j, 4, &p)) { /* stage 1: receives activations */
-		CHECK_EQ_INT(t, first_p2p_bytes(&p, "recv_act", &g), full / 2);
-		CHECK_EQ_INT(t, g, 4);
-		plan_release(&p);
-	}
+	expect_p2p(t, j, 4, "recv_act", full / 2, 4); /* stage 1 receives activations */
 	j->strat.pipe_partitioned = false;
-	if (build(j, 4, &p)) {
-		CHECK_EQ_INT(t, first_p2p_bytes(&p, "recv_act", &g), full);
-		CHECK_EQ_INT(t, g, 0);
-		plan_release(&p);
-	}
+	expect_p2p(t, j, 4, "recv_act", full, 0);
 	fx_megatron(j);
 	j->strat.sequence_parallel = false;
-	if (build(j, 0, &p)) {
-		CHECK_EQ_INT(t, first_p2p_bytes(&p, "send_act", &g), full);
-		CHECK_EQ_INT(t, g, 0);
-		plan_release(&p);
-	}
+	expect_p2p(t, j, 0, "send_act", full, 0);
 	free(j);
 }
 
