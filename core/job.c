@@ -54,7 +54,7 @@ enum tw_result job_load(const struct job_inputs *in, struct job *out, struct tw_
 }
 
 static const char *const group_names[JOB_NUM_GROUPS] = {
-	"world", "tp", "cp", "dp", "dp_cp", "pp", "ep", "edp", "shard", "replica",
+	"world", "tp", "cp", "dp", "dp_cp", "pp", "ep", "edp", "shard", "replica", "embedding",
 };
 
 const char *job_group_name(enum job_group g)
@@ -110,6 +110,8 @@ int64_t job_group_size(const struct job *j, enum job_group g)
 		return shard_size(j);
 	case JOB_GROUP_REPLICA:
 		return s->dp / shard_size(j);
+	case JOB_GROUP_EMB:
+		return s->pp > 1 ? 2 : 1;
 	default:
 		return 1;
 	}
@@ -123,6 +125,8 @@ int64_t job_group_members(const struct job *j, enum job_group g, int64_t rank, i
 	struct job_coord c, m;
 	job_coord_of(j, rank, &c);
 	int64_t n = job_group_size(j, g), k = 0, self = 0;
+	if (g == JOB_GROUP_EMB && c.pp != 0 && c.pp != s->pp - 1)
+		n = 1; /* a middle stage holds no embedding: its own group */
 	int64_t ep = s->ep > 0 ? s->ep : 1, sh = shard_size(j);
 	for (int64_t i = 0; i < n; i++) {
 		m = c;
@@ -157,6 +161,10 @@ int64_t job_group_members(const struct job *j, enum job_group g, int64_t rank, i
 			break;
 		case JOB_GROUP_REPLICA:
 			m.dp = (c.dp % sh) + i * sh;
+			break;
+		case JOB_GROUP_EMB:
+			if (n > 1)
+				m.pp = i == 0 ? 0 : s->pp - 1;
 			break;
 		default:
 			break;

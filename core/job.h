@@ -48,6 +48,8 @@ enum job_group {
 	JOB_GROUP_EDP,      /* expert data-parallel: replicas of the same experts */
 	JOB_GROUP_SHARD,    /* FSDP HYBRID_SHARD / ZeRO shard group */
 	JOB_GROUP_REPLICA,  /* FSDP HYBRID_SHARD replica group */
+	JOB_GROUP_EMB,      /* the first and the last pipeline stage (same tp, cp, dp): tied
+			     * embedding grads; a middle stage's rank is alone in its own */
 	JOB_NUM_GROUPS
 };
 const char *job_group_name(enum job_group g);
@@ -60,7 +62,8 @@ void job_coord_of(const struct job *j, int64_t rank, struct job_coord *out);
 int64_t job_rank_of(const struct job *j, const struct job_coord *c);
 
 /* Size of group g and the members of the group that contains rank (ascending order, out has
- * room for job_group_size entries; may be NULL). Returns the size; *index is rank's index. */
+ * room for job_group_size entries; may be NULL). Returns the number of members (the size; 1
+ * for a middle pipeline stage's rank in JOB_GROUP_EMB); *index is rank's index. */
 int64_t job_group_size(const struct job *j, enum job_group g);
 int64_t job_group_members(const struct job *j, enum job_group g, int64_t rank, int64_t *out,
 			  int64_t *index);

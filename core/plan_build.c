@@ -1462,6 +1462,12 @@ static void optimizer_step(struct pb *b)
 		mem_free(b, b->grads_full, "grads", PLAN_STREAM_COMPUTE);
 		b->grads_full = -1;
 	}
+	/* tied embeddings on two stages: the first and the last stage add their word-embedding
+	 * grads before the step (Megatron's _allreduce_word_embedding_grads over main_grad,
+	 * DeepSpeed's ReduceTiedGrads) */
+	if (b->pp > 1 && b->m->tied_embeddings && !b->lora && (b->c.pp == 0 || b->c.pp == b->pp - 1))
+		wait_on(b, coll(b, PLAN_ALL_REDUCE, JOB_GROUP_EMB, PLAN_STREAM_COMM, "ar_embed",
+				b->V / b->tp * b->h, s->grad_accum_dtype, b->last_compute));
 	enum job_group g = b->dgroup;
 	if (s->loss_scaling)
 		coll(b, PLAN_ALL_REDUCE, g, PLAN_STREAM_COMPUTE, "overflow_check", 1, TW_FP32,

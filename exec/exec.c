@@ -466,7 +466,8 @@ static enum tw_result make_groups(struct run *r, struct tw_err *err)
 	for (int g = 0; g < JOB_NUM_GROUPS; g++) {
 		int64_t idx = 0;
 		r->env.group_size[g] = job_group_size(r->job, (enum job_group)g);
-		job_group_members(r->job, (enum job_group)g, r->env.rank, NULL, &idx);
+		/* this rank's group: a middle pipeline stage is alone in its embedding group */
+		int64_t mine = job_group_members(r->job, (enum job_group)g, r->env.rank, NULL, &idx);
 		r->env.group_index[g] = idx;
 		r->env.mpi_group[g] = NULL;
 #ifdef TWIN_HAVE_MPI
@@ -479,14 +480,15 @@ static enum tw_result make_groups(struct run *r, struct tw_err *err)
 				       (long long)r->env.rank, job_group_name((enum job_group)g));
 		int sz = 0;
 		MPI_Comm_size(r->groups[g], &sz);
-		if (sz != r->env.group_size[g])
+		if (sz != mine)
 			return tw_errf(err, TW_ERR_INTERNAL,
 				       "rank %lld: group %s has %d members, the job says %lld",
 				       (long long)r->env.rank, job_group_name((enum job_group)g), sz,
-				       (long long)r->env.group_size[g]);
+				       (long long)mine);
 		r->env.mpi_group[g] = &r->groups[g];
 #else
 		(void)err;
+		(void)mine;
 #endif
 	}
 	return TW_OK;

@@ -74,6 +74,21 @@ for s in z0 z1 z2 z3 tp2 pp2 ds-tp2-pp2 z2-offload z3-offload; do
 	check_run "run host, 4 ranks, $s" "$tmp/$s.json" $? "$db" 1
 done
 
+# a tied model over 4 pipeline stages: the first and the last stage all-reduce their embedding
+# grads (ar_embed), the middle ones are alone in their embedding groups
+db=$tmp/tied.db
+timeout 120 $MPIRUN "$TWIN" run -m "$FIX/tiny-tied.model.json" -c host-cpu --gpus 4 -s "$FIX/pp4.json" \
+	--backend host --steps 1 --warmup 0 --db "$db" --json >"$tmp/tied.json" 2>"$tmp/tied.json.err"
+check_run "run host, 4 ranks, tied embeddings over pp 4" "$tmp/tied.json" $? "$db" 1
+if [ "$have_sqlite" = 1 ]; then
+	emb=$(sqlite3 "$db" "SELECT group_concat(r) FROM (SELECT e.rank AS r FROM events e JOIN names n ON n.id = e.name_id WHERE n.name = 'ar_embed' ORDER BY e.rank)")
+	if [ "$emb" = "0,3" ]; then
+		ok "run host, ar_embed ran on the first and the last stage only"
+	else
+		nok "run host, ar_embed ranks" "got '$emb', expected 0,3"
+	fi
+fi
+
 # the offload runs have a host-memory peak, measured == predicted
 h=$(field rank0_host_peak_measured "$tmp/z2-offload.json")
 hp=$(field rank0_host_peak_predicted "$tmp/z2-offload.json")

@@ -193,6 +193,64 @@ static void test_coll_seq_match(struct test_ctx *t)
 	free(d);
 }
 
+/* Tied embeddings on two pipeline stages: the first and the last stage all-reduce their
+ * word-embedding grads (V/tp x h, in the grad accumulation dtype) in the embedding group, which
+ * pairs stage 0 with stage pp-1 at the same tp/cp/dp; a middle stage is alone in its group and
+ * issues nothing; untied or pp = 1: nothing. */
+static int count_named(const struct plan *p, const char *name, int64_t *count)
+{
+	int n = 0;
+	for (size_t i = 0; i < p->nops; i++)
+		if (p->ops[i].kind == PLAN_COLL && !strcmp(p->ops[i].name, name)) {
+			n++;
+			*count = p->ops[i].u.coll.count;
+		}
+	return n;
+}
+
+static void test_tied_embedding_grads(struct test_ctx *t)
+{
+	struct job *j = fx_job(16);
+	fx_gpt(&j->model, 24, 2048, 16); /* tied, V 51200 */
+	j->seq = j->model.seq_len;
+	fx_megatron(j);
+	fx_degrees(j, 2, 4, 1, 1, 4); /* tp 2, pp 4, dp 2 */
+	struct job_coord first = {1, 0, 1, 0}, mid = first, last = first;
+	mid.pp = 2, last.pp = 3;
+	int64_t rf = job_rank_of(j, &first), rm = job_rank_of(j, &mid), rl = job_rank_of(j, &last);
+	int64_t members[2], idx = -1;
+	CHECK_EQ_INT(t, job_group_members(j, JOB_GROUP_EMB, rl, members, &idx), 2);
+	CHECK_EQ_INT(t, members[0], rf);
+	CHECK_EQ_INT(t, members[1], rl);
+	CHECK_EQ_INT(t, idx, 1);
+	CHECK_EQ_INT(t, job_group_members(j, JOB_GROUP_EMB, rm, members, &idx), 1);
+	CHECK_EQ_INT(t, members[0], rm);
+	CHECK(t, job_group_color(j, JOB_GROUP_EMB, rf) == job_group_color(j, JOB_GROUP_EMB, rl));
+	struct plan p;
+	int64_t count = 0;
+	const int64_t ranks[3] = {rf, rm, rl};
+	for (int k = 0; k < 3; k++)
+		if (build(j, ranks[k], &p)) {
+			CHECK_EQ_INT(t, count_named(&p, "ar_embed", &count), k == 1 ? 0 : 1);
+			if (k != 1)
+				CHECK_EQ_INT(t, count, 51200 / 2 * 2048);
+			plan_release(&p);
+		}
+	check_group_match(t, j, rf, rl, JOB_GROUP_EMB);
+	j->model.tied_embeddings = false;
+	if (build(j, rf, &p)) {
+		CHECK_EQ_INT(t, count_named(&p, "ar_embed", &count), 0);
+		plan_release(&p);
+	}
+	j->model.tied_embeddings = true;
+	fx_degrees(j, 2, 1, 1, 1, 4); /* pp 1: one stage holds both */
+	if (build(j, 0, &p)) {
+		CHECK_EQ_INT(t, count_named(&p, "ar_embed", &count), 0);
+		plan_release(&p);
+	}
+	free(j);
+}
+
 /* sends from src to dst and receives at dst from src pair up by seq, with the same bytes */
 static void check_p2p_pair(struct test_ctx *t, const struct plan *src, const struct plan *dst,
 			   bool expect)
@@ -790,6 +848,7 @@ int main(void)
 	TEST_RUN(&t, test_flops_gpt_interleaved);
 	TEST_RUN(&t, test_flops_moe);
 	TEST_RUN(&t, test_coll_seq_match);
+	TEST_RUN(&t, test_tied_embedding_grads);
 	TEST_RUN(&t, test_p2p_match);
 	TEST_RUN(&t, test_ds_pipe_blocking_send);
 	TEST_RUN(&t, test_batch_inputs);
