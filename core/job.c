@@ -190,7 +190,7 @@ int64_t job_group_color(const struct job *j, enum job_group g, int64_t rank)
 	/* the smallest member identifies the group instance */
 	int64_t stackbuf[64];
 	int64_t *buf = n <= 64 ? stackbuf : tw_malloc((size_t)n * sizeof(int64_t));
-	job_group_members(j, g, rank, buf, NULL);
+	n = job_group_members(j, g, rank, buf, NULL); /* a middle stage's embedding group: 1 */
 	first = buf[0];
 	for (int64_t i = 1; i < n; i++)
 		if (buf[i] < first)
