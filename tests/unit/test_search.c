@@ -3,6 +3,7 @@
  * simulated step time, the pruning bound never exceeds a simulated time and pruning does not
  * change the top K, the best re-simulates to the same time, pins hold, and the refusals
  * (nothing fits, batch not divisible) say so. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -182,6 +183,25 @@ static void test_pins_and_frameworks(struct test_ctx *T)
 /* Megatron's interleaved schedule: with pp 4 and 16 micro-batches the bubble (pp - 1)/m
  * shrinks by vp, so a vp > 1 candidate beats plain 1F1B; candidates resolve to the schedule
  * they name; vp= pins. */
+/* Search with `sets` (none: sp's own) and check that every top candidate has the int64
+ * field at `off` (a degree: vp, ep, cp) equal to `want`; `some`: at least one candidate. */
+static void expect_all(struct test_ctx *T, const struct job *base, struct search_space *sp,
+		       const char *const *sets, int nsets, size_t off, int64_t want, bool some)
+{
+	if (sets) {
+		sp->sets = sets;
+		sp->nsets = nsets;
+	}
+	struct search_result r;
+	struct tw_err err = { 0 };
+	CHECK_EQ_INT(T, search_run(base, sp, &r, &err), TW_OK);
+	if (some)
+		CHECK(T, r.ntop > 0);
+	for (int i = 0; i < r.ntop; i++)
+		CHECK_EQ_INT(T, *(const int64_t *)((const char *)&r.top[i] + off), want);
+	search_result_release(&r);
+}
+
 static void test_interleaved(struct test_ctx *T)
 {
 	struct job *base = load_base("llama2-7b", "dgx-h100", 8);
@@ -218,12 +238,7 @@ static void test_interleaved(struct test_ctx *T)
 	search_result_release(&r);
 	/* pinned */
 	const char *pinned[] = { "tp=2", "pp=4", "micro_batch=1", "recompute=none", "vp=4" };
-	sp.sets = pinned;
-	CHECK_EQ_INT(T, search_run(base, &sp, &r, &err), TW_OK);
-	CHECK(T, r.ntop > 0);
-	for (int i = 0; i < r.ntop; i++)
-		CHECK_EQ_INT(T, r.top[i].vp, 4);
-	search_result_release(&r);
+	expect_all(T, base, &sp, pinned, 5, offsetof(struct search_cand, vp), 4, true);
 	free(base);
 }
 
@@ -258,23 +273,14 @@ static void test_expert_parallel(struct test_ctx *T)
 	CHECK(T, with_ep > 0);
 	search_result_release(&r);
 	const char *pinned[] = { "micro_batch=1", "recompute=full", "pp=2", "vp=1", "ep=2" };
-	sp.sets = pinned;
-	sp.nsets = 5;
-	CHECK_EQ_INT(T, search_run(base, &sp, &r, &err), TW_OK);
-	CHECK(T, r.ntop > 0);
-	for (int i = 0; i < r.ntop; i++)
-		CHECK_EQ_INT(T, r.top[i].ep, 2);
-	search_result_release(&r);
+	expect_all(T, base, &sp, pinned, 5, offsetof(struct search_cand, ep), 2, true);
 	free(base);
 	/* dense: ep stays 1 */
 	base = load_base("llama2-7b", "dgx-h100", 8);
 	if (!base)
 		return;
 	space(&sp, 16, 10, false);
-	CHECK_EQ_INT(T, search_run(base, &sp, &r, &err), TW_OK);
-	for (int i = 0; i < r.ntop; i++)
-		CHECK_EQ_INT(T, r.top[i].ep, 1);
-	search_result_release(&r);
+	expect_all(T, base, &sp, NULL, 0, offsetof(struct search_cand, ep), 1, false);
 	free(base);
 }
 
@@ -309,12 +315,7 @@ static void test_context_parallel(struct test_ctx *T)
 	CHECK(T, with_cp > 0);
 	search_result_release(&r);
 	const char *pinned[] = { "cp=2" };
-	sp.sets = pinned;
-	sp.nsets = 1;
-	CHECK_EQ_INT(T, search_run(base, &sp, &r, &err), TW_OK);
-	for (int i = 0; i < r.ntop; i++)
-		CHECK_EQ_INT(T, r.top[i].cp, 2);
-	search_result_release(&r);
+	expect_all(T, base, &sp, pinned, 1, offsetof(struct search_cand, cp), 2, false);
 	const char *odd[] = { "cp=3" }; /* 32768 is not a multiple of 6 */
 	sp.sets = odd;
 	CHECK_EQ_INT(T, search_run(base, &sp, &r, &err), TW_ERR_INVALID);
@@ -322,10 +323,7 @@ static void test_context_parallel(struct test_ctx *T)
 	sp.sets = NULL;
 	sp.nsets = 0;
 	sp.seq = 4096; /* short: not tried */
-	CHECK_EQ_INT(T, search_run(base, &sp, &r, &err), TW_OK);
-	for (int i = 0; i < r.ntop; i++)
-		CHECK_EQ_INT(T, r.top[i].cp, 1);
-	search_result_release(&r);
+	expect_all(T, base, &sp, NULL, 0, offsetof(struct search_cand, cp), 1, false);
 	free(base);
 }
 
