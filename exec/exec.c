@@ -461,8 +461,12 @@ static void mpi_stop(struct run *r)
 #endif
 }
 
+/* MPI_Comm_split is collective over the world: a rank that stopped at its first failure would
+ * leave the others waiting in the next split, so every rank runs every split and keeps its
+ * first error for agree() to report. */
 static enum tw_result make_groups(struct run *r, struct tw_err *err)
 {
+	enum tw_result rc = TW_OK;
 	for (int g = 0; g < JOB_NUM_GROUPS; g++) {
 		int64_t idx = 0;
 		r->env.group_size[g] = job_group_size(r->job, (enum job_group)g);
@@ -475,23 +479,26 @@ static enum tw_result make_groups(struct run *r, struct tw_err *err)
 			continue;
 		int64_t color = job_group_color(r->job, (enum job_group)g, r->env.rank);
 		if (MPI_Comm_split(r->world, (int)(color % 2147483647), (int)r->env.rank,
-				   &r->groups[g]) != MPI_SUCCESS)
-			return tw_errf(err, TW_ERR_MPI, "rank %lld: MPI_Comm_split for group %s failed",
-				       (long long)r->env.rank, job_group_name((enum job_group)g));
+				   &r->groups[g]) != MPI_SUCCESS) {
+			if (rc == TW_OK)
+				rc = tw_errf(err, TW_ERR_MPI, "rank %lld: MPI_Comm_split for group %s failed",
+					     (long long)r->env.rank, job_group_name((enum job_group)g));
+			continue;
+		}
+		r->env.mpi_group[g] = &r->groups[g];
 		int sz = 0;
 		MPI_Comm_size(r->groups[g], &sz);
-		if (sz != mine)
-			return tw_errf(err, TW_ERR_INTERNAL,
-				       "rank %lld: group %s has %d members, the job says %lld",
-				       (long long)r->env.rank, job_group_name((enum job_group)g), sz,
-				       (long long)mine);
-		r->env.mpi_group[g] = &r->groups[g];
+		if (sz != mine && rc == TW_OK)
+			rc = tw_errf(err, TW_ERR_INTERNAL,
+				     "rank %lld: group %s has %d members, the job says %lld",
+				     (long long)r->env.rank, job_group_name((enum job_group)g), sz,
+				     (long long)mine);
 #else
 		(void)err;
 		(void)mine;
 #endif
 	}
-	return TW_OK;
+	return rc;
 }
 
 /* The lowest rank with a problem reports it; all ranks return the same code. */
