@@ -205,6 +205,19 @@ static uint32_t gemm(struct pb *b, const char *name, int64_t m, int64_t n, int64
 	return id;
 }
 
+/* Megatron's unfused attention softmax (FusedScaleMaskSoftmax.is_kernel_available, Megatron-LM
+ * 2021-24) runs its CUDA kernel only for 16-bit scores with 16 < s_kv <= 4096, both lengths
+ * multiples of 4 and micro-batch x heads per rank a multiple of the kernel's batches per block
+ * (4; 8 when s_kv <= 128). Otherwise forward_torch_softmax runs PyTorch ops in fp32: e.g. 16
+ * heads at TP 8 with micro-batch 1, or sequences beyond 4096 without flash attention. */
+static bool torch_softmax(const struct pb *b, int64_t heads, int64_t sq, int64_t skv)
+{
+	if (!b->megatron || b->flash || !b->mixed)
+		return false;
+	int64_t batches = b->mb * heads, per_block = skv <= 128 ? 8 : 4;
+	return !(skv > 16 && skv <= 4096 && sq % 4 == 0 && skv % 4 == 0 && batches % per_block == 0);
+}
+
 /* Fused attention. Forward: 4*b*heads*s_q*s_kv*d FLOPs (QK^T and AV), halved when causal.
  * Backward: 2x forward, and 2.5x with flash attention (it recomputes QK^T). */
 static uint32_t attn(struct pb *b, const char *name, int64_t heads, int64_t sq, int64_t skv,
@@ -223,6 +236,7 @@ static uint32_t attn(struct pb *b, const char *name, int64_t heads, int64_t sq, 
 	op->u.compute.s_kv = skv;
 	op->u.compute.head_dim = b->hd;
 	op->u.compute.causal = 1;
+	op->u.compute.torch_softmax = torch_softmax(b, heads, sq, skv);
 	if (!bwd && b->phase == PLAN_PHASE_FWD && !(b->flags & PLAN_F_RECOMPUTE))
 		b->p->model_flops += 3.0 * fwd;
 	return id;
@@ -556,10 +570,15 @@ static struct act_sizes layer_act(const struct pb *b, int64_t l)
 		work = T * (b->swiglu ? 2 : 1) * b->f * ab;
 	}
 	/* attention scores: softmax out, dropout mask and output = 5 a s^2 b; gone with flash
-	 * attention and with selective recompute */
-	int64_t scores = 0;
+	 * attention and with selective recompute. PyTorch's fp32 softmax keeps its fp32 output
+	 * for backward (7 a s^2 b) and holds a scaled fp32 copy of the scores while it runs. */
+	int64_t scores = 0, sxs = b->heads * T * (b->ulysses ? b->seq / b->cp * b->cp : b->seq);
+	int64_t s_blk = b->ulysses || b->cp == 1 ? b->seq : b->seq / b->cp;
+	bool fp32_softmax = torch_softmax(b, b->heads / tp / (b->ulysses ? b->cp : 1), s_blk, s_blk);
 	if (!b->flash && b->s->recompute != STRAT_RECOMPUTE_SELECTIVE)
-		scores = 5 * b->heads * T * (b->ulysses ? b->seq / b->cp * b->cp : b->seq);
+		scores = (fp32_softmax ? 7 : 5) * sxs;
+	if (fp32_softmax)
+		work += 4 * sxs;
 	if (b->sp)
 		a.saved = (rep + split + scores) / tp;
 	else

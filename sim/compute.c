@@ -53,6 +53,11 @@ static void gemm_tile(int cc, double *tm, double *tn, double *tk)
  * and the epilogue that converts and writes the output tile (about as long as the fill). */
 #define GEMM_TILE_OVERHEAD_STEPS 8.0
 
+/* PyTorch's fp32 softmax path of Megatron's attention: float(), the scale, masked_fill_,
+ * softmax and half() replace the fused kernel's one call, four more kernels and framework
+ * calls in forward, and four more autograd nodes in backward. */
+#define TORCH_SOFTMAX_KERNELS 4
+
 double sim_gemm_eff(const struct cluster *c, int64_t m, int64_t n, int64_t k)
 {
 	/* asymptotic efficiency: the top step of the cluster's GEMM table, the best large-GEMM
@@ -116,7 +121,7 @@ static double peak_flops(const struct cluster *c, int dtype)
 int64_t sim_compute_ns(const struct job *j, const struct plan_op *op)
 {
 	const struct cluster *c = &j->cluster;
-	double flops = op->u.compute.flops, bytes = op->u.compute.bytes, t;
+	double flops = op->u.compute.flops, bytes = op->u.compute.bytes, t, launches = 1;
 	if (op->stream == PLAN_STREAM_HOST) {
 		int gpn = c->node.gpus > 0 ? c->node.gpus : 1;
 		double bw = c->node.cpu_mem_GBps * 1e9 / gpn;
@@ -145,6 +150,13 @@ int64_t sim_compute_ns(const struct job *j, const struct plan_op *op)
 		if (op->u.compute.causal)
 			flops *= 2.0;
 		bytes += sxs * 2.0 * (bwd ? 13.0 : 6.5);
+		/* PyTorch's fp32 softmax instead of the fused kernel (core/plan_build.c
+		 * torch_softmax): float(), the scale, masked_fill_, softmax and half() move 37 bytes
+		 * per score where the kernel moves 4; backward 41 for 6; 4 more kernels each way */
+		if (op->u.compute.torch_softmax) {
+			bytes += sxs * (bwd ? 35.0 : 33.0);
+			launches += TORCH_SOFTMAX_KERNELS;
+		}
 	}
 	double tf = 0, tm = 0;
 	/* the tile model is for GPUs with tensor-core tiles (compute capability 7.0 and later);
@@ -156,7 +168,7 @@ int64_t sim_compute_ns(const struct job *j, const struct plan_op *op)
 		tf = flops / (peak * (et ? sim_eff(et, flops) : sim_eff(&c->eff.gemm, 0)));
 	if (bytes > 0 && hbm > 0)
 		tm = bytes / (hbm * sim_eff(&c->eff.mem, bytes));
-	t = fmax(tf, tm) + c->gpu.launch_us * 1e-6;
+	t = fmax(tf, tm) + launches * c->gpu.launch_us * 1e-6;
 	return (int64_t)ceil(t * 1e9);
 }
 
@@ -198,7 +210,7 @@ static double framework_ops(const struct job *j, const struct plan_op *op)
 		case PLAN_K_GEMM: return 3;
 		case PLAN_K_ATTN:
 			if (!j->strat.flash_attention)
-				return bwd ? 14 : 25;
+				return (bwd ? 14 : 25) + (op->u.compute.torch_softmax ? TORCH_SOFTMAX_KERNELS : 0);
 			return bwd ? 3 : 6;
 		case PLAN_K_NORM: return 2;
 		case PLAN_K_ELEMWISE: return bwd ? 2 : 3;

@@ -192,6 +192,54 @@ static void test_activations_korthikanti(struct test_ctx *t)
 	free(j);
 }
 
+/* the fp32 softmax of Megatron's fallback path (16 heads at TP 8 with micro-batch 1: 2 score
+ * batches, not a multiple of the fused kernel's 4): 7as/h instead of 5as/h kept for backward,
+ * and the attention ops say which path they take */
+static int count_attn(const struct job *j, int want_torch)
+{
+	struct plan p;
+	struct tw_err e = {0};
+	if (plan_rank(j, 0, &p, &e) != TW_OK)
+		return -1;
+	int n = 0;
+	for (size_t i = 0; i < p.nops; i++) {
+		const struct plan_op *op = &p.ops[i];
+		if (op->kind == PLAN_COMPUTE && op->u.compute.kernel == PLAN_K_ATTN &&
+		    op->u.compute.torch_softmax == want_torch)
+			n++;
+	}
+	plan_release(&p);
+	return n;
+}
+
+static void test_activations_torch_softmax(struct test_ctx *t)
+{
+	struct plan_mem m;
+	struct job *j = fx_job(8);
+	gpt_korthikanti(j, 8, 1, 1, 1);
+	double sbh = 2048.0 * 1 * 1024, as_h = 16.0 * 2048 / 1024;
+	if (fx_mem(j, 0, &m))
+		CHECK_NEAR(t, m.max_cat[GPU][PLAN_MEM_ACTIV], 8 * sbh * (10 + 24.0 / 8 + 7 * as_h / 8), 1e-12);
+	/* 8 layers x (forward + backward) attention ops, all on the fallback */
+	CHECK_EQ_INT(t, count_attn(j, 1), 16);
+	CHECK_EQ_INT(t, count_attn(j, 0), 0);
+	/* micro-batch 2 gives 4 score batches: the fused kernel, 5as/h */
+	gpt_korthikanti(j, 8, 1, 2, 1);
+	if (fx_mem(j, 0, &m))
+		CHECK_NEAR(t, m.max_cat[GPU][PLAN_MEM_ACTIV], 8 * 2 * sbh * (10 + 24.0 / 8 + 5 * as_h / 8), 1e-12);
+	CHECK_EQ_INT(t, count_attn(j, 1), 0);
+	/* beyond 4096 tokens the kernel does not apply at any batch; flash attention never uses it;
+	 * neither do other frameworks (their attention code is not Megatron's) */
+	j->seq = 8192;
+	CHECK_EQ_INT(t, count_attn(j, 0), 0);
+	j->strat.flash_attention = true;
+	CHECK_EQ_INT(t, count_attn(j, 1), 0);
+	j->strat.flash_attention = false;
+	j->strat.framework = STRAT_DEEPSPEED;
+	CHECK_EQ_INT(t, count_attn(j, 1), 0);
+	free(j);
+}
+
 /* in-flight micro-batches per stage: 1F1B min(pp - s, m), GPipe m, interleaved more */
 static void test_pipeline_inflight(struct test_ctx *t)
 {
@@ -448,6 +496,7 @@ int main(void)
 	TEST_RUN(&t, test_zero_divides);
 	TEST_RUN(&t, test_tp_divides_weights);
 	TEST_RUN(&t, test_activations_korthikanti);
+	TEST_RUN(&t, test_activations_torch_softmax);
 	TEST_RUN(&t, test_pipeline_inflight);
 	TEST_RUN(&t, test_offload_moves_states);
 	TEST_RUN(&t, test_lora);

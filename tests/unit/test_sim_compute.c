@@ -123,11 +123,42 @@ static void test_host_checkpoint(struct test_ctx *T)
 	free(j);
 }
 
+/* Unfused attention: 6.5 passes of 2 bytes over the s x s scores in forward (13 backward);
+ * Megatron's fp32 softmax fallback adds 33 bytes per score (35 backward), four kernels and
+ * four framework calls each way. Memory-bound here: no FLOPs, HBM at full efficiency. */
+static void test_attention_torch_softmax(struct test_ctx *T)
+{
+	struct job *j = calloc(1, sizeof(*j));
+	a100(&j->cluster);
+	j->cluster.gpu.launch_us = 5;
+	j->strat.host_op_us = 20;
+	struct plan_op op;
+	memset(&op, 0, sizeof(op));
+	op.kind = PLAN_COMPUTE;
+	op.stream = PLAN_STREAM_COMPUTE;
+	op.phase = PLAN_PHASE_FWD;
+	op.u.compute.kernel = PLAN_K_ATTN;
+	op.u.compute.b = 1, op.u.compute.heads = 2, op.u.compute.s_q = op.u.compute.s_kv = 1024;
+	double sxs = 2.0 * 1024 * 1024, hbm = 2039e9;
+	CHECK_NEAR(T, (double)sim_compute_ns(j, &op), ceil((sxs * 13 / hbm + 5e-6) * 1e9), 1.0);
+	CHECK_EQ_INT(T, (int)sim_host_ns(j, &op), 25 * 20000);
+	op.u.compute.torch_softmax = 1;
+	CHECK_NEAR(T, (double)sim_compute_ns(j, &op), ceil((sxs * 46 / hbm + 25e-6) * 1e9), 1.0);
+	CHECK_EQ_INT(T, (int)sim_host_ns(j, &op), 29 * 20000);
+	op.phase = PLAN_PHASE_BWD;
+	CHECK_NEAR(T, (double)sim_compute_ns(j, &op), ceil((sxs * 61 / hbm + 25e-6) * 1e9), 1.0);
+	CHECK_EQ_INT(T, (int)sim_host_ns(j, &op), 18 * 20000);
+	op.u.compute.torch_softmax = 0;
+	CHECK_NEAR(T, (double)sim_compute_ns(j, &op), ceil((sxs * 26 / hbm + 5e-6) * 1e9), 1.0);
+	free(j);
+}
+
 int main(void)
 {
 	struct test_ctx T = { 0 };
 	TEST_RUN(&T, test_gemm_eff_by_hand);
 	TEST_RUN(&T, test_gemm_time_fwd_bwd);
 	TEST_RUN(&T, test_host_checkpoint);
+	TEST_RUN(&T, test_attention_torch_softmax);
 	return test_done(&T);
 }
