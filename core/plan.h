@@ -66,7 +66,8 @@ enum plan_phase { PLAN_PHASE_FWD = 0, PLAN_PHASE_BWD, PLAN_PHASE_OPT, PLAN_PHASE
 /* op flags */
 enum { PLAN_F_RECOMPUTE = 1 /* forward work redone in backward */, PLAN_F_SEND = 2 /* P2P */,
        PLAN_F_LORA = 4 /* LoRA adapter work (not model FLOPs) */,
-       PLAN_F_BATCH = 8 /* a micro-batch's input copy: the host waits for it (sim) */ };
+       PLAN_F_BATCH = 8 /* a micro-batch's input copy: the host waits for it (sim) */,
+       PLAN_F_BLOCKING = 16 /* a P2P send that holds its stream until the transfer is done */ };
 
 /* P2P seq = PLAN_P2P_KINDS x (index among src->dst sends of the same kind) + kind, so that
  * activations, gradients and context-parallel KV blocks between one pair never cross. */

@@ -109,6 +109,8 @@ struct pb {
 	int64_t psi_layers;     /* of which in transformer layers */
 	uint32_t last_d2h;
 	uint32_t tpo_ag;        /* tp_comm_overlap: an SP all-gather the next GEMM overlaps */
+	/* DeepSpeed's pipeline: the send an item's result waits for, issued at the next step */
+	struct { bool on, grad; int64_t peer, step; } held;
 	uint32_t before_gemm;   /* the compute op before the latest GEMM */
 	uint32_t *pg_op;        /* Megatron overlap_param_gather: the all-gather of each layer of
 				 * this stage (by act_index layer slot), PLAN_NONE once waited on */
@@ -292,13 +294,15 @@ static struct p2p_ctr *peer_ctr(struct pb *b, int64_t peer)
 static uint32_t p2p(struct pb *b, bool send, int64_t peer, int kind, int64_t bytes,
 		    const char *name)
 {
-	uint32_t dep = send ? b->last_compute : PLAN_NONE;
+	/* DeepSpeed's blocking p2p calls start when the compute stream gets there (PyTorch makes
+	 * the NCCL stream wait for it); Megatron posts its receives ahead */
+	uint32_t dep = send || b->ds ? b->last_compute : PLAN_NONE;
 	uint32_t id = emit(b, PLAN_P2P, PLAN_STREAM_P2P, name, &dep, dep == PLAN_NONE ? 0 : 1,
 			   false);
 	struct p2p_ctr *c = peer_ctr(b, peer);
 	int64_t idx = send ? c->sent[kind]++ : c->recvd[kind]++;
 	struct plan_op *op = &b->p->ops[id];
-	op->flags |= send ? PLAN_F_SEND : 0;
+	op->flags |= send ? PLAN_F_SEND | (b->ds ? PLAN_F_BLOCKING : 0) : 0;
 	op->u.p2p.peer = peer;
 	op->u.p2p.bytes = bytes;
 	op->u.p2p.seq = idx * PLAN_P2P_KINDS + kind;
@@ -1292,6 +1296,35 @@ static void batch_in(struct pb *b)
 	b->layer = layer;
 }
 
+/* DeepSpeed's TrainSchedule sends a step's result at the start of the stage's next step,
+ * where the two neighbours meet: a forward step sends the previous backward's grad and then
+ * receives its activation; a backward step receives its grad and then sends the previous
+ * forward's activation. Sends block (p2p.send), and a stage's steps alternate forward and
+ * backward, so neighbours move in lockstep: each step lasts as long as the slower of the two
+ * (reference/deepspeed.md §5). */
+static void hold_send(struct pb *b, bool grad, int64_t peer, int64_t step)
+{
+	b->held.on = true, b->held.grad = grad, b->held.peer = peer, b->held.step = step;
+}
+
+/* The TrainSchedule step of an item: forward of micro-batch i at 2i + s, backward at
+ * 2i + 2P - s - 1 (stage s of P); the steps between a stage's items are idle. */
+static int64_t ds_step(const struct pb *b, const struct item *it)
+{
+	int64_t s = b->c.pp;
+	return it->fwd ? 2 * it->micro + s : 2 * it->micro + 2 * b->pp - s - 1;
+}
+
+static void flush_send(struct pb *b)
+{
+	if (!b->held.on)
+		return;
+	b->held.on = false;
+	bool g = b->held.grad;
+	p2p(b, true, b->held.peer, g ? PLAN_P2P_GRAD : PLAN_P2P_ACT, p2p_bytes(b, g),
+	    g ? "send_grad" : "send_act");
+}
+
 static void run_item(struct pb *b, const struct item *it, int32_t *logits)
 {
 	int64_t vs = (int64_t)it->chunk * b->pp + b->c.pp, nvs = b->pp * b->vp;
@@ -1302,8 +1335,11 @@ static void run_item(struct pb *b, const struct item *it, int32_t *logits)
 	b->stage = (int32_t)vs;
 	b->u_lo = first ? 0 : 1 + lo * b->upl;
 	b->u_hi = last ? b->head_uid : (lo + n) * b->upl;
+	bool ds_pipe = b->ds && b->pp > 1;
 	if (it->fwd) {
 		b->phase = PLAN_PHASE_FWD;
+		/* a held activation (warm-up: the backward step between was idle) or grad */
+		flush_send(b);
 		if (!first)
 			p2p_recv(b, prev, PLAN_P2P_ACT, "recv_act");
 		if (first || last)
@@ -1314,6 +1350,8 @@ static void run_item(struct pb *b, const struct item *it, int32_t *logits)
 			layer_fwd(b, l);
 		if (last)
 			logits[it->micro] = head_fwd(b);
+		else if (ds_pipe)
+			hold_send(b, false, next, ds_step(b, it));
 		else
 			p2p(b, true, next, PLAN_P2P_ACT, p2p_bytes(b, false), "send_act");
 		return;
@@ -1334,14 +1372,19 @@ static void run_item(struct pb *b, const struct item *it, int32_t *logits)
 	if (b->ds && b->shard == SH_OPT && b->grads_full < 0) /* param.grad, whole, 16-bit */
 		b->grads_full = mem_alloc(b, PLAN_MEM_GRADS, PLAN_DEV_GPU, b->psit * b->pbytes,
 					  "grads", PLAN_STREAM_COMPUTE);
+	if (b->held.on && b->held.step + 1 < ds_step(b, it))
+		flush_send(b); /* sent at an idle step before this one */
+	if (!last)
+		p2p_recv(b, next, PLAN_P2P_GRAD, "recv_grad");
+	flush_send(b);
 	if (last)
 		head_bwd(b, logits[it->micro]);
-	else
-		p2p_recv(b, next, PLAN_P2P_GRAD, "recv_grad");
 	for (int64_t l = lo + n - 1; l >= lo; l--)
 		layer_bwd(b, l);
 	if (first)
 		embed(b, true);
+	else if (ds_pipe)
+		hold_send(b, true, prev, ds_step(b, it));
 	else
 		p2p(b, true, prev, PLAN_P2P_GRAD, p2p_bytes(b, true), "send_grad");
 	b->layer = -1;
@@ -1834,7 +1877,11 @@ enum tw_result plan_rank(const struct job *j, int64_t rank, struct plan *out, st
 	if (b.megatron && b.s->overlap_param_gather && b.s->distributed_optimizer)
 		param_gather_start(&b);
 	size_t ops0 = out->nops, deps0 = out->ndeps;
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i <= n; i++) {
+		if (i == n) { /* the last step's held send */
+			flush_send(&b);
+			break;
+		}
 		run_item(&b, &items[i], logits);
 		if (i == 0 && n > 1) {
 			/* reserve the rest from the first item (a backward has about twice a

@@ -51,6 +51,16 @@ struct test_ctx {
 		}                                                                                  \
 	} while (0)
 
+#define CHECK_STR(T, got, want)                                                                    \
+	do {                                                                                       \
+		const char *g_ = (got), *w_ = (want);                                              \
+		if (!g_ || strcmp(g_, w_) != 0) {                                                  \
+			printf("#   %s:%d: \"%s\", expected \"%s\"\n", __FILE__, __LINE__,        \
+			       g_ ? g_ : "(null)", w_);                                            \
+			(T)->failed_checks++;                                                      \
+		}                                                                                  \
+	} while (0)
+
 #define TEST_RUN(T, fn)                                                                            \
 	do {                                                                                       \
 		(T)->failed_checks = 0;                                                            \

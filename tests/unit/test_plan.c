@@ -390,16 +390,53 @@ static int gated_sends(const struct plan *p, bool direct)
 	return n;
 }
 
+/* the p2p ops of a plan in order, one letter each: s/r for send/recv, a/g for act/grad */
+static void p2p_order(const struct plan *p, char *out, size_t n)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < p->nops && k + 3 < n; i++) {
+		const struct plan_op *o = &p->ops[i];
+		if (o->kind != PLAN_P2P)
+			continue;
+		out[k++] = o->flags & PLAN_F_SEND ? 's' : 'r';
+		out[k++] = o->name && strstr(o->name, "grad") ? 'g' : 'a';
+		out[k++] = ' ';
+	}
+	out[k ? k - 1 : 0] = '\0';
+}
+
 static void test_ds_pipe_blocking_send(struct test_ctx *t)
 {
 	struct job *j = fx_job(2);
 	fx_degrees(j, 1, 2, 1, 1, 4);
 	struct plan p;
-	if (build(j, 0, &p)) { /* stage 0: F0 sa F1 sa B0 F2 sa B1 F3 sa B2 B3 */
-		CHECK_EQ_INT(t, gated_sends(&p, false), 4);
-		CHECK_EQ_INT(t, gated_sends(&p, true), 1); /* F1 on sa0; later, via the recv_grad */
+	char order[256];
+	/* DeepSpeed's TrainSchedule sends a step's result at the stage's next step: stage 0
+	 * runs F0 | sa0 F1 | rg0 sa1 B0 | F2 | rg1 sa2 B1 | F3 | rg2 sa3 B2 | rg3 B3, and every
+	 * send holds the compute after it (blocking p2p.send) */
+	if (build(j, 0, &p)) {
+		p2p_order(&p, order, sizeof(order));
+		CHECK_STR(t, order, "sa rg sa rg sa rg sa rg");
+		CHECK_EQ_INT(t, gated_sends(&p, true), 4);
 		plan_release(&p);
 	}
+	/* the last stage: ra0 F0 | B0 | sg0 ra1 F1 | B1 | ... | B3 | sg3 */
+	if (build(j, 1, &p)) {
+		p2p_order(&p, order, sizeof(order));
+		CHECK_STR(t, order, "ra sg ra sg ra sg ra sg");
+		/* through the receive after it, which waits behind the send in the p2p stream */
+		CHECK_EQ_INT(t, gated_sends(&p, false), 4);
+		plan_release(&p);
+	}
+	/* one micro-batch: stage 0's activation goes at the idle step after F0, before it waits
+	 * for the grad (sending it after the receive would deadlock) */
+	fx_degrees(j, 1, 2, 1, 1, 1);
+	if (build(j, 0, &p)) {
+		p2p_order(&p, order, sizeof(order));
+		CHECK_STR(t, order, "sa rg");
+		plan_release(&p);
+	}
+	fx_degrees(j, 1, 2, 1, 1, 4);
 	fx_megatron(j);
 	j->strat.schedule = STRAT_SCHED_1F1B;
 	if (build(j, 0, &p)) {
