@@ -530,6 +530,72 @@ static void test_engine_errors(struct test_ctx *T)
 	trace_release(&t);
 }
 
+/* Two stages that swap messages in crossed order: stage 0 sends A then receives C, stage 1
+ * computes, sends C, then receives A. A send that releases its stream (Megatron's batched
+ * isend) lets stage 0 post the receive of C at once; a blocking one (DeepSpeed's p2p.send,
+ * PLAN_F_BLOCKING) holds the stream until A is received, which stage 1 posts only after C:
+ * the engine reports the deadlock that DeepSpeed would hit. */
+static enum tw_result crossed_build(void *ctx, const struct job *j, int64_t rank, struct plan *p,
+				    struct tw_err *err)
+{
+	const bool *blocking = ctx;
+	(void)j, (void)err;
+	memset(p, 0, sizeof(*p));
+	p->rank = rank;
+	int64_t peer = 1 - rank;
+	uint32_t last = UINT32_MAX;
+	if (rank == 1) {
+		last = push(p, PLAN_COMPUTE, PLAN_STREAM_COMPUTE, "work", NULL, 0);
+		p->ops[last].u.compute.kernel = PLAN_K_GEMM;
+		p->ops[last].u.compute.dtype = TW_BF16;
+		p->ops[last].u.compute.flops = 1.56e12; /* 10 ms */
+	}
+	for (int k = 0; k < 2; k++) {
+		bool send = k == 0;
+		uint32_t o = push(p, PLAN_P2P, PLAN_STREAM_P2P, send ? "send" : "recv", &last,
+				  last == UINT32_MAX ? 0 : 1);
+		p->ops[o].flags = send ? PLAN_F_SEND | (*blocking ? PLAN_F_BLOCKING : 0) : 0;
+		p->ops[o].u.p2p.peer = peer;
+		p->ops[o].u.p2p.bytes = 1 << 20;
+		p->ops[o].u.p2p.seq = send == (rank == 0) ? 0 : 1; /* A: seq 0, C: seq 1 */
+		if (rank == 1)
+			last = o;
+	}
+	uint32_t g = push(p, PLAN_COMPUTE, PLAN_STREAM_COMPUTE, "after", &p->ops[p->nops - 1].id, 1);
+	p->ops[g].u.compute.kernel = PLAN_K_GEMM;
+	p->ops[g].u.compute.dtype = TW_BF16;
+	p->ops[g].u.compute.flops = 1.56e11;
+	return TW_OK;
+}
+
+static int64_t two_roles(void *ctx, const struct job *j, int64_t *reps, int64_t *w, int64_t n)
+{
+	(void)ctx, (void)j;
+	for (int64_t s = 0; s < 2 && s < n; s++)
+		reps[s] = s, w[s] = 1;
+	return 2;
+}
+
+static void test_engine_blocking_send(struct test_ctx *T)
+{
+	struct job j;
+	make_job(&j, 1, 2, 1, 8);
+	bool blocking = false;
+	struct sim_plan_source src = { &blocking, crossed_build, two_roles };
+	struct sim_options o = { 0 };
+	struct trace t;
+	struct sim_stats s;
+	struct tw_err err = { 0 };
+	CHECK_EQ_INT(T, sim_run_plans(&j, &o, &src, &t, &s, &err), TW_OK);
+	CHECK(T, s.step_ns > 10000000); /* stage 0 waited for C behind stage 1's 10 ms */
+	trace_release(&t);
+	blocking = true;
+	tw_err_clear(&err);
+	CHECK_EQ_INT(T, sim_run_plans(&j, &o, &src, &t, &s, &err), TW_ERR_INVALID);
+	CHECK_STR_CONTAINS(T, err.msg, "deadlocked");
+	trace_release(&t);
+}
+
 /* One collective's time (µs) with a cluster field at value x, then at y: a --set what-if. */
 static void what_if_us(struct test_ctx *T, struct cluster *c, double *field, double x, double y,
 		       const char *op, double bytes, int64_t ranks, double *tx, double *ty)
@@ -663,6 +729,7 @@ int main(void)
 	TEST_RUN(&T, test_engine_straggler);
 	TEST_RUN(&T, test_engine_host_dispatch);
 	TEST_RUN(&T, test_engine_errors);
+	TEST_RUN(&T, test_engine_blocking_send);
 	TEST_RUN(&T, test_nccl_oversubscription);
 	TEST_RUN(&T, test_nccl_channels_from_nics);
 	TEST_RUN(&T, test_collective_cases);
