@@ -1299,9 +1299,8 @@ static void batch_in(struct pb *b)
 /* DeepSpeed's TrainSchedule sends a step's result at the start of the stage's next step,
  * where the two neighbours meet: a forward step sends the previous backward's grad and then
  * receives its activation; a backward step receives its grad and then sends the previous
- * forward's activation. Sends block (p2p.send), and a stage's steps alternate forward and
- * backward, so neighbours move in lockstep: each step lasts as long as the slower of the two
- * (reference/deepspeed.md §5). */
+ * forward's activation. Sends block (p2p.send), so a pair of neighbours starts such a step
+ * together (reference/deepspeed.md §5; docs/plan.md). */
 static void hold_send(struct pb *b, bool grad, int64_t peer, int64_t step)
 {
 	b->held.on = true, b->held.grad = grad, b->held.peer = peer, b->held.step = step;
@@ -1877,11 +1876,7 @@ enum tw_result plan_rank(const struct job *j, int64_t rank, struct plan *out, st
 	if (b.megatron && b.s->overlap_param_gather && b.s->distributed_optimizer)
 		param_gather_start(&b);
 	size_t ops0 = out->nops, deps0 = out->ndeps;
-	for (size_t i = 0; i <= n; i++) {
-		if (i == n) { /* the last step's held send */
-			flush_send(&b);
-			break;
-		}
+	for (size_t i = 0; i < n; i++) {
 		run_item(&b, &items[i], logits);
 		if (i == 0 && n > 1) {
 			/* reserve the rest from the first item (a backward has about twice a
@@ -1894,6 +1889,7 @@ enum tw_result plan_rank(const struct job *j, int64_t rank, struct plan *out, st
 			}
 		}
 	}
+	flush_send(&b); /* the last step's result */
 	optimizer_step(&b);
 	free(items);
 	free(logits);
