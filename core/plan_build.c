@@ -294,15 +294,17 @@ static struct p2p_ctr *peer_ctr(struct pb *b, int64_t peer)
 static uint32_t p2p(struct pb *b, bool send, int64_t peer, int kind, int64_t bytes,
 		    const char *name)
 {
-	/* DeepSpeed's blocking p2p calls start when the compute stream gets there (PyTorch makes
-	 * the NCCL stream wait for it); Megatron posts its receives ahead */
-	uint32_t dep = send || b->ds ? b->last_compute : PLAN_NONE;
+	/* DeepSpeed's pipeline engine calls blocking p2p.send / recv, which start when the
+	 * compute stream gets there (PyTorch makes the NCCL stream wait for it); Megatron posts
+	 * its receives ahead, and ring attention's KV exchange is batched isend/irecv */
+	bool blocking = b->ds && kind != PLAN_P2P_KV;
+	uint32_t dep = send || blocking ? b->last_compute : PLAN_NONE;
 	uint32_t id = emit(b, PLAN_P2P, PLAN_STREAM_P2P, name, &dep, dep == PLAN_NONE ? 0 : 1,
 			   false);
 	struct p2p_ctr *c = peer_ctr(b, peer);
 	int64_t idx = send ? c->sent[kind]++ : c->recvd[kind]++;
 	struct plan_op *op = &b->p->ops[id];
-	op->flags |= send ? PLAN_F_SEND | (b->ds ? PLAN_F_BLOCKING : 0) : 0;
+	op->flags |= send ? PLAN_F_SEND | (blocking ? PLAN_F_BLOCKING : 0) : 0;
 	op->u.p2p.peer = peer;
 	op->u.p2p.bytes = bytes;
 	op->u.p2p.seq = idx * PLAN_P2P_KINDS + kind;

@@ -101,10 +101,13 @@ check "simulate: --set on a field that is read prints no note" "[ ! -s '$err' ]"
 # different ranks (FSDP with TP; a GPipe pipeline): the compute slowdown does not depend on the
 # order the simulator takes those events in (both failed before retime_compute); and with a
 # context-parallel ring inside a pipeline, whose p2p peers wrap around the ring (full mode
-# deadlocked before peer_of)
+# deadlocked before peer_of); and DeepSpeed's pipeline with its blocking sends in step order,
+# with and without a ring-attention KV exchange (whose sends do not block)
 for st in '{"framework":"fsdp","tp":2,"pp":1,"micro_batch":2,"global_batch":32,"recompute":"full"}' \
 	'{"framework":"fsdp","tp":1,"pp":2,"micro_batch":1,"global_batch":32,"recompute":"full","schedule":"gpipe"}' \
-	'{"framework":"megatron","tp":2,"pp":2,"cp":2,"micro_batch":1,"global_batch":32,"sequence_parallel":true}'; do
+	'{"framework":"megatron","tp":2,"pp":2,"cp":2,"micro_batch":1,"global_batch":32,"sequence_parallel":true}' \
+	'{"framework":"deepspeed","tp":2,"pp":2,"micro_batch":1,"global_batch":12,"recompute":"full","ds_config":{"zero_optimization":{"stage":1},"bf16":{"enabled":true}}}' \
+	'{"framework":"deepspeed","tp":1,"pp":2,"cp":2,"cp_kind":"ring","micro_batch":1,"global_batch":12,"ds_config":{"zero_optimization":{"stage":1},"bf16":{"enabled":true}}}'; do
 	echo "$st" >"$tmp/st.json"
 	"$TWIN" simulate -m llama2-7b -c dgx-a100-80g --gpus 16 -s "$tmp/st.json" --json >"$tmp/a.json" 2>"$err"
 	"$TWIN" simulate -m llama2-7b -c dgx-a100-80g --gpus 16 -s "$tmp/st.json" --full --json >"$tmp/b.json" 2>>"$err"

@@ -436,6 +436,30 @@ static void test_ds_pipe_blocking_send(struct test_ctx *t)
 		CHECK_STR(t, order, "sa rg");
 		plan_release(&p);
 	}
+	/* ring attention's KV exchange is batched isend/irecv under DeepSpeed too: its sends
+	 * must not hold the stream (every rank sends first: blocking sends would deadlock) */
+	free(j);
+	j = fx_job(4);
+	fx_degrees(j, 1, 2, 2, 1, 2);
+	j->strat.cp_kind = STRAT_CP_RING;
+	if (build(j, 0, &p)) {
+		int kv = 0, kv_blocking = 0, pipe_blocking = 0;
+		for (size_t i = 0; i < p.nops; i++) {
+			const struct plan_op *o = &p.ops[i];
+			if (o->kind != PLAN_P2P || !(o->flags & PLAN_F_SEND))
+				continue;
+			bool is_kv = o->u.p2p.seq % PLAN_P2P_KINDS == PLAN_P2P_KV;
+			kv += is_kv;
+			kv_blocking += is_kv && (o->flags & PLAN_F_BLOCKING);
+			pipe_blocking += !is_kv && (o->flags & PLAN_F_BLOCKING);
+		}
+		CHECK(t, kv > 0);
+		CHECK_EQ_INT(t, kv_blocking, 0);
+		CHECK_EQ_INT(t, pipe_blocking, 2); /* stage 0's two activations */
+		plan_release(&p);
+	}
+	free(j);
+	j = fx_job(2);
 	fx_degrees(j, 1, 2, 1, 1, 4);
 	fx_megatron(j);
 	j->strat.schedule = STRAT_SCHED_1F1B;
