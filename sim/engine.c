@@ -16,7 +16,11 @@
 #include "sim_int.h"
 
 enum { EV_OP_END = 0, EV_COMM_DATA, EV_FLOW_END, EV_HOST };
-enum { LINK_NVL = 0, LINK_NIC, LINK_PCIE, LINKS_PER_GPU };
+/* A GPU's links: its NVLink (or PCIe peer) port, its share of the node's NICs, and its PCIe
+ * x16 link to the switch it shares with its NIC, one direction each (full duplex): up carries
+ * D2H copies and what the NIC sends (GPUDirect RDMA reads GPU memory), down carries H2D copies
+ * and what the NIC receives. */
+enum { LINK_NVL = 0, LINK_NIC, LINK_PCIE_UP, LINK_PCIE_DOWN, LINKS_PER_GPU };
 /* a dependent carries its stream (no trip to its op record), a work item its srank and
  * stream: plans are under 2^29 ops (role_prepare checks), simulated ranks under 2^24 */
 enum { SUCC_SHIFT = 3, SUCC_STREAM = 7, WORK_SHIFT = 3 };
@@ -570,18 +574,20 @@ static void comm_data(struct eng *e, int32_t id, int64_t data_ns)
 	struct inst *in = &e->inst[id];
 	/* link loads at rate 1 from the bytes each GPU moves (the NIC link is this GPU's share) */
 	double nvl_GBps = e->link_GBps[LINK_NVL], nic_GBps = e->link_GBps[LINK_NIC];
-	int32_t links[2 * 64 + 2];
-	double loads[2 * 64 + 2];
+	int32_t links[4 * 32 + 4];
+	double loads[4 * 32 + 4];
 	int nl = 0;
 	double lnvl = link_load(in->nvl_bytes, (double)data_ns, nvl_GBps);
 	double lnet = link_load(in->net_bytes, (double)data_ns, nic_GBps);
-	/* every simulated member's links (a p2p: the sender's) */
+	/* what crosses the NIC crosses the GPU's PCIe link too, each way as much as it sends */
+	double lpcie = link_load(in->net_bytes, (double)data_ns, e->link_GBps[LINK_PCIE_UP]);
+	/* every simulated member's links (a p2p: the sender's, and the receiver's PCIe in) */
 	int32_t *lk = links;
 	double *ld = loads;
 	int32_t *heap_links = NULL;
 	double *heap_loads = NULL;
 	int cap = (int)(sizeof(links) / sizeof(links[0]));
-	int need = 2 * in->arrived;
+	int need = 4 * in->arrived;
 	if (need > cap) {
 		heap_links = TW_NEW_ARRAY(int32_t, need);
 		heap_loads = TW_NEW_ARRAY(double, need);
@@ -591,15 +597,25 @@ static void comm_data(struct eng *e, int32_t id, int64_t data_ns)
 	for (int32_t w = in->first; w != -1; w = e->waiters[w].next) {
 		const struct waiter *wt = &e->waiters[w];
 		const struct eop *o = &e->roles[e->sr[wt->sr].role].ops[wt->op];
-		if (o->kind == PLAN_P2P && !(o->flags & PLAN_F_SEND))
+		int32_t base = wt->sr * LINKS_PER_GPU;
+		bool p2p = o->kind == PLAN_P2P, recv = p2p && !(o->flags & PLAN_F_SEND);
+		if (lpcie > 0 && (recv || !p2p)) {
+			lk[nl] = base + LINK_PCIE_DOWN;
+			ld[nl++] = lpcie;
+		}
+		if (recv)
 			continue;
 		if (lnvl > 0) {
-			lk[nl] = wt->sr * LINKS_PER_GPU + LINK_NVL;
+			lk[nl] = base + LINK_NVL;
 			ld[nl++] = lnvl;
 		}
 		if (lnet > 0) {
-			lk[nl] = wt->sr * LINKS_PER_GPU + LINK_NIC;
+			lk[nl] = base + LINK_NIC;
 			ld[nl++] = lnet;
+		}
+		if (lpcie > 0) {
+			lk[nl] = base + LINK_PCIE_UP;
+			ld[nl++] = lpcie;
 		}
 	}
 	e->inst[id].flow = net_add(&e->net, e->now, (double)data_ns, lk, ld, nl, id,
@@ -694,12 +710,14 @@ static void start_op(struct eng *e, int32_t sri, uint32_t opi)
 		return;
 	}
 	case PLAN_COPY: {
-		/* a flow on this GPU's PCIe link (NVMe is the host side: its own speed) */
+		/* a flow on this GPU's PCIe link, in its direction (NVMe is the host side: its
+		 * own speed) */
 		bool created;
 		int32_t id = inst_get(e, -1 - (int64_t)PLAN_COPY, (int64_t)sri, (int64_t)opi, &created);
 		e->inst[id].kind = PLAN_COPY;
 		add_waiter(e, id, sri, opi);
-		int32_t link = sri * LINKS_PER_GPU + LINK_PCIE;
+		bool in = op->sub == PLAN_H2D || op->sub == PLAN_NVME_READ;
+		int32_t link = sri * LINKS_PER_GPU + (in ? LINK_PCIE_DOWN : LINK_PCIE_UP);
 		double load = (op->sub == PLAN_H2D || op->sub == PLAN_D2H) ? 1.0 : 0.0;
 		double work = (double)op->dur;
 		e->inst[id].flow = net_add(&e->net, e->now, work, &link, &load, 1, id, on_flow_changed, e);
@@ -1213,7 +1231,7 @@ enum tw_result sim_run_plans(const struct job *j, const struct sim_options *opt,
 		nccl_comm_from_cluster(&j->cluster, 2, 2, &cm1);
 		e->link_GBps[LINK_NVL] = cm1.intra_GBps;
 		e->link_GBps[LINK_NIC] = cm1.gpu_net_GBps;
-		e->link_GBps[LINK_PCIE] = j->cluster.node.pcie_GBps;
+		e->link_GBps[LINK_PCIE_UP] = e->link_GBps[LINK_PCIE_DOWN] = j->cluster.node.pcie_GBps;
 	}
 	/* the trace holds one event per op (but ALLOC / FREE) of every recorded rank and its
 	 * step marker: reserve it once */

@@ -596,6 +596,65 @@ static void test_engine_blocking_send(struct test_ctx *T)
 	trace_release(&t);
 }
 
+/* The PCIe link of a GPU, one link each way: an H2D and a D2H copy at once do not slow each
+ * other; a D2H copy and the DP all-reduce that leaves through the NIC (across the same PCIe
+ * switch) do. Two GPUs on two nodes; each rank runs the ops `what` names from t = 0. */
+enum { PC_H2D = 1, PC_D2H = 2, PC_AR = 4 };
+static enum tw_result pcie_build(void *ctx, const struct job *j, int64_t rank, struct plan *p,
+				 struct tw_err *err)
+{
+	const int *what = ctx;
+	(void)j, (void)err;
+	memset(p, 0, sizeof(*p));
+	p->rank = rank;
+	if (*what & PC_H2D) {
+		uint32_t c = push(p, PLAN_COPY, PLAN_STREAM_COPY_IN, "h2d", NULL, 0);
+		p->ops[c].u.copy.dir = PLAN_H2D;
+		p->ops[c].u.copy.bytes = 240 << 20;
+	}
+	if (*what & PC_D2H) {
+		uint32_t c = push(p, PLAN_COPY, PLAN_STREAM_COPY_OUT, "d2h", NULL, 0);
+		p->ops[c].u.copy.dir = PLAN_D2H;
+		p->ops[c].u.copy.bytes = 240 << 20;
+	}
+	if (*what & PC_AR) {
+		uint32_t a = push(p, PLAN_COLL, PLAN_STREAM_COMM, "dp_ar", NULL, 0);
+		p->ops[a].u.coll.coll = PLAN_ALL_REDUCE;
+		p->ops[a].u.coll.group = JOB_GROUP_DP;
+		p->ops[a].u.coll.bytes = 240 << 20;
+	}
+	return TW_OK;
+}
+
+static int64_t pcie_step(struct test_ctx *T, struct job *j, int what)
+{
+	struct sim_plan_source src = { &what, pcie_build, two_roles };
+	struct sim_options o = { .full = true };
+	struct trace t;
+	struct sim_stats s;
+	struct tw_err err = { 0 };
+	CHECK_EQ_INT(T, sim_run_plans(j, &o, &src, &t, &s, &err), TW_OK);
+	trace_release(&t);
+	return s.step_ns;
+}
+
+static void test_engine_pcie_duplex(struct test_ctx *T)
+{
+	struct job j;
+	make_job(&j, 1, 1, 2, 1); /* DP 2 over two nodes: the all-reduce crosses the NICs */
+	int64_t h2d = pcie_step(T, &j, PC_H2D), d2h = pcie_step(T, &j, PC_D2H);
+	int64_t ar = pcie_step(T, &j, PC_AR);
+	int64_t both = pcie_step(T, &j, PC_H2D | PC_D2H), with_ar = pcie_step(T, &j, PC_D2H | PC_AR);
+	printf("#   240 MiB: H2D %lld ns, D2H %lld, both %lld; all-reduce %lld, with the D2H %lld\n",
+	       (long long)h2d, (long long)d2h, (long long)both, (long long)ar, (long long)with_ar);
+	CHECK_EQ_INT(T, h2d, d2h);
+	CHECK_EQ_INT(T, both, h2d); /* full duplex: neither waits for the other */
+	/* sharing the up direction: the pair takes longer than either alone, and no longer than
+	 * the two one after the other */
+	CHECK(T, with_ar > (ar > d2h ? ar : d2h) + (ar < d2h ? ar : d2h) / 4);
+	CHECK(T, with_ar <= ar + d2h);
+}
+
 /* One collective's time (µs) with a cluster field at value x, then at y: a --set what-if. */
 static void what_if_us(struct test_ctx *T, struct cluster *c, double *field, double x, double y,
 		       const char *op, double bytes, int64_t ranks, double *tx, double *ty)
@@ -730,6 +789,7 @@ int main(void)
 	TEST_RUN(&T, test_engine_host_dispatch);
 	TEST_RUN(&T, test_engine_errors);
 	TEST_RUN(&T, test_engine_blocking_send);
+	TEST_RUN(&T, test_engine_pcie_duplex);
 	TEST_RUN(&T, test_nccl_oversubscription);
 	TEST_RUN(&T, test_nccl_channels_from_nics);
 	TEST_RUN(&T, test_collective_cases);
