@@ -1071,8 +1071,14 @@ static void layer_bwd(struct pb *b, int64_t l)
 	struct act_sizes a = layer_act(b, l);
 	int64_t ai = act_index(b, l);
 	if (b->s->recompute == STRAT_RECOMPUTE_FULL) {
+		uint32_t in = PLAN_NONE;
 		if (b->ds && b->s->cpu_checkpointing)
-			wait_on(b, copy(b, PLAN_H2D, "ckpt_h2d", a.input, PLAN_NONE));
+			wait_on(b, in = copy(b, PLAN_H2D, "ckpt_h2d", a.input, PLAN_NONE));
+		/* DeepSpeed's partition_activations kept 1/tp of the layer input; get_full_inputs
+		 * all-gathers it over the TP group before the recompute */
+		if (b->ds && b->s->partition_activations && b->tp > 1)
+			wait_on(b, coll(b, PLAN_ALL_GATHER, JOB_GROUP_TP, PLAN_STREAM_COMM_TP, "ag_ckpt",
+					b->T * b->h / b->tp, b->pdt, in != PLAN_NONE ? in : b->last_compute));
 		b->act[ai] = mem_alloc(b, PLAN_MEM_ACTIV, PLAN_DEV_GPU, a.saved, "activations",
 				       PLAN_STREAM_COMPUTE);
 		b->flags |= PLAN_F_RECOMPUTE;

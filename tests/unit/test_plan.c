@@ -559,6 +559,36 @@ static void test_ds_pipe_partitioned(struct test_ctx *t)
 	free(j);
 }
 
+/* DeepSpeed's partition_activations keeps 1/tp of each checkpointed layer input and gathers
+ * it over TP before the recompute; with cpu_checkpointing the gather waits for the copy back */
+static void test_ds_partition_activations(struct test_ctx *t)
+{
+	struct job *j = fx_job(8);
+	fx_degrees(j, 2, 1, 1, 1, 3); /* TP 2, DP 4, 3 micro-batches of llama-2-7b's 32 layers */
+	j->strat.recompute = STRAT_RECOMPUTE_FULL;
+	for (int mode = 0; mode < 3; mode++) {
+		j->strat.partition_activations = mode > 0;
+		j->strat.cpu_checkpointing = mode == 2;
+		struct plan p;
+		if (!build(j, 0, &p))
+			continue;
+		int n = 0, after_copy = 0;
+		for (size_t i = 0; i < p.nops; i++) {
+			const struct plan_op *o = &p.ops[i];
+			if (o->kind != PLAN_COLL || strcmp(o->name, "ag_ckpt") != 0)
+				continue;
+			n++;
+			CHECK_EQ_INT(t, o->u.coll.count, 4096LL * 4096 / 2);
+			const uint32_t *d = plan_op_deps(&p, o);
+			after_copy += o->ndeps == 1 && p.ops[d[0]].kind == PLAN_COPY;
+		}
+		CHECK_EQ_INT(t, n, mode ? 32 * 3 : 0);
+		CHECK_EQ_INT(t, after_copy, mode == 2 ? 32 * 3 : 0);
+		plan_release(&p);
+	}
+	free(j);
+}
+
 static void test_structure(struct test_ctx *t)
 {
 	for (int stage = 0; stage <= 3; stage++) {
@@ -917,6 +947,7 @@ int main(void)
 	TEST_RUN(&t, test_ds_pipe_blocking_send);
 	TEST_RUN(&t, test_batch_inputs);
 	TEST_RUN(&t, test_ds_pipe_partitioned);
+	TEST_RUN(&t, test_ds_partition_activations);
 	TEST_RUN(&t, test_structure);
 	TEST_RUN(&t, test_zero_comm);
 	TEST_RUN(&t, test_zero3_prefetch);
