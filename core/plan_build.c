@@ -742,6 +742,22 @@ static int32_t grads_begin(struct pb *b, int64_t mid)
 			 "grads_full", PLAN_STREAM_COMPUTE);
 }
 
+/* DeepSpeed ZeRO 0/1: a micro-batch's grads join the accumulated ones (reference/deepspeed.md
+ * §1.10). With the BF16_Optimizer (bf16 with fp32 grad accumulation at stage 1, or stage 0 in
+ * a pipeline) every micro-batch's are added into its fp32 buffer, hp_grad.add_(lp.grad.to(
+ * fp32)): read 2, write and read the fp32 copy, read and write the buffer (18 bytes per
+ * element). Otherwise PyTorch's AccumulateGrad adds them into param.grad in place from the
+ * second micro-batch on: read both, write one. */
+static void grad_accumulate(struct pb *b, int64_t n)
+{
+	const struct strategy *s = b->s;
+	bool bf16_opt = b->pdt == TW_BF16 && s->offload_optimizer == STRAT_OFFLOAD_NONE &&
+			((s->zero_stage == 1 && b->gbytes == 4) || (s->zero_stage == 0 && b->pp > 1));
+	if (n <= 0 || (!bf16_opt && b->micro == 0))
+		return;
+	elem(b, PLAN_K_ELEMWISE, "grad_acc", (double)n * (bf16_opt ? 18.0 : 3.0 * b->pbytes));
+}
+
 /* Gradients of a module became ready in this backward (g: from grads_begin). */
 static void grads_ready(struct pb *b, int64_t mid, int32_t g)
 {
@@ -765,6 +781,8 @@ static void grads_ready(struct pb *b, int64_t mid, int32_t g)
 			reduce_scatter_pending(b, &b->dense);
 		return;
 	}
+	if (b->ds && b->shard <= SH_OPT)
+		grad_accumulate(b, n);
 	if (n <= 0 || !reduces_now(b))
 		return;
 	b->dense.pending += d;

@@ -589,6 +589,50 @@ static void test_ds_partition_activations(struct test_ctx *t)
 	free(j);
 }
 
+/* Gradient accumulation under DeepSpeed ZeRO 0/1: AccumulateGrad adds each micro-batch's
+ * 16-bit grads into param.grad from the second one on (6 bytes per element); the
+ * BF16_Optimizer (bf16, fp32 grad accumulation, stage 1) adds every micro-batch's into its
+ * fp32 buffer (18); ZeRO-2 and Megatron (fused wgrad accumulation) have no such pass. */
+static double grad_acc_bytes(const struct job *j, int *micro_mask)
+{
+	struct plan p;
+	double bytes = 0;
+	*micro_mask = 0;
+	if (!build(j, 0, &p))
+		return -1;
+	for (size_t i = 0; i < p.nops; i++) {
+		const struct plan_op *o = &p.ops[i];
+		if (o->kind == PLAN_COMPUTE && !strcmp(o->name, "grad_acc")) {
+			bytes += o->u.compute.bytes;
+			*micro_mask |= 1 << o->micro;
+		}
+	}
+	plan_release(&p);
+	return bytes;
+}
+
+static void test_ds_grad_accumulation(struct test_ctx *t)
+{
+	struct job *j = fx_job(8);
+	fx_degrees(j, 1, 1, 1, 1, 3);
+	j->strat.zero_stage = 1;
+	struct model_params mp;
+	model_count(&j->model, &mp);
+	double trainable = (double)mp.total; /* TP 1, PP 1: every parameter on the rank */
+	int mask;
+	CHECK_NEAR(t, grad_acc_bytes(j, &mask), 2 * 6 * trainable, 1e-9);
+	CHECK_EQ_INT(t, mask, 6); /* micro-batches 1 and 2 */
+	j->strat.grad_accum_dtype = TW_FP32; /* the BF16_Optimizer */
+	CHECK_NEAR(t, grad_acc_bytes(j, &mask), 3 * 18 * trainable, 1e-9);
+	CHECK_EQ_INT(t, mask, 7);
+	j->strat.grad_accum_dtype = TW_BF16;
+	j->strat.zero_stage = 2;
+	CHECK_NEAR(t, grad_acc_bytes(j, &mask), 0, 0);
+	fx_megatron(j);
+	CHECK_NEAR(t, grad_acc_bytes(j, &mask), 0, 0);
+	free(j);
+}
+
 static void test_structure(struct test_ctx *t)
 {
 	for (int stage = 0; stage <= 3; stage++) {
@@ -948,6 +992,7 @@ int main(void)
 	TEST_RUN(&t, test_batch_inputs);
 	TEST_RUN(&t, test_ds_pipe_partitioned);
 	TEST_RUN(&t, test_ds_partition_activations);
+	TEST_RUN(&t, test_ds_grad_accumulation);
 	TEST_RUN(&t, test_structure);
 	TEST_RUN(&t, test_zero_comm);
 	TEST_RUN(&t, test_zero3_prefetch);
