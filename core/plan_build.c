@@ -678,6 +678,15 @@ static int64_t bucket_elems(const struct pb *b)
 static void reduce_bucket(struct pb *b, struct red *r, int64_t n)
 {
 	bool rs = b->megatron && b->s->distributed_optimizer;
+	/* DeepSpeed ZeRO-1/2 (reference/deepspeed.md §2.2): with contiguous_gradients each grad
+	 * is copied into the IPG bucket, and with reduce_scatter allreduce_and_scatter flattens
+	 * the bucket's partition slices again before its all-reduce: a read and a write each */
+	if (b->ds && (b->shard == SH_OPT || b->shard == SH_GRAD)) {
+		double per = (b->s->contiguous_gradients ? 2.0 * b->pbytes : 0) +
+			     (b->s->reduce_scatter ? 2.0 * tw_dtype_bytes(b->comm_dt) : 0);
+		if (per > 0)
+			elem(b, PLAN_K_ELEMWISE, "ipg_copy", (double)n * per);
+	}
 	uint32_t dep = b->last_compute;
 	uint32_t id = rs ? coll(b, PLAN_REDUCE_SCATTER, r->group, red_stream(b), "rs_grads",
 				(n + r->n - 1) / r->n, b->comm_dt, dep)
@@ -708,6 +717,11 @@ static void reduce_scatter_pending(struct pb *b, struct red *r)
 {
 	if (r->pending <= 0)
 		return;
+	/* DeepSpeed's reduce_scatter_coalesced interleaves the grads' per-rank chunks into one
+	 * flat buffer first (torch.cat: a read and a write; reference/deepspeed.md §2.4) */
+	if (b->ds && b->s->reduce_scatter)
+		elem(b, PLAN_K_ELEMWISE, "rs_interleave",
+		     (double)r->pending * 2.0 * tw_dtype_bytes(b->comm_dt));
 	uint32_t id = coll(b, PLAN_REDUCE_SCATTER, r->group, PLAN_STREAM_COMM, "rs_grads",
 			   (r->pending + r->n - 1) / r->n, b->comm_dt, b->last_compute);
 	if (id != PLAN_NONE)
@@ -772,8 +786,10 @@ static void grads_ready(struct pb *b, int64_t mid, int32_t g)
 		 * reduce-scatter */
 		if (b->ds && b->dense.pending > 0 && b->dense.pending + n > bucket_elems(b))
 			reduce_scatter_pending(b, &b->dense); /* the bucket would overflow */
-		if (b->ds && b->s->contiguous_gradients)
+		if (b->ds && b->s->contiguous_gradients) { /* copied into the bucket (§2.4) */
+			elem(b, PLAN_K_ELEMWISE, "ipg_copy", (double)n * 2.0 * b->pbytes);
 			mem_free(b, g, "grads_full", PLAN_STREAM_COMPUTE);
+		}
 		else if (g >= 0 && b->npend < 64)
 			b->pend_bufs[b->npend++] = g;
 		b->dense.pending += n; /* experts reduce-scatter together with the dense grads */
@@ -1413,6 +1429,10 @@ static void run_item(struct pb *b, const struct item *it, int32_t *logits)
 	else
 		p2p(b, true, prev, PLAN_P2P_GRAD, p2p_bytes(b, true), "send_grad");
 	b->layer = -1;
+	/* DeepSpeed's pipeline reduces the grads at its last step (ReduceGrads), after the
+	 * last backward's grad went to the previous stage */
+	if (ds_pipe && red)
+		flush_send(b);
 	if (b->shard == SH_PARAM) {
 		reduce_scatter_pending(b, &b->dense);
 	} else if (red) {

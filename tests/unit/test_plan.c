@@ -633,6 +633,62 @@ static void test_ds_grad_accumulation(struct test_ctx *t)
 	free(j);
 }
 
+/* DeepSpeed's gradient copies before its collectives (reference/deepspeed.md §2.2, §2.4):
+ * ZeRO-1/2 copy each grad into the IPG bucket and flatten the partition slices again for the
+ * all-reduce (2 + 2 bytes each at 16 bits), ZeRO-3 copies into its bucket and interleaves the
+ * per-rank chunks for the reduce-scatter; in a pipeline the last grad goes to the previous
+ * stage before the reduction (ReduceGrads is the schedule's last step) */
+static double named_bytes(const struct plan *p, const char *name)
+{
+	double bytes = 0;
+	for (size_t i = 0; i < p->nops; i++)
+		if (p->ops[i].kind == PLAN_COMPUTE && !strcmp(p->ops[i].name, name))
+			bytes += p->ops[i].u.compute.bytes;
+	return bytes;
+}
+
+static void test_ds_grad_copies(struct test_ctx *t)
+{
+	struct job *j = fx_job(8);
+	fx_degrees(j, 1, 1, 1, 1, 3);
+	struct model_params mp;
+	model_count(&j->model, &mp);
+	double psi = (double)mp.total;
+	struct plan p;
+	const int stages[] = {1, 2, 3};
+	const double ipg[] = {8 * psi, 3 * 8 * psi, 3 * 4 * psi}; /* once; per micro-batch */
+	const double inter[] = {0, 0, 3 * 4 * psi};
+	for (int i = 0; i < 3; i++) {
+		j->strat.zero_stage = stages[i];
+		if (!build(j, 0, &p))
+			continue;
+		CHECK_NEAR(t, named_bytes(&p, "ipg_copy"), ipg[i], 1e-9);
+		CHECK_NEAR(t, named_bytes(&p, "rs_interleave"), inter[i], 1e-9);
+		plan_release(&p);
+	}
+	j->strat.zero_stage = 1;
+	j->strat.contiguous_gradients = j->strat.reduce_scatter = false;
+	if (build(j, 0, &p)) {
+		CHECK_NEAR(t, named_bytes(&p, "ipg_copy"), 0, 0);
+		plan_release(&p);
+	}
+	/* the pipeline's last stage: its last send_grad comes before its first ar_grads */
+	j->strat.contiguous_gradients = j->strat.reduce_scatter = true;
+	fx_degrees(j, 1, 2, 1, 1, 3);
+	if (build(j, 4, &p)) {
+		size_t last_send = 0, first_ar = 0;
+		for (size_t i = 0; i < p.nops; i++) {
+			if (!strcmp(p.ops[i].name, "send_grad"))
+				last_send = i;
+			if (!first_ar && !strcmp(p.ops[i].name, "ar_grads"))
+				first_ar = i;
+		}
+		CHECK(t, last_send > 0 && first_ar > last_send);
+		plan_release(&p);
+	}
+	free(j);
+}
+
 static void test_structure(struct test_ctx *t)
 {
 	for (int stage = 0; stage <= 3; stage++) {
@@ -993,6 +1049,7 @@ int main(void)
 	TEST_RUN(&t, test_ds_pipe_partitioned);
 	TEST_RUN(&t, test_ds_partition_activations);
 	TEST_RUN(&t, test_ds_grad_accumulation);
+	TEST_RUN(&t, test_ds_grad_copies);
 	TEST_RUN(&t, test_structure);
 	TEST_RUN(&t, test_zero_comm);
 	TEST_RUN(&t, test_zero3_prefetch);
