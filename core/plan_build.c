@@ -762,11 +762,16 @@ static int32_t grads_begin(struct pb *b, int64_t mid)
  * fp32)): read 2, write and read the fp32 copy, read and write the buffer (18 bytes per
  * element). Otherwise PyTorch's AccumulateGrad adds them into param.grad in place from the
  * second micro-batch on: read both, write one. */
-static void grad_accumulate(struct pb *b, int64_t n)
+static bool bf16_optimizer(const struct pb *b)
 {
 	const struct strategy *s = b->s;
-	bool bf16_opt = b->pdt == TW_BF16 && s->offload_optimizer == STRAT_OFFLOAD_NONE &&
-			((s->zero_stage == 1 && b->gbytes == 4) || (s->zero_stage == 0 && b->pp > 1));
+	return b->ds && b->pdt == TW_BF16 && s->offload_optimizer == STRAT_OFFLOAD_NONE &&
+	       ((s->zero_stage == 1 && b->gbytes == 4) || (s->zero_stage == 0 && b->pp > 1));
+}
+
+static void grad_accumulate(struct pb *b, int64_t n)
+{
+	bool bf16_opt = bf16_optimizer(b);
 	if (n <= 0 || (!bf16_opt && b->micro == 0))
 		return;
 	elem(b, PLAN_K_ELEMWISE, "grad_acc", (double)n * (bf16_opt ? 18.0 : 3.0 * b->pbytes));
@@ -1513,6 +1518,10 @@ static void alloc_states(struct pb *b)
 	/* gradients */
 	if (!b->ds || b->shard == SH_NONE) {
 		mem_alloc(b, PLAN_MEM_GRADS, PLAN_DEV_GPU, Pt * b->gbytes, "grads", st);
+	} else if (b->shard == SH_OPT && bf16_optimizer(b)) {
+		/* the BF16_Optimizer's full fp32 gradient buffer, beside the bf16 param.grad
+		 * (reference/deepspeed.md §1.10) */
+		mem_alloc(b, PLAN_MEM_GRADS, PLAN_DEV_GPU, Pt * 4, "fp32_grads", st);
 	} else if (b->shard == SH_GRAD && !offo) {
 		mem_alloc(b, PLAN_MEM_GRADS, PLAN_DEV_GPU, Pt / N * pb, "grads_accumulated", st);
 	} else if (b->shard == SH_PARAM) {
@@ -1563,7 +1572,7 @@ static void optimizer_step(struct pb *b)
 	bool offo = b->ds && s->offload_optimizer != STRAT_OFFLOAD_NONE && b->shard >= SH_OPT;
 	int32_t zero1_part = -1;
 	if (b->ds && b->shard == SH_OPT) { /* the accumulated partition replaces full grads */
-		if (!offo)
+		if (!offo && !bf16_optimizer(b)) /* (the BF16_Optimizer steps on its fp32 grads) */
 			zero1_part = mem_alloc(b, PLAN_MEM_GRADS, PLAN_DEV_GPU, part * b->pbytes,
 					       "grads_partition", PLAN_STREAM_COMPUTE);
 		mem_free(b, b->grads_full, "grads", PLAN_STREAM_COMPUTE);
@@ -1603,8 +1612,8 @@ static void optimizer_step(struct pb *b)
 		}
 		wait_on(b, last);
 	} else {
-		bool temp = b->shard >= SH_OPT && (b->ds ? b->gbytes != 4 || b->shard < SH_PARAM
-						       : false);
+		bool temp = b->shard >= SH_OPT && !bf16_optimizer(b) &&
+			    (b->ds ? b->gbytes != 4 || b->shard < SH_PARAM : false);
 		for (int64_t done = 0; done < part; done += sg) {
 			int64_t n = part - done < sg ? part - done : sg;
 			int32_t t = temp ? mem_alloc(b, PLAN_MEM_GRADS, PLAN_DEV_GPU, n * 4,

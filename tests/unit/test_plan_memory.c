@@ -240,6 +240,28 @@ static void test_activations_torch_softmax(struct test_ctx *t)
 	free(j);
 }
 
+/* DeepSpeed's BF16_Optimizer (bf16, fp32 grad accumulation, ZeRO-1) keeps a full fp32 grad
+ * buffer beside the bf16 param.grad and steps on it: 4 bytes per parameter more than the
+ * ZeRO-1 optimizer's peak of the bf16 grads and its 16-bit partition copy */
+static void test_bf16_optimizer_grads(struct test_ctx *t)
+{
+	struct job *j = fx_job(8);
+	fx_degrees(j, 1, 1, 1, 1, 2);
+	j->strat.zero_stage = 1;
+	struct model_params mp;
+	model_count(&j->model, &mp);
+	double psi = (double)mp.total;
+	struct plan_mem a, b;
+	if (fx_mem(j, 0, &a)) {
+		j->strat.grad_accum_dtype = TW_FP32;
+		if (fx_mem(j, 0, &b))
+			CHECK_NEAR(t, (double)b.max_cat[GPU][PLAN_MEM_GRADS] -
+					      (double)a.max_cat[GPU][PLAN_MEM_GRADS],
+				   4 * psi - 2 * psi / 8, 1e-6);
+	}
+	free(j);
+}
+
 /* in-flight micro-batches per stage: 1F1B min(pp - s, m), GPipe m, interleaved more */
 static void test_pipeline_inflight(struct test_ctx *t)
 {
@@ -497,6 +519,7 @@ int main(void)
 	TEST_RUN(&t, test_tp_divides_weights);
 	TEST_RUN(&t, test_activations_korthikanti);
 	TEST_RUN(&t, test_activations_torch_softmax);
+	TEST_RUN(&t, test_bf16_optimizer_grads);
 	TEST_RUN(&t, test_pipeline_inflight);
 	TEST_RUN(&t, test_offload_moves_states);
 	TEST_RUN(&t, test_lora);
