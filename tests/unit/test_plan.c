@@ -616,9 +616,7 @@ static void test_ds_grad_accumulation(struct test_ctx *t)
 	struct job *j = fx_job(8);
 	fx_degrees(j, 1, 1, 1, 1, 3);
 	j->strat.zero_stage = 1;
-	struct model_params mp;
-	model_count(&j->model, &mp);
-	double trainable = (double)mp.total; /* TP 1, PP 1: every parameter on the rank */
+	double trainable = fx_params(j);
 	int mask;
 	CHECK_NEAR(t, grad_acc_bytes(j, &mask), 2 * 6 * trainable, 1e-9);
 	CHECK_EQ_INT(t, mask, 6); /* micro-batches 1 and 2 */
@@ -651,9 +649,7 @@ static void test_ds_grad_copies(struct test_ctx *t)
 {
 	struct job *j = fx_job(8);
 	fx_degrees(j, 1, 1, 1, 1, 3);
-	struct model_params mp;
-	model_count(&j->model, &mp);
-	double psi = (double)mp.total;
+	double psi = fx_params(j);
 	struct plan p;
 	const int stages[] = {1, 2, 3};
 	const double ipg[] = {8 * psi, 3 * 8 * psi, 3 * 4 * psi}; /* once; per micro-batch */

@@ -95,6 +95,14 @@ static inline void fx_megatron(struct job *j)
 	s->reduce_bucket_size = 40000000;
 }
 
+/* all parameters of the job's model (every one on a rank with TP 1 and PP 1) */
+static inline double fx_params(const struct job *j)
+{
+	struct model_params mp;
+	model_count(&j->model, &mp);
+	return (double)mp.total;
+}
+
 /* build and walk rank r; returns false on error */
 static inline bool fx_mem(const struct job *j, int64_t r, struct plan_mem *mem)
 {

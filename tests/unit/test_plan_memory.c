@@ -248,9 +248,7 @@ static void test_bf16_optimizer_grads(struct test_ctx *t)
 	struct job *j = fx_job(8);
 	fx_degrees(j, 1, 1, 1, 1, 2);
 	j->strat.zero_stage = 1;
-	struct model_params mp;
-	model_count(&j->model, &mp);
-	double psi = (double)mp.total;
+	double psi = fx_params(j);
 	struct plan_mem a, b;
 	if (fx_mem(j, 0, &a)) {
 		j->strat.grad_accum_dtype = TW_FP32;
