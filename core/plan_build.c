@@ -756,12 +756,8 @@ static int32_t grads_begin(struct pb *b, int64_t mid)
 			 "grads_full", PLAN_STREAM_COMPUTE);
 }
 
-/* DeepSpeed ZeRO 0/1: a micro-batch's grads join the accumulated ones (reference/deepspeed.md
- * §1.10). With the BF16_Optimizer (bf16 with fp32 grad accumulation at stage 1, or stage 0 in
- * a pipeline) every micro-batch's are added into its fp32 buffer, hp_grad.add_(lp.grad.to(
- * fp32)): read 2, write and read the fp32 copy, read and write the buffer (18 bytes per
- * element). Otherwise PyTorch's AccumulateGrad adds them into param.grad in place from the
- * second micro-batch on: read both, write one. */
+/* Whether DeepSpeed builds its BF16_Optimizer: bf16 with fp32 grad accumulation at stage 1,
+ * or stage 0 in a pipeline, without optimizer offload (reference/deepspeed.md §1.10). */
 static bool bf16_optimizer(const struct pb *b)
 {
 	const struct strategy *s = b->s;
@@ -769,6 +765,11 @@ static bool bf16_optimizer(const struct pb *b)
 	       ((s->zero_stage == 1 && b->gbytes == 4) || (s->zero_stage == 0 && b->pp > 1));
 }
 
+/* DeepSpeed ZeRO 0/1: a micro-batch's grads join the accumulated ones. The BF16_Optimizer
+ * adds every micro-batch's into its fp32 buffer, hp_grad.add_(lp.grad.to(fp32)): read 2, write
+ * and read the fp32 copy, read and write the buffer (18 bytes per element). Otherwise
+ * PyTorch's AccumulateGrad adds them into param.grad in place from the second micro-batch on:
+ * read both, write one. */
 static void grad_accumulate(struct pb *b, int64_t n)
 {
 	bool bf16_opt = bf16_optimizer(b);
