@@ -39,18 +39,6 @@ struct summary {
 	double model_tflops, hw_tflops, mfu, hfu, peak_tflops;
 };
 
-static double peak_tflops(const struct job *j)
-{
-	const struct cluster *c = &j->cluster;
-	enum tw_dtype d = j->strat.fp8_gemm ? TW_FP8 : j->strat.param_dtype;
-	if (d == TW_FP32 && c->gpu.peak_tflops[TW_TF32] > 0)
-		d = TW_TF32; /* fp32 training runs its GEMMs in TF32 */
-	double p = c->gpu.peak_tflops[d];
-	if (p <= 0)
-		p = c->gpu.peak_tflops[TW_BF16] > 0 ? c->gpu.peak_tflops[TW_BF16] : c->gpu.peak_tflops[TW_FP16];
-	return p;
-}
-
 static void summarise(const struct job *j, const struct prof_analysis *a, struct summary *s)
 {
 	memset(s, 0, sizeof(*s));
@@ -64,15 +52,30 @@ static void summarise(const struct job *j, const struct prof_analysis *a, struct
 	s->model_tflops = mf / (double)j->gpus / s->step_s * 1e-12;
 	/* hardware FLOPs: what the simulated ranks executed, recompute included (mean per rank) */
 	s->hw_tflops = a->hw_flops > 0 ? a->hw_flops / s->step_s * 1e-12 : s->model_tflops;
-	s->peak_tflops = peak_tflops(j);
+	s->peak_tflops = job_peak_tflops(j);
 	if (s->peak_tflops > 0) {
 		s->mfu = s->model_tflops / s->peak_tflops;
 		s->hfu = s->hw_tflops / s->peak_tflops;
 	}
 }
 
+/* The memory line: the fullest GPU of the job, from the same model as twin memory. A job that
+ * does not fit still gets its step time, with this line saying it would not run. */
+static void print_fit(const struct plan_fit *f)
+{
+	const double gib = (double)TW_GIB;
+	if (f->fits)
+		printf("memory               fits: %.2f GiB of %.2f GiB on the fullest GPU (rank %" PRId64
+		       "; twin memory)\n",
+		       (double)f->gpu_total / gib, (double)f->gpu_capacity / gib, f->rank);
+	else
+		printf("memory               rank %" PRId64 " %s; a real run would stop out of "
+		       "memory (twin memory)\n",
+		       f->rank, f->verdict);
+}
+
 static void print_text(const struct job *j, const struct sim_options *o, const struct sim_stats *st,
-		       const struct prof_analysis *a, const struct summary *s)
+		       const struct prof_analysis *a, const struct summary *s, const struct plan_fit *f)
 {
 	const struct strategy *g = &j->strat;
 	printf("%s on %" PRId64 " GPUs of %s (%d node%s): tp %" PRId64 ", pp %" PRId64 ", dp %" PRId64
@@ -91,12 +94,14 @@ static void print_text(const struct job *j, const struct sim_options *o, const s
 	       a->step_ns > 0 ? 100.0 * (double)a->bubble_ns / (double)a->step_ns : 0.0);
 	printf("offload copies       %.4f s (%.4f s exposed, stall on copies %.4f s)\n",
 	       (double)a->copy_ns * 1e-9, (double)a->exposed_copy_ns * 1e-9, (double)a->stall_copy_ns * 1e-9);
-	printf("optimizer step       %.4f s\n\n", (double)a->optimizer_ns * 1e-9);
+	printf("optimizer step       %.4f s\n", (double)a->optimizer_ns * 1e-9);
+	print_fit(f);
+	printf("\n");
 	prof_analysis_print(stdout, a);
 }
 
 static cJSON *to_json(const struct job *j, const struct sim_options *o, const struct sim_stats *st,
-		      const struct prof_analysis *a, const struct summary *s)
+		      const struct prof_analysis *a, const struct summary *s, const struct plan_fit *f)
 {
 	cJSON *out = cJSON_CreateObject();
 	cJSON_AddStringToObject(out, "model", j->model.name);
@@ -114,6 +119,13 @@ static cJSON *to_json(const struct job *j, const struct sim_options *o, const st
 	cJSON_AddNumberToObject(out, "hfu", s->hfu);
 	cJSON_AddNumberToObject(out, "bubble_s", (double)a->bubble_ns * 1e-9);
 	cJSON_AddNumberToObject(out, "peak_mem_bytes", (double)a->peak_mem_bytes);
+	cJSON *mem = cJSON_AddObjectToObject(out, "memory");
+	cJSON_AddBoolToObject(mem, "fits", f->fits);
+	cJSON_AddNumberToObject(mem, "rank", (double)f->rank);
+	cJSON_AddNumberToObject(mem, "gpu_bytes", (double)f->gpu_total);
+	cJSON_AddNumberToObject(mem, "capacity_bytes", (double)f->gpu_capacity);
+	cJSON_AddNumberToObject(mem, "short_bytes", (double)(f->short_bytes > 0 ? f->short_bytes : 0));
+	cJSON_AddStringToObject(mem, "verdict", f->verdict);
 	cJSON *sim = cJSON_AddObjectToObject(out, "sim");
 	cJSON_AddNumberToObject(sim, "events", (double)st->events);
 	cJSON_AddNumberToObject(sim, "ranks_simulated", (double)st->ranks_simulated);
@@ -178,6 +190,11 @@ int cmd_simulate(const struct cli_ctx *ctx, int argc, char **argv)
 	}
 	struct summary s;
 	summarise(j, &a, &s);
+	struct plan_fit fit;
+	if ((rc = plan_job_fit(j, &fit, &err)) != TW_OK) {
+		status = cli_fail(&err);
+		goto out;
+	}
 	if (trace_path || db_path)
 		trace_sort(&t); /* (rank, start, end) order for the exporter and the store */
 	if (trace_path && (rc = prof_export_chrome_file(&t, trace_path, &err)) != TW_OK) {
@@ -204,14 +221,14 @@ int cmd_simulate(const struct cli_ctx *ctx, int argc, char **argv)
 		}
 	}
 	if (o.json) {
-		cJSON *out = to_json(j, &so, &st, &a, &s);
+		cJSON *out = to_json(j, &so, &st, &a, &s, &fit);
 		if (trace_path)
 			cJSON_AddStringToObject(out, "trace", trace_path);
 		if (run_id >= 0)
 			cJSON_AddNumberToObject(out, "run_id", (double)run_id);
 		cli_print_json(out);
 	} else {
-		print_text(j, &so, &st, &a, &s);
+		print_text(j, &so, &st, &a, &s, &fit);
 		if (memory) {
 			printf("\n");
 			fflush(stdout);

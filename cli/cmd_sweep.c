@@ -77,7 +77,7 @@ static enum tw_result run_point(const struct cli_job_opts *base, const char *cmd
 	}
 	double mf = model_flops_per_token(&j->model, j->seq) * (double)j->tokens_per_step;
 	rpt_point_fill(p, &a, j->gpus, j->tokens_per_step, mf,
-		       rpt_peak_tflops(j->cluster.gpu.peak_tflops, j->strat.param_dtype, j->strat.fp8_gemm),
+		       job_peak_tflops(j),
 		       j->cluster.gpu.memory_gib * (double)TW_GIB);
 	if (db) {
 		char label[600], run_name[700];

@@ -753,3 +753,13 @@ struct cJSON *cluster_to_json(const struct cluster *c)
 	}
 	return o;
 }
+
+double cluster_gemm_peak(const double peak_tflops[TW_NUM_DTYPES], enum tw_dtype param_dtype,
+			 bool fp8_gemm, bool tf32)
+{
+	enum tw_dtype d = fp8_gemm ? TW_FP8 : param_dtype == TW_FP32 && tf32 ? TW_TF32 : param_dtype;
+	double p = (int)d >= 0 && d < TW_NUM_DTYPES ? peak_tflops[d] : 0;
+	if (p <= 0)
+		p = peak_tflops[TW_BF16] > 0 ? peak_tflops[TW_BF16] : peak_tflops[TW_FP16];
+	return p;
+}

@@ -95,6 +95,11 @@ double cluster_intra_GBps(const struct cluster *c);
 double cluster_intra_latency_us(const struct cluster *c);
 /* What NCCL achieves on one NIC, GB/s per direction: nic_gbps / 8 * nic_eff. */
 double cluster_nic_GBps(const struct cluster *c);
+/* Dense peak TFLOP/s in the dtype GEMMs run in, the MFU denominator: fp8 with fp8 GEMMs, TF32
+ * for fp32 with tf32 (else fp32 runs in fp32, PyTorch's default), otherwise the parameter
+ * dtype; bf16 (or fp16) where that rate is unknown. */
+double cluster_gemm_peak(const double peak_tflops[TW_NUM_DTYPES], enum tw_dtype param_dtype,
+			 bool fp8_gemm, bool tf32);
 
 /* Load CLUSTER (preset name in topologies_dir or a path), apply sets (PATH=VALUE, cluster
  * paths only; each must exist and keep its type) and validate. */

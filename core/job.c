@@ -216,3 +216,9 @@ struct cJSON *job_to_json(const struct job *j)
 	cJSON_AddNumberToObject(o, "nodes", j->nodes);
 	return o;
 }
+
+double job_peak_tflops(const struct job *j)
+{
+	return cluster_gemm_peak(j->cluster.gpu.peak_tflops, j->strat.param_dtype, j->strat.fp8_gemm,
+				 j->strat.tf32);
+}

@@ -76,4 +76,7 @@ int job_node_of(const struct job *j, int64_t rank);
 /* Full description as JSON (stored with runs); caller frees. */
 struct cJSON *job_to_json(const struct job *j);
 
+/* cluster_gemm_peak of the job's GPU and strategy: the denominator of MFU and HFU. */
+double job_peak_tflops(const struct job *j);
+
 #endif

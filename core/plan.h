@@ -180,6 +180,22 @@ enum tw_result plan_memory(const struct job *j, const struct plan *p, struct pla
  * "does not fit: needs 4.1 GiB more — largest items: ..."). */
 bool plan_mem_fits(const struct plan_mem *m, char *verdict, size_t len);
 
+/* Bytes beyond capacity (<= 0: fits) of one role: its GPU's, or when the GPU fits, its
+ * host share's (offloaded states live in the node's memory), with the one-line verdict. */
+int64_t plan_mem_shortfall(const struct plan_mem *m, char *verdict, size_t len);
+
+/* Whether a whole job fits: every role's plan through plan_memory, the worst one kept (the
+ * largest shortfall; when all fit, the least free GPU memory). */
+struct plan_fit {
+	bool fits;
+	int64_t short_bytes;  /* the worst role's plan_mem_shortfall, bytes */
+	int64_t rank;         /* its representative rank */
+	int64_t gpu_total;    /* its GPU bytes (peak + context + fragmentation) */
+	int64_t gpu_capacity; /* bytes per GPU */
+	char verdict[256];    /* its verdict */
+};
+enum tw_result plan_job_fit(const struct job *j, struct plan_fit *out, struct tw_err *err);
+
 /* The trace category an op is recorded under (the simulator and the executor both use it). */
 enum trace_cat plan_op_trace_cat(const struct plan_op *op);
 

@@ -59,6 +59,7 @@ struct pb {
 	int obytes;             /* optimizer-state bytes per trainable parameter */
 	bool mixed;             /* 16-bit params with fp32 master weights */
 	enum tw_dtype pdt, gemm_dt, comm_dt;
+	enum tw_dtype mm_dt;    /* what matmuls run in: pdt, or TF32 for fp32 with tf32 */
 	enum shard_mode shard;
 	int64_t nz;             /* partition count of sharded states */
 	enum job_group zgroup;  /* the group ZeRO/FSDP shards over */
@@ -167,7 +168,9 @@ static uint32_t compute_d(struct pb *b, enum plan_kernel kern, const char *name,
 		wait_on(b, ag);
 	struct plan_op *op = &b->p->ops[id];
 	op->u.compute.kernel = (uint8_t)kern;
-	op->u.compute.dtype = (uint8_t)(kern == PLAN_K_OPTIM ? TW_FP32 : b->pdt);
+	op->u.compute.dtype = (uint8_t)(kern == PLAN_K_OPTIM  ? TW_FP32
+					: kern == PLAN_K_ATTN ? b->mm_dt
+							       : b->pdt);
 	op->u.compute.flops = flops;
 	op->u.compute.bytes = bytes;
 	b->p->hw_flops += flops;
@@ -192,7 +195,7 @@ static uint32_t gemm(struct pb *b, const char *name, int64_t m, int64_t n, int64
 {
 	double mb = exact_mb > 0 ? exact_mb : (double)m * (double)batch;
 	double flops = 2.0 * mb * (double)n * (double)k;
-	enum tw_dtype dt = model && !(b->flags & PLAN_F_LORA) ? b->gemm_dt : b->pdt;
+	enum tw_dtype dt = model && !(b->flags & PLAN_F_LORA) ? b->gemm_dt : b->mm_dt;
 	double bytes = (mb * (double)k + (double)k * (double)n * (double)batch + mb * (double)n) *
 		       tw_dtype_bytes(dt);
 	uint32_t id = compute(b, PLAN_K_GEMM, name, flops, bytes, PLAN_STREAM_COMPUTE);
@@ -1750,7 +1753,8 @@ static void setup(struct pb *b)
 	b->pbytes = tw_dtype_bytes(b->pdt);
 	b->ab = b->pbytes;
 	b->mixed = b->pdt != TW_FP32;
-	b->gemm_dt = s->fp8_gemm ? TW_FP8 : b->pdt;
+	b->mm_dt = b->pdt == TW_FP32 && s->tf32 ? TW_TF32 : b->pdt;
+	b->gemm_dt = s->fp8_gemm ? TW_FP8 : b->mm_dt;
 	b->comm_dt = s->comm_dtype;
 	b->gbytes = tw_dtype_bytes(s->grad_accum_dtype);
 	b->obytes = opt_state_bytes(s->optimizer);

@@ -3,6 +3,7 @@
 #include "plan.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static bool is_state(int cat)
@@ -92,4 +93,50 @@ bool plan_mem_fits(const struct plan_mem *m, char *verdict, size_t len)
 		w += snprintf(verdict + w, len - (size_t)w, "%s %s %.2f GiB", a ? "," : "",
 			      it[a].name, (double)it[a].bytes / gib);
 	return false;
+}
+
+int64_t plan_mem_shortfall(const struct plan_mem *m, char *verdict, size_t len)
+{
+	int64_t s = m->gpu_total - m->gpu_capacity;
+	if (!plan_mem_fits(m, verdict, len))
+		return s;
+	int64_t hs = m->host_capacity > 0 ? m->peak[PLAN_DEV_HOST] - m->host_capacity : INT64_MIN;
+	if (hs <= 0)
+		return s;
+	snprintf(verdict, len, "host memory does not fit: needs %.2f GiB more of %.2f GiB per GPU",
+		 (double)hs / (double)TW_GIB, (double)m->host_capacity / (double)TW_GIB);
+	return hs;
+}
+
+enum tw_result plan_job_fit(const struct job *j, struct plan_fit *out, struct tw_err *err)
+{
+	memset(out, 0, sizeof(*out));
+	out->short_bytes = INT64_MIN;
+	int64_t n = j->strat.pp > 0 ? j->strat.pp : 1;
+	int64_t *reps = TW_NEW_ARRAY(int64_t, (size_t)n), *w = TW_NEW_ARRAY(int64_t, (size_t)n);
+	n = plan_roles(j, reps, w, n);
+	enum tw_result rc = TW_OK;
+	for (int64_t i = 0; i < n && rc == TW_OK; i++) {
+		struct plan p;
+		struct plan_mem m;
+		rc = plan_rank(j, reps[i], &p, err);
+		if (rc == TW_OK)
+			rc = plan_memory(j, &p, &m, err);
+		plan_release(&p);
+		if (rc != TW_OK)
+			break;
+		char v[sizeof(out->verdict)];
+		int64_t s = plan_mem_shortfall(&m, v, sizeof(v));
+		if (s > out->short_bytes) {
+			out->short_bytes = s;
+			out->rank = reps[i];
+			out->gpu_total = m.gpu_total;
+			out->gpu_capacity = m.gpu_capacity;
+			snprintf(out->verdict, sizeof(out->verdict), "%s", v);
+		}
+	}
+	out->fits = rc == TW_OK && out->short_bytes <= 0;
+	free(reps);
+	free(w);
+	return rc;
 }

@@ -132,7 +132,7 @@ static bool is_path(const char *s)
 
 static const char *const our_keys[] = {
 	"name", "description", "note", "framework", "deepspeed_version", "tp", "pp", "cp", "cp_kind",
-	"ep", "vp", "sequence_parallel", "schedule", "recompute", "flash_attention", "fp8",
+	"ep", "vp", "sequence_parallel", "schedule", "recompute", "flash_attention", "fp8", "tf32",
 	"precision", "optimizer", "distributed_optimizer", "fsdp", "lora", "seq_len", "micro_batch",
 	"global_batch", "grad_accum", "hf_trainer", "ds_config", "host_op_us",
 	"overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap", NULL};
@@ -349,13 +349,13 @@ static const char *const offload_names[] = {"none", "cpu", "nvme"};
 /* Values our file gives, kept until the defaults (which depend on the framework) are known. */
 struct ours {
 	struct oval framework, version, tp, pp, cp, cp_kind, ep, vp, sp, schedule, recompute, flash,
-		fp8, precision, optimizer, distopt, fsdp_sharding, fsdp_group, lora_rank,
+		fp8, tf32, precision, optimizer, distopt, fsdp_sharding, fsdp_group, lora_rank,
 		lora_targets, seq_len, host_op, ogr, opg, tpo;
 	bool ogr_v, opg_v, tpo_v;
 	double host_op_v;
 	int framework_i, schedule_i, recompute_i, cp_kind_i, precision_i, optimizer_i, fsdp_i;
 	int64_t tp_v, pp_v, cp_v, ep_v, vp_v, seq_v, fsdp_group_v, lora_rank_v;
-	bool sp_v, flash_v, fp8_v, distopt_v;
+	bool sp_v, flash_v, fp8_v, tf32_v, distopt_v;
 	char version_v[16];
 	unsigned lora_targets_v;
 	bool has_fsdp, has_lora;
@@ -406,13 +406,16 @@ static enum tw_result parse_lora_targets(struct strat_rd *r, const cJSON *lora, 
 	return TW_OK;
 }
 
+static enum tw_result sfail(struct strat_rd *r, const char *path, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
 static enum tw_result parse_ours(struct strat_rd *r, const cJSON *o, struct ours *u)
 {
 	static const char *const fsdp_keys[] = {"sharding_strategy", "shard_group_size", NULL};
 	static const char *const lora_keys[] = {"rank", "targets", "alpha", NULL};
 	static const char *const hf_keys[] = {"per_device_train_batch_size",
 					      "gradient_accumulation_steps", "max_grad_norm", "bf16",
-					      "fp16", NULL};
+					      "fp16", "tf32", NULL};
 	memset(u, 0, sizeof(*u));
 	struct json_ctx c = {r->our_file ? r->our_file : "strategy", NULL, r->err};
 	if (o) {
@@ -450,6 +453,7 @@ static enum tw_result parse_ours(struct strat_rd *r, const cJSON *o, struct ours
 	TW_CHECK(oenum(r, o, NULL, "recompute", recompute_names, &u->recompute_i, &u->recompute));
 	TW_CHECK(obool(r, o, NULL, "flash_attention", &u->flash_v, &u->flash));
 	TW_CHECK(obool(r, o, NULL, "fp8", &u->fp8_v, &u->fp8));
+	TW_CHECK(obool(r, o, NULL, "tf32", &u->tf32_v, &u->tf32));
 	TW_CHECK(onum(r, o, NULL, "host_op_us", 0, 1e4, &u->host_op_v, &u->host_op));
 	TW_CHECK(obool(r, o, NULL, "overlap_grad_reduce", &u->ogr_v, &u->ogr));
 	TW_CHECK(obool(r, o, NULL, "overlap_param_gather", &u->opg_v, &u->opg));
@@ -505,6 +509,14 @@ static enum tw_result parse_ours(struct strat_rd *r, const cJSON *o, struct ours
 	TW_CHECK(onum(r, hf, "hf_trainer", "max_grad_norm", 0, 1e300, &r->hf_max_grad_norm, &ov));
 	TW_CHECK(obool(r, hf, "hf_trainer", "bf16", &r->hf_bf16, &ov));
 	TW_CHECK(obool(r, hf, "hf_trainer", "fp16", &r->hf_fp16, &ov));
+	/* TrainingArguments(tf32=...) sets torch's allow_tf32, as our tf32 does */
+	bool hf_tf32 = false;
+	TW_CHECK(obool(r, hf, "hf_trainer", "tf32", &hf_tf32, &ov));
+	if (ov.given && u->tf32.given && hf_tf32 != u->tf32_v)
+		return sfail(r, "tf32", "tf32=%s disagrees with hf_trainer.tf32=%s",
+			     u->tf32_v ? "true" : "false", hf_tf32 ? "true" : "false");
+	if (ov.given && !u->tf32.given)
+		u->tf32 = ov, u->tf32_v = hf_tf32;
 
 	r->precision_given = u->precision.given;
 	r->precision = precision_types[u->precision_i];
@@ -648,8 +660,6 @@ static void oprov(struct strategy *s, const char *path, const struct oval *ov, c
 		   "%s", v);
 }
 
-static enum tw_result sfail(struct strat_rd *r, const char *path, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
 /* An error about a strategy value: the label is where the value came from. */
 static enum tw_result sfail(struct strat_rd *r, const char *path, const char *fmt, ...)
 {
@@ -1098,6 +1108,7 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 	s->recompute = u.recompute.given ? (enum strat_recompute)u.recompute_i : STRAT_RECOMPUTE_NONE;
 	s->flash_attention = u.flash.given ? u.flash_v : true;
 	s->fp8_gemm = u.fp8.given && u.fp8_v;
+	s->tf32 = u.tf32.given && u.tf32_v;
 	s->host_op_us = u.host_op.given ? u.host_op_v : STRAT_HOST_OP_US;
 	s->lora_rank = u.has_lora ? u.lora_rank_v : 0;
 	s->lora_targets = u.has_lora ? u.lora_targets_v : 0;
@@ -1161,6 +1172,10 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 	oprov(s, "fp8", &u.fp8, "GEMMs in the model dtype", "%s", s->fp8_gemm ? "true" : "false");
 	if (s->fp8_gemm && r->c && r->c->gpu.name[0] && r->c->gpu.peak_tflops[TW_FP8] <= 0)
 		return sfail(r, "fp8", "fp8: GPU %s has no fp8 tensor cores", r->c->gpu.name);
+	oprov(s, "tf32", &u.tf32, "PyTorch default: fp32 matmuls in fp32 (allow_tf32 off since 1.12)",
+	      "%s", s->tf32 ? "true" : "false");
+	if (s->tf32 && r->c && r->c->gpu.name[0] && r->c->gpu.peak_tflops[TW_TF32] <= 0)
+		return sfail(r, "tf32", "tf32: GPU %s has no TF32 tensor cores", r->c->gpu.name);
 	if (s->lora_rank > 0) {
 		oprov(s, "lora.rank", &u.lora_rank, "", "%" PRId64, s->lora_rank);
 		char tg[64] = "";
@@ -1231,6 +1246,7 @@ struct cJSON *strategy_to_json(const struct strategy *s)
 	cJSON_AddStringToObject(p, "grad_accum_dtype", tw_dtype_name(s->grad_accum_dtype));
 	cJSON_AddStringToObject(p, "comm_dtype", tw_dtype_name(s->comm_dtype));
 	cJSON_AddBoolToObject(p, "fp8_gemm", s->fp8_gemm);
+	cJSON_AddBoolToObject(p, "tf32", s->tf32);
 	cJSON_AddBoolToObject(p, "loss_scaling", s->loss_scaling);
 	cJSON_AddBoolToObject(p, "check_grad_overflow", s->check_grad_overflow);
 	cJSON_AddStringToObject(o, "optimizer", optimizer_names[s->optimizer]);

@@ -60,6 +60,7 @@ struct strategy {
 	enum tw_dtype grad_accum_dtype;
 	enum tw_dtype comm_dtype;
 	bool fp8_gemm;              /* GEMMs in fp8 (Transformer Engine) */
+	bool tf32;                  /* fp32 matmuls on TF32 tensor cores (torch allow_tf32) */
 	bool loss_scaling;          /* fp16 dynamic loss scaling */
 	bool check_grad_overflow;   /* bf16.check_grad_overflow (DeepSpeed >= 0.19.3: true) */
 	enum strat_optimizer optimizer;

@@ -61,9 +61,6 @@ void rpt_point_label(const struct rpt_sweep *s, const struct rpt_point *p, char 
 void rpt_point_fill(struct rpt_point *p, const struct prof_analysis *a, int64_t gpus,
 		    int64_t tokens_per_step, double model_flops_per_step, double peak_tflops,
 		    double capacity_bytes);
-/* The GPU's dense peak (TFLOP/s) in the dtype the GEMMs run in: the parameter dtype, TF32 for
- * fp32, fp8 with fp8 GEMMs; bf16/fp16 when that one is unknown. The denominator of MFU. */
-double rpt_peak_tflops(const double peak[TW_NUM_DTYPES], enum tw_dtype param_dtype, bool fp8_gemm);
 /* A sweep from stored runs (twin sweep --db, twin report scaling|whatif --db): the complete
  * simulated runs named LABEL/P1=V1[,P2=V2...], the newest run per point; label NULL: the
  * label of the newest stored sweep run. Each point is analysed from its trace; tokens, GPUs,

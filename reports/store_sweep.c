@@ -60,6 +60,7 @@ static enum tw_result job_facts(const struct srun *r, int64_t *gpus, int64_t *to
 	if (!cJSON_IsString(pd) || !tw_dtype_parse(pd->valuestring, &dt))
 		ok = false;
 	bool fp8 = cJSON_IsTrue(path(j, "strategy", "precision", "fp8_gemm"));
+	bool tf32 = cJSON_IsTrue(path(j, "strategy", "precision", "tf32"));
 	struct model *m = TW_NEW(struct model);
 	const cJSON *mj = path(j, "model", NULL, NULL);
 	if (!ok || !pk || !mj || *gpus <= 0 || gb <= 0) {
@@ -72,7 +73,7 @@ static enum tw_result job_facts(const struct srun *r, int64_t *gpus, int64_t *to
 		seq = m->seq_len;
 	*tokens = gb * seq;
 	*mflops = model_flops_per_token(m, seq) * (double)*tokens;
-	*peak = rpt_peak_tflops(peaks, dt, fp8);
+	*peak = cluster_gemm_peak(peaks, dt, fp8, tf32);
 out:
 	free(m);
 	cJSON_Delete(j);

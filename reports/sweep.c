@@ -141,17 +141,6 @@ void rpt_point_fill(struct rpt_point *p, const struct prof_analysis *a, int64_t 
 	p->mfu = peak_tflops > 0 ? p->tflops_gpu / peak_tflops : 0;
 }
 
-double rpt_peak_tflops(const double peak[TW_NUM_DTYPES], enum tw_dtype param_dtype, bool fp8_gemm)
-{
-	enum tw_dtype d = fp8_gemm ? TW_FP8 : param_dtype;
-	if (d == TW_FP32 && peak[TW_TF32] > 0)
-		d = TW_TF32; /* fp32 training runs its GEMMs in TF32 */
-	double p = (int)d >= 0 && d < TW_NUM_DTYPES ? peak[d] : 0;
-	if (p <= 0)
-		p = peak[TW_BF16] > 0 ? peak[TW_BF16] : peak[TW_FP16];
-	return p;
-}
-
 void rpt_sweep_print(FILE *f, const struct rpt_sweep *s)
 {
 	int w = 5;

@@ -190,16 +190,7 @@ static bool measure(const struct job *j, struct search_cand *c, int64_t *reps, i
 		plan_release(&p);
 		if (busy > c->bound_ns)
 			c->bound_ns = busy;
-		int64_t s = m.gpu_total - m.gpu_capacity;
-		bool gpu_fits = plan_mem_fits(&m, c->verdict, sizeof(c->verdict));
-		/* offloaded states live in host memory: the node's share per GPU must hold them */
-		int64_t hs = m.host_capacity > 0 ? m.peak[PLAN_DEV_HOST] - m.host_capacity : INT64_MIN;
-		if (gpu_fits && hs > 0) {
-			snprintf(c->verdict, sizeof(c->verdict),
-				 "host memory does not fit: needs %.2f GiB more of %.2f GiB per GPU",
-				 (double)hs / (double)TW_GIB, (double)m.host_capacity / (double)TW_GIB);
-			s = hs;
-		}
+		int64_t s = plan_mem_shortfall(&m, c->verdict, sizeof(c->verdict));
 		if (s > worst_short) {
 			worst_short = s;
 			c->peak_bytes = m.gpu_total;
@@ -209,18 +200,6 @@ static bool measure(const struct job *j, struct search_cand *c, int64_t *reps, i
 	}
 	c->short_bytes = worst_short;
 	return true;
-}
-
-static double peak_tflops(const struct job *j)
-{
-	const struct cluster *c = &j->cluster;
-	enum tw_dtype d = j->strat.fp8_gemm ? TW_FP8 : j->strat.param_dtype;
-	if (d == TW_FP32 && c->gpu.peak_tflops[TW_TF32] > 0)
-		d = TW_TF32; /* fp32 training runs its GEMMs in TF32 (as twin simulate) */
-	double p = c->gpu.peak_tflops[d];
-	if (p <= 0)
-		p = c->gpu.peak_tflops[TW_BF16] > 0 ? c->gpu.peak_tflops[TW_BF16] : c->gpu.peak_tflops[TW_FP16];
-	return p;
 }
 
 /* Apply the user's pins (tp=, pp=, recompute=, zero_optimization.stage=, micro_batch=). */
@@ -469,8 +448,6 @@ static void *filter_worker(void *p)
 	}
 }
 
-static double peak_of(const struct job *j);
-
 /* Simulate candidates in order of their lower bound; once the bound of the next one puts it
  * after the K-th best simulated, no later one (higher bound) can enter the top K. */
 static void *sim_worker(void *p)
@@ -517,7 +494,7 @@ static void *sim_worker(void *p)
 			c->tokens_s = (double)j->tokens_per_step / step_s;
 			c->tokens_s_gpu = c->tokens_s / (double)gpus;
 			double mf = model_flops_per_token(&j->model, j->seq) * (double)j->tokens_per_step;
-			double pk = peak_of(j);
+			double pk = job_peak_tflops(j);
 			c->mfu = pk > 0 ? mf / (double)gpus / step_s * 1e-12 / pk : 0;
 		}
 		pthread_mutex_lock(&sh->mu);
@@ -813,7 +790,3 @@ void search_result_release(struct search_result *res)
 	res->ntop = 0;
 }
 
-static double peak_of(const struct job *j)
-{
-	return peak_tflops(j);
-}

@@ -47,6 +47,24 @@ check "simulate --json: parses" "python3 -m json.tool '$tmp/sym.json' >/dev/null
 check "simulate --json: 0 < mfu < 1" "[ \"\$(jget '$tmp/sym.json' '0 < d[\"mfu\"] < 1')\" = True ]"
 check "simulate --json: analysis has collectives" "[ \"\$(jget '$tmp/sym.json' '\"analysis\" in d and d[\"step_time_s\"] > 0')\" = True ]"
 
+# the memory verdict: the fullest GPU of every role, as twin memory computes it; a job that does
+# not fit is still simulated (exit 0) and says so
+check "simulate: prints that the job fits" "grep -q '^memory  *fits: ' '$out'"
+"$TWIN" memory -m gpt3-175b -c dgx-a100-80g --gpus 1024 -s examples/strategies/megatron-175b.json \
+	--json >"$tmp/mem.json" 2>"$err"
+mx=$(jget "$tmp/mem.json" 'max(r["gpu"]["total_bytes"] for r in d["roles"])')
+check "simulate --json: memory.gpu_bytes is twin memory's fullest role ($mx)" \
+	"[ \"\$(jget '$tmp/sym.json' 'd[\"memory\"][\"fits\"] and d[\"memory\"][\"gpu_bytes\"] == $mx')\" = True ]"
+"$TWIN" simulate -m llama2-7b -c dgx-a100-80g --gpus 8 --set zero_optimization.stage=2 \
+	--set train_micro_batch_size_per_gpu=4 >"$tmp/oom.txt" 2>"$err"
+st=$?
+check "simulate: a job that does not fit still exits 0" "[ $st -eq 0 ]"
+check "simulate: a job that does not fit says so" "grep -q '^memory  *rank 0 does not fit: needs' '$tmp/oom.txt'"
+"$TWIN" simulate -m llama2-7b -c dgx-a100-80g --gpus 8 --set zero_optimization.stage=2 \
+	--set train_micro_batch_size_per_gpu=4 --json >"$tmp/oom.json" 2>"$err"
+check "simulate --json: memory.fits false with the shortfall" \
+	"[ \"\$(jget '$tmp/oom.json' 'not d[\"memory\"][\"fits\"] and d[\"memory\"][\"short_bytes\"] == d[\"memory\"][\"gpu_bytes\"] - d[\"memory\"][\"capacity_bytes\"] > 0')\" = True ]"
+
 # symmetric and full mode agree to the nanosecond on a symmetric job
 "$TWIN" simulate -m gpt3-175b -c dgx-a100-80g --gpus 64 -s examples/strategies/megatron-175b.json \
 	--set global_batch=64 --json >"$tmp/s.json" 2>"$err"

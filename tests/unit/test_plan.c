@@ -1023,6 +1023,47 @@ static void test_bad_strategies(struct test_ctx *t)
 	free(j);
 }
 
+/* tf32 (torch allow_tf32): an fp32 job's matmuls (GEMMs and attention) run in TF32 and nothing
+ * else changes; a 16-bit job is untouched */
+static void test_tf32(struct test_ctx *t)
+{
+	struct job *j = fx_job(8);
+	struct strategy *s = &j->strat;
+	s->param_dtype = s->grad_accum_dtype = s->comm_dtype = TW_FP32;
+	struct plan a, b;
+	struct tw_err e = {0};
+	CHECK(t, plan_rank(j, 0, &a, &e) == TW_OK);
+	s->tf32 = true;
+	CHECK(t, plan_rank(j, 0, &b, &e) == TW_OK);
+	CHECK_EQ_INT(t, (int64_t)a.nops, (int64_t)b.nops);
+	int64_t mm = 0, other = 0, diff = 0;
+	for (size_t i = 0; i < a.nops && i < b.nops; i++) {
+		const struct plan_op *x = &a.ops[i], *y = &b.ops[i];
+		if (x->kind != PLAN_COMPUTE) {
+			diff += x->kind != y->kind;
+			continue;
+		}
+		bool matmul = x->u.compute.kernel == PLAN_K_GEMM || x->u.compute.kernel == PLAN_K_ATTN;
+		mm += matmul;
+		other += !matmul;
+		diff += y->u.compute.dtype != (matmul ? TW_TF32 : x->u.compute.dtype);
+		diff += x->u.compute.dtype != TW_FP32; /* every kernel of an fp32 job */
+		diff += x->u.compute.bytes != y->u.compute.bytes || x->u.compute.flops != y->u.compute.flops;
+	}
+	CHECK(t, mm > 0 && other > 0);
+	CHECK_EQ_INT(t, diff, 0);
+	plan_release(&a);
+	plan_release(&b);
+	s->param_dtype = s->grad_accum_dtype = s->comm_dtype = TW_BF16;
+	CHECK(t, plan_rank(j, 0, &b, &e) == TW_OK);
+	for (size_t i = 0; i < b.nops; i++)
+		if (b.ops[i].kind == PLAN_COMPUTE && b.ops[i].u.compute.kernel == PLAN_K_GEMM)
+			diff += b.ops[i].u.compute.dtype != TW_BF16;
+	CHECK_EQ_INT(t, diff, 0);
+	plan_release(&b);
+	free(j);
+}
+
 static void test_names(struct test_ctx *t)
 {
 	CHECK(t, !strcmp(plan_coll_name(PLAN_REDUCE_SCATTER), "reduce_scatter"));
@@ -1056,6 +1097,7 @@ int main(void)
 	TEST_RUN(&t, test_offload_ops);
 	TEST_RUN(&t, test_roles);
 	TEST_RUN(&t, test_bad_strategies);
+	TEST_RUN(&t, test_tf32);
 	TEST_RUN(&t, test_names);
 	return test_done(&t);
 }

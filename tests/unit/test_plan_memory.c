@@ -351,6 +351,41 @@ static void test_verdict(struct test_ctx *t)
 	if (fx_mem(j, 0, &m)) {
 		CHECK(t, plan_mem_fits(&m, v, sizeof(v)));
 		CHECK_STR_CONTAINS(t, v, "GiB free");
+		/* the shortfall: the GPU's (negative: free bytes) until the host share overflows */
+		CHECK_EQ_INT(t, plan_mem_shortfall(&m, v, sizeof(v)), m.gpu_total - m.gpu_capacity);
+		m.peak[PLAN_DEV_HOST] = 10 * TW_GIB, m.host_capacity = 7 * TW_GIB;
+		CHECK_EQ_INT(t, plan_mem_shortfall(&m, v, sizeof(v)), 3 * TW_GIB);
+		CHECK_STR_CONTAINS(t, v, "host memory does not fit: needs 3.00 GiB more");
+	}
+	free(j);
+}
+
+/* plan_job_fit: the worst role of a pipeline, the same bytes plan_memory gives that role */
+static void test_job_fit(struct test_ctx *t)
+{
+	struct job *j = fx_job(8);
+	fx_degrees(j, 1, 2, 1, 1, 4);
+	j->strat.zero_stage = 1;
+	int64_t reps[2], w8[2];
+	struct plan_mem m0, m1;
+	struct plan_fit f;
+	struct tw_err err = {0};
+	if (plan_roles(j, reps, w8, 2) == 2 && fx_mem(j, reps[0], &m0) && fx_mem(j, reps[1], &m1) &&
+	    plan_job_fit(j, &f, &err) == TW_OK) {
+		const struct plan_mem *w = m0.gpu_total >= m1.gpu_total ? &m0 : &m1;
+		CHECK(t, m0.gpu_total != m1.gpu_total); /* the stages differ */
+		CHECK_EQ_INT(t, f.gpu_total, w->gpu_total);
+		CHECK_EQ_INT(t, f.rank, w == &m0 ? reps[0] : reps[1]);
+		CHECK_EQ_INT(t, f.short_bytes, w->gpu_total - w->gpu_capacity);
+		CHECK(t, f.fits == (f.short_bytes <= 0));
+		/* shrink the GPU below the fullest stage: the verdict turns, naming the shortfall */
+		j->cluster.gpu.memory_gib = (double)(w->gpu_total - TW_GIB) / (double)TW_GIB;
+		CHECK(t, plan_job_fit(j, &f, &err) == TW_OK);
+		CHECK(t, !f.fits);
+		CHECK_NEAR(t, f.short_bytes, TW_GIB, 1e-6);
+		CHECK_STR_CONTAINS(t, f.verdict, "does not fit: needs 1.00 GiB more");
+	} else {
+		CHECK(t, false);
 	}
 	free(j);
 }
@@ -522,6 +557,7 @@ int main(void)
 	TEST_RUN(&t, test_offload_moves_states);
 	TEST_RUN(&t, test_lora);
 	TEST_RUN(&t, test_verdict);
+	TEST_RUN(&t, test_job_fit);
 	TEST_RUN(&t, test_korthikanti_cases);
 	TEST_RUN(&t, test_korthikanti_fig7);
 	TEST_RUN(&t, test_more_knobs);

@@ -119,13 +119,13 @@ static void test_peak(struct test_ctx *T)
 	pk[TW_TF32] = 156;
 	pk[TW_BF16] = 312;
 	pk[TW_FP16] = 312;
-	CHECK_NEAR(T, rpt_peak_tflops(pk, TW_BF16, false), 312, 1e-12);
-	CHECK_NEAR(T, rpt_peak_tflops(pk, TW_FP32, false), 156, 1e-12); /* GEMMs in TF32 */
-	CHECK_NEAR(T, rpt_peak_tflops(pk, TW_BF16, true), 312, 1e-12);  /* no fp8 on this GPU */
+	CHECK_NEAR(T, cluster_gemm_peak(pk, TW_BF16, false, false), 312, 1e-12);
+	CHECK_NEAR(T, cluster_gemm_peak(pk, TW_FP32, false, false), 19.5, 1e-12); /* PyTorch default */
+	CHECK_NEAR(T, cluster_gemm_peak(pk, TW_FP32, false, true), 156, 1e-12);   /* allow_tf32 */
+	CHECK_NEAR(T, cluster_gemm_peak(pk, TW_BF16, false, true), 312, 1e-12);   /* tf32: fp32 only */
+	CHECK_NEAR(T, cluster_gemm_peak(pk, TW_BF16, true, false), 312, 1e-12);   /* no fp8 here */
 	pk[TW_FP8] = 989;
-	CHECK_NEAR(T, rpt_peak_tflops(pk, TW_BF16, true), 989, 1e-12);
-	pk[TW_TF32] = 0;
-	CHECK_NEAR(T, rpt_peak_tflops(pk, TW_FP32, false), 19.5, 1e-12);
+	CHECK_NEAR(T, cluster_gemm_peak(pk, TW_BF16, true, false), 989, 1e-12);
 }
 
 static void test_parts(struct test_ctx *T)
