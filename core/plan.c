@@ -40,6 +40,16 @@ const char *plan_mem_cat_name(enum plan_mem_cat c)
 const char *plan_device_name(enum plan_device d) { return NAME_OF(dev_names, d, PLAN_NUM_DEVICES); }
 const char *plan_phase_name(enum plan_phase p) { return NAME_OF(phase_names, p, 4); }
 
+double plan_torch_softmax_bytes(const struct plan_op *op)
+{
+	if (op->kind != PLAN_COMPUTE || op->u.compute.kernel != PLAN_K_ATTN || !op->u.compute.torch_softmax)
+		return 0;
+	double scores = (double)op->u.compute.b * (double)op->u.compute.heads * (double)op->u.compute.s_q *
+			(double)op->u.compute.s_kv;
+	bool bwd = op->phase == PLAN_PHASE_BWD && !(op->flags & PLAN_F_RECOMPUTE);
+	return scores * (bwd ? 35.0 : 33.0);
+}
+
 void plan_release(struct plan *p)
 {
 	if (!p)

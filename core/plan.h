@@ -199,6 +199,12 @@ enum tw_result plan_job_fit(const struct job *j, struct plan_fit *out, struct tw
 /* The trace category an op is recorded under (the simulator and the executor both use it). */
 enum trace_cat plan_op_trace_cat(const struct plan_op *op);
 
+/* Extra HBM bytes of an attention op whose softmax runs as PyTorch ops in fp32
+ * (compute.torch_softmax: Megatron's fallback from its fused kernel): float(), the scale,
+ * masked_fill_, softmax and half() move 37 bytes per score where the fused kernel moves 4,
+ * backward 41 for 6, so 33 (35) more per score; 0 for any other op. */
+double plan_torch_softmax_bytes(const struct plan_op *op);
+
 const char *plan_kind_name(enum plan_kind k);
 const char *plan_stream_name(enum plan_stream s);
 const char *plan_kernel_name(enum plan_kernel k);

@@ -230,6 +230,8 @@ static void compute(struct host *h, const struct plan_op *op)
 	}
 	case PLAN_K_ATTN:
 		attention(h, op);
+		/* Megatron's fp32 softmax fallback: its extra passes over the scores */
+		stream_bytes(h->ein, h->eout, (int64_t)plan_torch_softmax_bytes(op));
 		break;
 	default:
 		stream_bytes(h->ein, h->eout, bytes);

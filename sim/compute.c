@@ -151,10 +151,9 @@ int64_t sim_compute_ns(const struct job *j, const struct plan_op *op)
 			flops *= 2.0;
 		bytes += sxs * 2.0 * (bwd ? 13.0 : 6.5);
 		/* PyTorch's fp32 softmax instead of the fused kernel (core/plan_build.c
-		 * torch_softmax): float(), the scale, masked_fill_, softmax and half() move 37 bytes
-		 * per score where the kernel moves 4; backward 41 for 6; 4 more kernels each way */
+		 * torch_softmax): its bytes (plan_torch_softmax_bytes) and 4 more kernels each way */
 		if (op->u.compute.torch_softmax) {
-			bytes += sxs * (bwd ? 35.0 : 33.0);
+			bytes += plan_torch_softmax_bytes(op);
 			launches += TORCH_SOFTMAX_KERNELS;
 		}
 	}

@@ -447,7 +447,8 @@ static enum tw_result compute(struct cu *c, const struct plan_op *op, cudaStream
 				TW_CHECK(gemm(c, s, dtype, d, sq, skv, bh, false, c->v, d, skv * d, c->s, skv,
 					      sq * skv, c->o, d, sq * d, err));
 		}
-		return TW_OK;
+		/* Megatron's fp32 softmax fallback: its extra passes over the scores, streamed */
+		bytes = (int64_t)plan_torch_softmax_bytes(op);
 	}
 	for (int64_t off = 0; off < bytes; off += EXEC_STREAM_CHUNK) {
 		int64_t chunk = bytes - off < EXEC_STREAM_CHUNK ? bytes - off : EXEC_STREAM_CHUNK;

@@ -142,10 +142,13 @@ static void test_attention_torch_softmax(struct test_ctx *T)
 	double sxs = 2.0 * 1024 * 1024, hbm = 2039e9;
 	CHECK_NEAR(T, (double)sim_compute_ns(j, &op), ceil((sxs * 13 / hbm + 5e-6) * 1e9), 1.0);
 	CHECK_EQ_INT(T, (int)sim_host_ns(j, &op), 25 * 20000);
+	CHECK_NEAR(T, plan_torch_softmax_bytes(&op), 0, 1e-12);
 	op.u.compute.torch_softmax = 1;
+	CHECK_NEAR(T, plan_torch_softmax_bytes(&op), sxs * 33, 1e-12); /* what the executors stream */
 	CHECK_NEAR(T, (double)sim_compute_ns(j, &op), ceil((sxs * 46 / hbm + 25e-6) * 1e9), 1.0);
 	CHECK_EQ_INT(T, (int)sim_host_ns(j, &op), 29 * 20000);
 	op.phase = PLAN_PHASE_BWD;
+	CHECK_NEAR(T, plan_torch_softmax_bytes(&op), sxs * 35, 1e-12);
 	CHECK_NEAR(T, (double)sim_compute_ns(j, &op), ceil((sxs * 61 / hbm + 25e-6) * 1e9), 1.0);
 	CHECK_EQ_INT(T, (int)sim_host_ns(j, &op), 18 * 20000);
 	op.u.compute.torch_softmax = 0;
