@@ -645,7 +645,8 @@ enum tw_result cluster_check_gpus(const struct cluster *c, int64_t gpus, int *no
 		if (gpus % per != 0)
 			return tw_errf(err, TW_ERR_INVALID,
 				       "--gpus %lld: a job on more than one node of %s must use whole "
-				       "nodes (a multiple of node.gpus = %d)",
+				       "nodes (a multiple of node.gpus = %d); for K GPUs per node, "
+				       "model such a node: --set node.gpus=K --set net.nics_per_node=N",
 				       (long long)gpus, c->name, per);
 		n = gpus / per;
 	}
