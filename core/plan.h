@@ -91,6 +91,7 @@ struct plan_op {
 			uint8_t dtype;    /* enum tw_dtype */
 			uint8_t causal;
 			uint8_t torch_softmax; /* unfused attention whose softmax is PyTorch's fp32 ops */
+			uint8_t extra_kernels; /* kernels beyond one it launches (eager PyTorch ops) */
 			int64_t m, n, k, batch;       /* GEMM: batch x (m x k)(k x n) */
 			int64_t b, heads, s_q, s_kv, head_dim; /* attention */
 			double flops;     /* derived from the shape */

@@ -53,6 +53,8 @@ struct pb {
 	int64_t tp, pp, dp, cp, ep, vp, nmicro, mb, seq, T; /* T: tokens per micro-batch here */
 	int64_t h, heads, kvh, hd, qd, kvd, f, V, E, topk, fe, fs, El;
 	bool swiglu, sp, ulysses, flash, rope, lora, ds, megatron, fsdp;
+	bool eager;             /* eager PyTorch memory-bound ops (strategy kernels) */
+	bool eager_norm;        /* eager and RMSNorm: the composite norm with fp32 passes */
 	int ab;                 /* activation bytes per element (16-bit: 2) */
 	int pbytes;             /* parameter bytes per element */
 	int gbytes;             /* gradient accumulation bytes per element */
@@ -188,6 +190,43 @@ static uint32_t elem(struct pb *b, enum plan_kernel kern, const char *name, doub
 	return compute(b, kern, name, 0, bytes, PLAN_STREAM_COMPUTE);
 }
 
+/* A memory-bound op of `extra` + 1 kernels (eager PyTorch ops). */
+static uint32_t elem_k(struct pb *b, enum plan_kernel kern, const char *name, double bytes, int extra)
+{
+	uint32_t id = elem(b, kern, name, bytes);
+	b->p->ops[id].u.compute.extra_kernels = (uint8_t)extra;
+	return id;
+}
+
+/* ---- eager ops (docs/plan.md, "Eager ops"): bytes per element and kernels, counted from HF
+ * transformers' Llama modules (torchtitan's are alike), ab = activation bytes, 4 = fp32.
+ * RMSNorm: x.to(fp32) (ab + 4), pow (8), mean (4), x * rsqrt(var + eps) (8), .to(dtype)
+ * (4 + ab), weight * (2 ab): 8 kernels; no casts in fp32 training. Backward: the weight mul
+ * (dx 2 ab, weight grad 3 ab), the cast (ab + 4), the rsqrt mul (dx 8, its grad's product and
+ * sum 16), pow (12), the two grads summed (12), the cast back (4 + ab): 10 kernels. The fused
+ * kernel reads x and writes y (2 ab), backward 3 ab. LayerNorm is one native kernel either way. */
+static double norm_elem_bytes(const struct pb *b, bool bwd)
+{
+	double ab = b->ab, casts = b->ab == 4 ? 0 : 2.0 * (ab + 4.0);
+	if (!b->eager_norm)
+		return bwd ? 3.0 * ab : 2.0 * ab;
+	return bwd ? 5.0 * ab + 48.0 + casts : casts + 20.0 + 2.0 * ab;
+}
+
+static int norm_extra_kernels(const struct pb *b, bool bwd)
+{
+	if (!b->eager_norm)
+		return 0;
+	return (bwd ? 9 : 7) - (b->ab == 4 ? 2 : 0);
+}
+
+/* A norm over n elements; bwd adds `more` bytes (the residual grads it sums, bias grads). */
+static uint32_t norm_op(struct pb *b, const char *name, double n, bool bwd, double more)
+{
+	return elem_k(b, PLAN_K_NORM, name, n * norm_elem_bytes(b, bwd) + more,
+		      norm_extra_kernels(b, bwd));
+}
+
 /* GEMM batch x (m x k)(k x n). flops_elems: when > 0, the exact m*batch (MoE loads). In the
  * forward pass a model GEMM adds 3x its FLOPs to the model FLOPs (forward + backward). */
 static uint32_t gemm(struct pb *b, const char *name, int64_t m, int64_t n, int64_t k,
@@ -209,6 +248,9 @@ static uint32_t gemm(struct pb *b, const char *name, int64_t m, int64_t n, int64
 		b->p->model_flops += 3.0 * flops;
 	return id;
 }
+
+/* kernels the fp32 softmax fallback adds to the fused one (float, scale, masked_fill_, half) */
+#define TORCH_SOFTMAX_KERNELS 4
 
 /* Megatron's unfused attention softmax (FusedScaleMaskSoftmax.is_kernel_available, Megatron-LM
  * 2021-24) runs its CUDA kernel only for 16-bit scores with 16 < s_kv <= 4096, both lengths
@@ -242,6 +284,8 @@ static uint32_t attn(struct pb *b, const char *name, int64_t heads, int64_t sq, 
 	op->u.compute.head_dim = b->hd;
 	op->u.compute.causal = 1;
 	op->u.compute.torch_softmax = torch_softmax(b, heads, sq, skv);
+	if (op->u.compute.torch_softmax) /* float(), the scale, masked_fill_, half() */
+		op->u.compute.extra_kernels = TORCH_SOFTMAX_KERNELS;
 	if (!bwd && b->phase == PLAN_PHASE_FWD && !(b->flags & PLAN_F_RECOMPUTE))
 		b->p->model_flops += 3.0 * fwd;
 	return id;
@@ -569,6 +613,12 @@ static struct act_sizes layer_act(const struct pb *b, int64_t l)
 	/* split by TP: q, k, v, out-proj input (8 sbh for MHA) */
 	int64_t split = T * ab * (2 * b->qd + 2 * b->kvd);
 	int64_t mlpw = b->swiglu ? 3 : 2; /* gelu: act in + fc2 in; swiglu: gate, up, fc2 in */
+	/* eager ops keep more: an RMSNorm its fp32 copy of the input (pow's and the rsqrt mul's
+	 * saved tensor) in place of the input itself, SwiGLU the silu output for the product */
+	if (b->eager_norm && ab < 4)
+		rep += npl_of(b) * T * h * (4 - ab);
+	if (b->eager && b->swiglu)
+		mlpw += 1;
 	int64_t work;
 	if (layer_moe(b, l)) {
 		rep += T * b->E * 4 + T * b->topk * h * ab;
@@ -914,6 +964,20 @@ static void lora_gemm(struct pb *b, int64_t l, bool attn_part, bool bwd)
 	b->flags = fl;
 }
 
+/* Activation bytes per element of the f-wide MLP, in units of ab. Fused (Megatron's bias-GeLU,
+ * bias-SwiGLU): 1.5 per input element forward, 2.5 backward. Eager SwiGLU (silu(gate) * up):
+ * silu reads and writes, the product reads two and writes one: 5; backward the product's two
+ * grads (3 + 3) and silu's (3): 9. Eager GeLU: 2, backward 3. */
+static double act_factor(const struct pb *b, bool bwd)
+{
+	double wide = b->swiglu ? 2 : 1;
+	if (!b->eager)
+		return wide * (bwd ? 2.5 : 1.5);
+	if (b->swiglu)
+		return bwd ? 9.0 : 5.0;
+	return bwd ? 3.0 : 2.0;
+}
+
 /* MLP or MoE block between the second norm and the residual. */
 static void mlp_block(struct pb *b, int64_t l, bool bwd)
 {
@@ -923,7 +987,11 @@ static void mlp_block(struct pb *b, int64_t l, bool bwd)
 		if (!bwd) {
 			sub_in(b, l, 2);
 			gemm(b, "fc1", T, wide * b->f / tp, b->h, 1, 0, true);
-			elem(b, PLAN_K_ELEMWISE, "act", (double)T * wide * b->f / tp * b->ab * 1.5);
+			/* fused: read the fc1 output (both halves for SwiGLU), write the product;
+			 * eager SwiGLU: silu, then the product (5 ab per element, 2 kernels);
+			 * eager GeLU: F.gelu (2 ab) */
+			elem_k(b, PLAN_K_ELEMWISE, "act", (double)T * b->f / tp * b->ab * act_factor(b, false),
+			       b->eager && b->swiglu ? 1 : 0);
 			sub_out(b, l, 2);
 			sub_in(b, l, 3);
 			gemm(b, "fc2", T, b->h, b->f / tp, 1, 0, true);
@@ -936,8 +1004,9 @@ static void mlp_block(struct pb *b, int64_t l, bool bwd)
 			sub_out(b, l, 3);
 			sub_in(b, l, 2);
 			/* the activation's backward, and fc1's bias grad (a sum over tokens) */
-			elem(b, PLAN_K_ELEMWISE, "act_bwd", (double)T * wide * b->f / tp * b->ab *
-								(2.5 + (b->m->mlp_bias ? 1 : 0)));
+			elem_k(b, PLAN_K_ELEMWISE, "act_bwd", (double)T * b->f / tp * b->ab *
+				       (act_factor(b, true) + wide * (b->m->mlp_bias ? 1 : 0)),
+			       b->eager && b->swiglu ? 2 : 0);
 			gemm(b, "fc1_bwd", T, wide * b->f / tp, b->h, g, 0, false);
 			sub_out(b, l, 2);
 		}
@@ -959,25 +1028,30 @@ static void mlp_block(struct pb *b, int64_t l, bool bwd)
 		elem(b, PLAN_K_PERMUTE, "permute", load * b->h * b->ab * 2);
 		coll_tp(b, PLAN_ALL_TO_ALL, JOB_GROUP_EP, "a2a_dispatch", a2a);
 		gemm(b, "expert_fc1", per, wide * b->fe / tp, b->h, b->El, load, true);
-		elem(b, PLAN_K_ELEMWISE, "expert_act", load * wide * b->fe / tp * b->ab * 1.5);
+		elem_k(b, PLAN_K_ELEMWISE, "expert_act", load * b->fe / tp * b->ab * act_factor(b, false),
+		       b->eager && b->swiglu ? 1 : 0);
 		gemm(b, "expert_fc2", per, b->h, b->fe / tp, b->El, load, true);
 		coll_tp(b, PLAN_ALL_TO_ALL, JOB_GROUP_EP, "a2a_combine", a2a);
 		elem(b, PLAN_K_PERMUTE, "unpermute", load * b->h * b->ab * 2);
 		if (b->fs > 0) {
 			gemm(b, "shared_fc1", T, wide * b->fs / tp, b->h, 1, 0, true);
-			elem(b, PLAN_K_ELEMWISE, "shared_act", (double)T * wide * b->fs / tp * b->ab * 1.5);
+			elem_k(b, PLAN_K_ELEMWISE, "shared_act",
+			       (double)T * b->fs / tp * b->ab * act_factor(b, false), b->eager && b->swiglu ? 1 : 0);
 			gemm(b, "shared_fc2", T, b->h, b->fs / tp, 1, 0, true);
 		}
 	} else {
 		if (b->fs > 0) {
 			gemm(b, "shared_fc2_bwd", T, b->h, b->fs / tp, g, 0, false);
+			elem_k(b, PLAN_K_ELEMWISE, "shared_act_bwd",
+			       (double)T * b->fs / tp * b->ab * act_factor(b, true), b->eager && b->swiglu ? 2 : 0);
 			gemm(b, "shared_fc1_bwd", T, wide * b->fs / tp, b->h, g, 0, false);
 		}
 		elem(b, PLAN_K_PERMUTE, "unpermute_bwd", load * b->h * b->ab * 2);
 		coll_tp(b, PLAN_ALL_TO_ALL, JOB_GROUP_EP, "a2a_combine_bwd", a2a);
 		gemm(b, "expert_fc2_bwd", per, b->h, b->fe / tp, b->El * (b->lora ? 1 : 2),
 		     load * (b->lora ? 1 : 2), false);
-		elem(b, PLAN_K_ELEMWISE, "expert_act_bwd", load * wide * b->fe / tp * b->ab * 2.5);
+		elem_k(b, PLAN_K_ELEMWISE, "expert_act_bwd", load * b->fe / tp * b->ab * act_factor(b, true),
+		       b->eager && b->swiglu ? 2 : 0);
 		gemm(b, "expert_fc1_bwd", per, wide * b->fe / tp, b->h, b->El * (b->lora ? 1 : 2),
 		     load * (b->lora ? 1 : 2), false);
 		coll_tp(b, PLAN_ALL_TO_ALL, JOB_GROUP_EP, "a2a_dispatch_bwd", a2a);
@@ -1007,24 +1081,35 @@ static void tp_exit(struct pb *b, bool bwd)
 		coll_tp(b, PLAN_ALL_REDUCE, JOB_GROUP_TP, bwd ? "ar_tp_bwd" : "ar_tp", b->T * b->h);
 }
 
+/* RoPE on q and k. Fused (Megatron, TE, compiled): read and write them (2 ab per element).
+ * Eager (HF's q * cos + rotate_half(q) * sin, per q and k: neg, cat, two muls, add): 10 ab
+ * in 10 kernels; backward alike. */
+static void rope_op(struct pb *b, const char *name)
+{
+	double n = (double)b->T * (double)(b->qd + b->kvd) / (double)b->tp;
+	elem_k(b, PLAN_K_ELEMWISE, name, n * b->ab * (b->eager ? 10.0 : 2.0), b->eager ? 9 : 0);
+}
+
 static void layer_fwd_ops(struct pb *b, int64_t l)
 {
 	int64_t T = b->T, tp = b->tp, h = b->h;
-	double tn = (double)(b->sp ? T / tp : T) * h * b->ab;
+	double tne = (double)(b->sp ? T / tp : T) * h, tn = tne * b->ab;
 	sub_in(b, l, 0);
-	elem(b, PLAN_K_NORM, "norm1", tn * 2);
+	norm_op(b, "norm1", tne, false, 0);
 	tp_enter(b, false);
 	gemm(b, "qkv", T, (b->qd + 2 * b->kvd) / tp, h, 1, 0, true);
 	lora_gemm(b, l, true, false);
 	sub_out(b, l, 0);
 	if (b->rope)
-		elem(b, PLAN_K_ELEMWISE, "rope", (double)T * (b->qd + b->kvd) / tp * b->ab * 2);
+		rope_op(b, "rope");
 	attention(b, false);
 	sub_in(b, l, 1);
+	if (b->eager) /* the output's transpose(1, 2).contiguous() before o_proj */
+		elem(b, PLAN_K_ELEMWISE, "attn_out_copy", (double)T * b->qd / tp * b->ab * 2);
 	gemm(b, "out_proj", T, h, b->qd / tp, 1, 0, true);
 	tp_exit(b, false);
 	elem(b, PLAN_K_ELEMWISE, "residual1", tn * 3);
-	elem(b, PLAN_K_NORM, "norm2", tn * 2);
+	norm_op(b, "norm2", tne, false, 0);
 	sub_out(b, l, 1);
 	tp_enter(b, false);
 	mlp_block(b, l, false);
@@ -1039,7 +1124,7 @@ static void layer_fwd_ops(struct pb *b, int64_t l)
 static void layer_bwd_ops(struct pb *b, int64_t l)
 {
 	int64_t T = b->T, tp = b->tp, h = b->h, g = b->lora ? 1 : 2;
-	double tn = (double)(b->sp ? T / tp : T) * h * b->ab;
+	double tne = (double)(b->sp ? T / tp : T) * h, tn = tne * b->ab;
 	const struct model *m = b->m;
 	elem(b, PLAN_K_ELEMWISE, "residual2_bwd", tn * (2 + (m->mlp_bias ? 1 : 0)));
 	tp_enter(b, true); /* SP: gather the output grad */
@@ -1047,21 +1132,23 @@ static void layer_bwd_ops(struct pb *b, int64_t l)
 	tp_enter(b, true); /* SP: gather the saved norm output again for the weight grads */
 	tp_exit(b, true);
 	sub_in(b, l, 1);
-	elem(b, PLAN_K_NORM, "norm2_bwd", tn * (3 + 3));
+	norm_op(b, "norm2_bwd", tne, true, tn * 3);
 	elem(b, PLAN_K_ELEMWISE, "residual1_bwd", tn * (2 + (m->out_bias ? 1 : 0)));
 	tp_enter(b, true);
 	gemm(b, "out_proj_bwd", T, h, b->qd / tp, g, 0, false);
+	if (b->eager) /* the attention kernel's backward wants a contiguous output grad */
+		elem(b, PLAN_K_ELEMWISE, "attn_out_copy_bwd", (double)T * b->qd / tp * b->ab * 2);
 	sub_out(b, l, 1);
 	attention(b, true);
 	if (b->rope)
-		elem(b, PLAN_K_ELEMWISE, "rope_bwd", (double)T * (b->qd + b->kvd) / tp * b->ab * 2);
+		rope_op(b, "rope_bwd");
 	sub_in(b, l, 0);
 	lora_gemm(b, l, true, true);
 	gemm(b, "qkv_bwd", T, (b->qd + 2 * b->kvd) / tp, h, g, 0, false);
 	tp_enter(b, true);
 	tp_exit(b, true);
-	elem(b, PLAN_K_NORM, "norm1_bwd", tn * (3 + 3) +
-		(m->qkv_bias ? (double)T * (b->qd + 2 * b->kvd) / tp * b->ab : 0));
+	norm_op(b, "norm1_bwd", tne, true,
+		tn * 3 + (m->qkv_bias ? (double)T * (b->qd + 2 * b->kvd) / tp * b->ab : 0));
 	sub_out(b, l, 0);
 }
 
@@ -1198,8 +1285,7 @@ static int32_t head_fwd(struct pb *b)
 	/* logits in 16 bits and the fp32 copy the cross-entropy works on */
 	int32_t buf = mem_alloc(b, PLAN_MEM_LOGITS, PLAN_DEV_GPU, b->T * vl * (b->ab + 4),
 				"logits", PLAN_STREAM_COMPUTE);
-	double tn = (double)(b->sp ? b->T / b->tp : b->T) * b->h * b->ab;
-	elem(b, PLAN_K_NORM, "final_norm", tn * 2);
+	norm_op(b, "final_norm", (double)(b->sp ? b->T / b->tp : b->T) * b->h, false, 0);
 	tp_enter(b, false);
 	gemm(b, "logits", b->T, vl, b->h, 1, 0, true);
 	compute(b, PLAN_K_LOSS, "loss", 0, (double)b->T * vl * ce_bytes(b, false), PLAN_STREAM_COMPUTE);
@@ -1219,8 +1305,7 @@ static void head_bwd(struct pb *b, int32_t logits)
 	gemm(b, "logits_bwd", b->T, vl, b->h, b->lora ? 1 : 2, 0, false);
 	mem_free(b, logits, "logits", PLAN_STREAM_COMPUTE);
 	tp_exit(b, true);
-	double tn = (double)(b->sp ? b->T / b->tp : b->T) * b->h * b->ab;
-	elem(b, PLAN_K_NORM, "final_norm_bwd", tn * 3);
+	norm_op(b, "final_norm_bwd", (double)(b->sp ? b->T / b->tp : b->T) * b->h, true, 0);
 	unit_out(b, mid);
 }
 
@@ -1745,6 +1830,8 @@ static void setup(struct pb *b)
 	b->ulysses = s->cp > 1 && s->cp_kind == STRAT_CP_ULYSSES;
 	b->flash = s->flash_attention;
 	b->rope = m->pos == MODEL_POS_ROPE;
+	b->eager = s->kernels == STRAT_KERNELS_EAGER;
+	b->eager_norm = b->eager && m->norm == MODEL_NORM_RMSNORM;
 	b->lora = s->lora_rank > 0;
 	b->ds = s->framework == STRAT_DEEPSPEED;
 	b->megatron = s->framework == STRAT_MEGATRON;

@@ -132,7 +132,7 @@ static bool is_path(const char *s)
 
 static const char *const our_keys[] = {
 	"name", "description", "note", "framework", "deepspeed_version", "tp", "pp", "cp", "cp_kind",
-	"ep", "vp", "sequence_parallel", "schedule", "recompute", "flash_attention", "fp8", "tf32",
+	"ep", "vp", "sequence_parallel", "schedule", "recompute", "flash_attention", "fp8", "tf32", "kernels",
 	"precision", "optimizer", "distributed_optimizer", "fsdp", "lora", "seq_len", "micro_batch",
 	"global_batch", "grad_accum", "hf_trainer", "ds_config", "host_op_us",
 	"overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap", NULL};
@@ -339,6 +339,7 @@ static const char *const framework_names[] = {"deepspeed", "megatron", "fsdp", N
 static const char *const schedule_names[] = {"ds-1f1b", "1f1b", "interleaved", "gpipe", NULL};
 static const char *const recompute_names[] = {"none", "selective", "full", NULL};
 static const char *const cp_kind_names[] = {"ring", "ulysses", NULL};
+static const char *const kernels_names[] = {"fused", "eager", NULL};
 static const char *const precision_names[] = {"fp32", "bf16", "fp16", NULL};
 static const enum tw_dtype precision_types[] = {TW_FP32, TW_BF16, TW_FP16};
 static const char *const optimizer_names[] = {"adamw", "adam", "sgd", "lion", "adagrad", NULL};
@@ -348,12 +349,12 @@ static const char *const offload_names[] = {"none", "cpu", "nvme"};
 
 /* Values our file gives, kept until the defaults (which depend on the framework) are known. */
 struct ours {
-	struct oval framework, version, tp, pp, cp, cp_kind, ep, vp, sp, schedule, recompute, flash,
+	struct oval framework, version, tp, pp, cp, cp_kind, kernels, ep, vp, sp, schedule, recompute, flash,
 		fp8, tf32, precision, optimizer, distopt, fsdp_sharding, fsdp_group, lora_rank,
 		lora_targets, seq_len, host_op, ogr, opg, tpo;
 	bool ogr_v, opg_v, tpo_v;
 	double host_op_v;
-	int framework_i, schedule_i, recompute_i, cp_kind_i, precision_i, optimizer_i, fsdp_i;
+	int framework_i, schedule_i, recompute_i, cp_kind_i, kernels_i, precision_i, optimizer_i, fsdp_i;
 	int64_t tp_v, pp_v, cp_v, ep_v, vp_v, seq_v, fsdp_group_v, lora_rank_v;
 	bool sp_v, flash_v, fp8_v, tf32_v, distopt_v;
 	char version_v[16];
@@ -446,6 +447,7 @@ static enum tw_result parse_ours(struct strat_rd *r, const cJSON *o, struct ours
 	TW_CHECK(oint(r, o, NULL, "pp", 1, MAX_DEGREE, &u->pp_v, &u->pp));
 	TW_CHECK(oint(r, o, NULL, "cp", 1, MAX_DEGREE, &u->cp_v, &u->cp));
 	TW_CHECK(oenum(r, o, NULL, "cp_kind", cp_kind_names, &u->cp_kind_i, &u->cp_kind));
+	TW_CHECK(oenum(r, o, NULL, "kernels", kernels_names, &u->kernels_i, &u->kernels));
 	TW_CHECK(oint(r, o, NULL, "ep", 1, MAX_DEGREE, &u->ep_v, &u->ep));
 	TW_CHECK(oint(r, o, NULL, "vp", 1, MAX_DEGREE, &u->vp_v, &u->vp));
 	TW_CHECK(obool(r, o, NULL, "sequence_parallel", &u->sp_v, &u->sp));
@@ -1115,6 +1117,13 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 
 	TW_CHECK(resolve_degrees(r, in, &u));
 	TW_CHECK(check_framework(r, &u));
+	/* Megatron's own model code has fused kernels, and so has Megatron-DeepSpeed's, the code
+	 * DeepSpeed runs with tensor or pipeline parallelism; a DeepSpeed job without them, and
+	 * FSDP, run HF transformers (or torchtitan) modules in eager PyTorch */
+	bool megatron_code = s->framework == STRAT_MEGATRON ||
+			     (s->framework == STRAT_DEEPSPEED && (s->tp > 1 || s->pp > 1));
+	s->kernels = u.kernels.given ? (enum strat_kernels)u.kernels_i
+				     : megatron_code ? STRAT_KERNELS_FUSED : STRAT_KERNELS_EAGER;
 	if (s->framework == STRAT_DEEPSPEED && s->pp > 1 && s->zero_stage == 1 && s->overlap_comm) {
 		s->overlap_comm = false;
 		strat_prov(s, "zero_optimization.overlap_comm", STRAT_SRC_DERIVED,
@@ -1172,6 +1181,10 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 	oprov(s, "fp8", &u.fp8, "GEMMs in the model dtype", "%s", s->fp8_gemm ? "true" : "false");
 	if (s->fp8_gemm && r->c && r->c->gpu.name[0] && r->c->gpu.peak_tflops[TW_FP8] <= 0)
 		return sfail(r, "fp8", "fp8: GPU %s has no fp8 tensor cores", r->c->gpu.name);
+	oprov(s, "kernels", &u.kernels,
+	      megatron_code ? "Megatron's model code: fused norm, activation and RoPE kernels"
+			    : "HF / torchtitan modules in eager PyTorch",
+	      "%s", kernels_names[s->kernels]);
 	oprov(s, "tf32", &u.tf32, "PyTorch default: fp32 matmuls in fp32 (allow_tf32 off since 1.12)",
 	      "%s", s->tf32 ? "true" : "false");
 	if (s->tf32 && r->c && r->c->gpu.name[0] && r->c->gpu.peak_tflops[TW_TF32] <= 0)
@@ -1279,6 +1292,7 @@ struct cJSON *strategy_to_json(const struct strategy *s)
 	cJSON_AddBoolToObject(a, "partition_activations", s->partition_activations);
 	cJSON_AddBoolToObject(a, "cpu_checkpointing", s->cpu_checkpointing);
 	cJSON_AddBoolToObject(a, "flash_attention", s->flash_attention);
+	cJSON_AddStringToObject(a, "kernels", kernels_names[s->kernels]);
 	cJSON *pl = cJSON_AddObjectToObject(o, "pipeline");
 	cJSON_AddBoolToObject(pl, "pipe_partitioned", s->pipe_partitioned);
 	cJSON_AddBoolToObject(pl, "grad_partitioned", s->grad_partitioned);

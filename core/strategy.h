@@ -20,6 +20,10 @@ enum strat_offload { STRAT_OFFLOAD_NONE = 0, STRAT_OFFLOAD_CPU, STRAT_OFFLOAD_NV
 enum strat_fsdp { STRAT_FSDP_FULL_SHARD = 0, STRAT_FSDP_SHARD_GRAD_OP, STRAT_FSDP_HYBRID_SHARD,
 		  STRAT_FSDP_NO_SHARD };
 enum strat_cp_kind { STRAT_CP_RING = 0 /* Megatron context parallel */, STRAT_CP_ULYSSES };
+/* The model code's memory-bound ops: fused kernels (Megatron, Transformer Engine,
+ * torch.compile) or eager PyTorch modules (HF transformers, torchtitan): RMSNorm, SwiGLU and
+ * RoPE as several kernels each, with fp32 intermediates (docs/plan.md, "Eager ops"). */
+enum strat_kernels { STRAT_KERNELS_FUSED = 0, STRAT_KERNELS_EAGER };
 enum strat_optimizer { STRAT_OPT_ADAMW = 0, STRAT_OPT_ADAM, STRAT_OPT_SGD, STRAT_OPT_LION,
 		       STRAT_OPT_ADAGRAD };
 
@@ -61,6 +65,7 @@ struct strategy {
 	enum tw_dtype comm_dtype;
 	bool fp8_gemm;              /* GEMMs in fp8 (Transformer Engine) */
 	bool tf32;                  /* fp32 matmuls on TF32 tensor cores (torch allow_tf32) */
+	enum strat_kernels kernels; /* fused or eager memory-bound ops */
 	bool loss_scaling;          /* fp16 dynamic loss scaling */
 	bool check_grad_overflow;   /* bf16.check_grad_overflow (DeepSpeed >= 0.19.3: true) */
 	enum strat_optimizer optimizer;

@@ -53,11 +53,6 @@ static void gemm_tile(int cc, double *tm, double *tn, double *tk)
  * and the epilogue that converts and writes the output tile (about as long as the fill). */
 #define GEMM_TILE_OVERHEAD_STEPS 8.0
 
-/* PyTorch's fp32 softmax path of Megatron's attention: float(), the scale, masked_fill_,
- * softmax and half() replace the fused kernel's one call, four more kernels and framework
- * calls in forward, and four more autograd nodes in backward. */
-#define TORCH_SOFTMAX_KERNELS 4
-
 double sim_gemm_eff(const struct cluster *c, int64_t m, int64_t n, int64_t k)
 {
 	/* asymptotic efficiency: the top step of the cluster's GEMM table, the best large-GEMM
@@ -121,7 +116,8 @@ static double peak_flops(const struct cluster *c, int dtype)
 int64_t sim_compute_ns(const struct job *j, const struct plan_op *op)
 {
 	const struct cluster *c = &j->cluster;
-	double flops = op->u.compute.flops, bytes = op->u.compute.bytes, t, launches = 1;
+	double flops = op->u.compute.flops, bytes = op->u.compute.bytes, t;
+	double launches = 1.0 + op->u.compute.extra_kernels; /* eager ops launch several */
 	if (op->stream == PLAN_STREAM_HOST) {
 		int gpn = c->node.gpus > 0 ? c->node.gpus : 1;
 		double bw = c->node.cpu_mem_GBps * 1e9 / gpn;
@@ -151,11 +147,8 @@ int64_t sim_compute_ns(const struct job *j, const struct plan_op *op)
 			flops *= 2.0;
 		bytes += sxs * 2.0 * (bwd ? 13.0 : 6.5);
 		/* PyTorch's fp32 softmax instead of the fused kernel (core/plan_build.c
-		 * torch_softmax): its bytes (plan_torch_softmax_bytes) and 4 more kernels each way */
-		if (op->u.compute.torch_softmax) {
-			bytes += plan_torch_softmax_bytes(op);
-			launches += TORCH_SOFTMAX_KERNELS;
-		}
+		 * torch_softmax): its bytes (its kernels are the op's extra_kernels) */
+		bytes += plan_torch_softmax_bytes(op);
 	}
 	double tf = 0, tm = 0;
 	/* the tile model is for GPUs with tensor-core tiles (compute capability 7.0 and later);
@@ -199,29 +192,36 @@ int64_t sim_copy_ns(const struct job *j, const struct plan_op *op, double *bw_GB
  *    grad-mode context, expand and the scripted function (3; backward 2);
  *  - a collective: the autograd region Function and the c10d call (2); p2p, copies: 1;
  *  - embedding (word + position + add + dropout: 6, 3); vocab-parallel cross entropy (max,
- *    its all-reduce, subtract, exp, sums, gather of the target logit, masks: 15; backward 5). */
+ *    its all-reduce, subtract, exp, sums, gather of the target logit, masks: 15; backward 5).
+ * An op that stands for several eager kernels (extra_kernels: an eager RMSNorm, RoPE, SwiGLU,
+ * the fp32 softmax fallback) makes one call more per kernel. */
+static double compute_calls(const struct job *j, const struct plan_op *op, bool bwd)
+{
+	switch (op->u.compute.kernel) {
+	case PLAN_K_GEMM: return 3;
+	case PLAN_K_ATTN:
+		if (!j->strat.flash_attention)
+			return bwd ? 14 : 25;
+		return bwd ? 3 : 6;
+	case PLAN_K_NORM: return 2;
+	case PLAN_K_ELEMWISE: return bwd ? 2 : 3;
+	case PLAN_K_EMBED: return bwd ? 3 : 6;
+	case PLAN_K_LOSS:
+		/* + Megatron's loss_func (cast, masked mean, the loss averaged over DP: 14)
+		 * and the schedule's loss scaling and backward call (2) */
+		if (j->strat.framework == STRAT_MEGATRON)
+			return bwd ? 7 : 29;
+		return bwd ? 5 : 15;
+	default: return 1;
+	}
+}
+
 static double framework_ops(const struct job *j, const struct plan_op *op)
 {
 	bool bwd = op->phase == PLAN_PHASE_BWD && !(op->flags & PLAN_F_RECOMPUTE);
 	switch (op->kind) {
 	case PLAN_COMPUTE:
-		switch (op->u.compute.kernel) {
-		case PLAN_K_GEMM: return 3;
-		case PLAN_K_ATTN:
-			if (!j->strat.flash_attention)
-				return (bwd ? 14 : 25) + (op->u.compute.torch_softmax ? TORCH_SOFTMAX_KERNELS : 0);
-			return bwd ? 3 : 6;
-		case PLAN_K_NORM: return 2;
-		case PLAN_K_ELEMWISE: return bwd ? 2 : 3;
-		case PLAN_K_EMBED: return bwd ? 3 : 6;
-		case PLAN_K_LOSS:
-			/* + Megatron's loss_func (cast, masked mean, the loss averaged over DP: 14)
-			 * and the schedule's loss scaling and backward call (2) */
-			if (j->strat.framework == STRAT_MEGATRON)
-				return bwd ? 7 : 29;
-			return bwd ? 5 : 15;
-		default: return 1;
-		}
+		return compute_calls(j, op, bwd) + op->u.compute.extra_kernels;
 	case PLAN_COLL:
 		return 2;
 	case PLAN_P2P:

@@ -450,8 +450,14 @@ static enum tw_result compute(struct cu *c, const struct plan_op *op, cudaStream
 		/* Megatron's fp32 softmax fallback: its extra passes over the scores, streamed */
 		bytes = (int64_t)plan_torch_softmax_bytes(op);
 	}
-	for (int64_t off = 0; off < bytes; off += EXEC_STREAM_CHUNK) {
-		int64_t chunk = bytes - off < EXEC_STREAM_CHUNK ? bytes - off : EXEC_STREAM_CHUNK;
+	/* an op that stands for several eager kernels streams its bytes in as many launches */
+	int64_t launches = op->u.compute.kernel == PLAN_K_ATTN ? op->u.compute.extra_kernels
+							       : 1 + op->u.compute.extra_kernels;
+	int64_t step = launches > 1 ? (bytes + launches - 1) / launches : bytes;
+	if (step > EXEC_STREAM_CHUNK || step < 1)
+		step = EXEC_STREAM_CHUNK;
+	for (int64_t off = 0; off < bytes; off += step) {
+		int64_t chunk = bytes - off < step ? bytes - off : step;
 		int rc = twin_k_stream(c->ein, c->eout, chunk, s);
 		if (rc)
 			return cuda_failed((cudaError_t)rc, "twin_k_stream", err);

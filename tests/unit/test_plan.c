@@ -1023,6 +1023,57 @@ static void test_bad_strategies(struct test_ctx *t)
 	free(j);
 }
 
+/* bytes and extra kernels of the first non-recompute op `name` of layer 0; -1 when absent */
+static double first_op(const struct plan *p, const char *name, int *extra)
+{
+	for (size_t i = 0; i < p->nops; i++) {
+		const struct plan_op *op = &p->ops[i];
+		if (op->kind == PLAN_COMPUTE && op->layer == 0 && !(op->flags & PLAN_F_RECOMPUTE) &&
+		    !strcmp(op->name, name)) {
+			*extra = op->u.compute.extra_kernels;
+			return op->u.compute.bytes;
+		}
+	}
+	return -1;
+}
+
+/* kernels eager: HF's RMSNorm, SwiGLU and RoPE as eager PyTorch ops (bytes per element from
+ * their kernels, docs/plan.md "Eager ops"), the attention output copied; GEMMs unchanged */
+static void test_eager_ops(struct test_ctx *t)
+{
+	struct job *j = fx_job(8);
+	const double T = 4096, h = 4096, f = 11008, qk = 8192; /* q + k widths */
+	struct { const char *name; double fused, eager; int kernels; } want[] = {
+		{"norm1", 4 * T * h, 36 * T * h, 7},        /* 2 ab | casts 12, pow, mean, mul 20, 2 ab */
+		{"norm1_bwd", 12 * T * h, 76 * T * h, 9},   /* + the residual grads summed (3 ab) */
+		{"norm2", 4 * T * h, 36 * T * h, 7},
+		{"act", 6 * T * f, 10 * T * f, 1},          /* silu (2 ab), product (3 ab) */
+		{"act_bwd", 10 * T * f, 18 * T * f, 2},
+		{"rope", 4 * T * qk, 20 * T * qk, 9},       /* neg, cat, mul, mul, add on q and k */
+		{"rope_bwd", 4 * T * qk, 20 * T * qk, 9},
+		{"attn_out_copy", -1, 4 * T * h, 0},        /* transpose(1, 2).contiguous() */
+	};
+	struct plan a, b;
+	struct tw_err e = {0};
+	j->strat.kernels = STRAT_KERNELS_FUSED;
+	CHECK(t, plan_rank(j, 0, &a, &e) == TW_OK);
+	j->strat.kernels = STRAT_KERNELS_EAGER;
+	CHECK(t, plan_rank(j, 0, &b, &e) == TW_OK);
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		int xa = -1, xb = -1;
+		CHECK_NEAR(t, first_op(&a, want[i].name, &xa), want[i].fused, 1e-12);
+		CHECK_NEAR(t, first_op(&b, want[i].name, &xb), want[i].eager, 1e-12);
+		CHECK_EQ_INT(t, xb, want[i].kernels);
+		if (want[i].fused > 0)
+			CHECK_EQ_INT(t, xa, 0);
+	}
+	CHECK_NEAR(t, b.hw_flops, a.hw_flops, 1e-12);
+	CHECK_NEAR(t, b.model_flops, a.model_flops, 1e-12);
+	plan_release(&a);
+	plan_release(&b);
+	free(j);
+}
+
 /* tf32 (torch allow_tf32): an fp32 job's matmuls (GEMMs and attention) run in TF32 and nothing
  * else changes; a 16-bit job is untouched */
 static void test_tf32(struct test_ctx *t)
@@ -1098,6 +1149,7 @@ int main(void)
 	TEST_RUN(&t, test_roles);
 	TEST_RUN(&t, test_bad_strategies);
 	TEST_RUN(&t, test_tf32);
+	TEST_RUN(&t, test_eager_ops);
 	TEST_RUN(&t, test_names);
 	return test_done(&t);
 }

@@ -240,6 +240,25 @@ static void test_activations_torch_softmax(struct test_ctx *t)
 	free(j);
 }
 
+/* kernels eager: each layer also keeps its two RMSNorms' fp32 input copies (4 bytes for the
+ * input's 2) and SwiGLU's silu output for the product's backward */
+static void test_activations_eager(struct test_ctx *t)
+{
+	struct plan_mem fused, eager;
+	struct job *j = fx_job(8);
+	j->strat.recompute = STRAT_RECOMPUTE_NONE;
+	const double T = 4096, h = 4096, f = 11008, L = 32;
+	j->strat.kernels = STRAT_KERNELS_FUSED;
+	bool ok = fx_mem(j, 0, &fused);
+	j->strat.kernels = STRAT_KERNELS_EAGER;
+	if (ok && fx_mem(j, 0, &eager))
+		CHECK_NEAR(t, eager.max_cat[GPU][PLAN_MEM_ACTIV] - fused.max_cat[GPU][PLAN_MEM_ACTIV],
+			   L * (2 * T * h * (4 - 2) + T * f * 2), 1e-12);
+	else
+		CHECK(t, false);
+	free(j);
+}
+
 /* DeepSpeed's BF16_Optimizer (bf16, fp32 grad accumulation, ZeRO-1) keeps a full fp32 grad
  * buffer beside the bf16 param.grad and steps on it: 4 bytes per parameter more than the
  * ZeRO-1 optimizer's peak of the bf16 grads and its 16-bit partition copy */
@@ -552,6 +571,7 @@ int main(void)
 	TEST_RUN(&t, test_tp_divides_weights);
 	TEST_RUN(&t, test_activations_korthikanti);
 	TEST_RUN(&t, test_activations_torch_softmax);
+	TEST_RUN(&t, test_activations_eager);
 	TEST_RUN(&t, test_bf16_optimizer_grads);
 	TEST_RUN(&t, test_pipeline_inflight);
 	TEST_RUN(&t, test_offload_moves_states);

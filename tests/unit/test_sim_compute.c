@@ -143,7 +143,7 @@ static void test_attention_torch_softmax(struct test_ctx *T)
 	CHECK_NEAR(T, (double)sim_compute_ns(j, &op), ceil((sxs * 13 / hbm + 5e-6) * 1e9), 1.0);
 	CHECK_EQ_INT(T, (int)sim_host_ns(j, &op), 25 * 20000);
 	CHECK_NEAR(T, plan_torch_softmax_bytes(&op), 0, 1e-12);
-	op.u.compute.torch_softmax = 1;
+	op.u.compute.torch_softmax = 1, op.u.compute.extra_kernels = 4; /* as the plan marks it */
 	CHECK_NEAR(T, plan_torch_softmax_bytes(&op), sxs * 33, 1e-12); /* what the executors stream */
 	CHECK_NEAR(T, (double)sim_compute_ns(j, &op), ceil((sxs * 46 / hbm + 25e-6) * 1e9), 1.0);
 	CHECK_EQ_INT(T, (int)sim_host_ns(j, &op), 29 * 20000);
@@ -151,7 +151,7 @@ static void test_attention_torch_softmax(struct test_ctx *T)
 	CHECK_NEAR(T, plan_torch_softmax_bytes(&op), sxs * 35, 1e-12);
 	CHECK_NEAR(T, (double)sim_compute_ns(j, &op), ceil((sxs * 61 / hbm + 25e-6) * 1e9), 1.0);
 	CHECK_EQ_INT(T, (int)sim_host_ns(j, &op), 18 * 20000);
-	op.u.compute.torch_softmax = 0;
+	op.u.compute.torch_softmax = 0, op.u.compute.extra_kernels = 0;
 	CHECK_NEAR(T, (double)sim_compute_ns(j, &op), ceil((sxs * 26 / hbm + 5e-6) * 1e9), 1.0);
 	free(j);
 }

@@ -615,6 +615,38 @@ static void test_set(struct test_ctx *T)
 
 /* ---- our strategy JSON ------------------------------------------------------------------------ */
 
+/* kernels: Megatron's code (Megatron, and DeepSpeed with TP or PP: Megatron-DeepSpeed) is
+ * fused; DeepSpeed without them and FSDP run HF modules eagerly; the key overrides; tf32 and
+ * hf_trainer.tf32 */
+static void test_kernels_tf32(struct test_ctx *T)
+{
+	struct fx f;
+	fx_init(&f);
+	CHECK_OK(T, &f, run(&f, NULL, "{\"framework\":\"megatron\"}", 8, NULL, 0));
+	CHECK_EQ_INT(T, f.s.kernels, STRAT_KERNELS_FUSED);
+	CHECK_OK(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1}", NULL, 8, NULL, 0));
+	CHECK_EQ_INT(T, f.s.kernels, STRAT_KERNELS_EAGER);
+	CHECK_SRC(T, &f.s, "kernels", "default");
+	CHECK_OK(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1}", "{\"tp\":2}", 8, NULL, 0));
+	CHECK_EQ_INT(T, f.s.kernels, STRAT_KERNELS_FUSED);
+	CHECK_OK(T, &f, run(&f, NULL, "{\"framework\":\"fsdp\"}", 8, NULL, 0));
+	CHECK_EQ_INT(T, f.s.kernels, STRAT_KERNELS_EAGER);
+	CHECK_OK(T, &f, run(&f, NULL, "{\"framework\":\"fsdp\",\"kernels\":\"fused\"}", 8, NULL, 0));
+	CHECK_EQ_INT(T, f.s.kernels, STRAT_KERNELS_FUSED);
+	CHECK_SRC(T, &f.s, "kernels", "file");
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"kernels\":\"compiled\"}", 8, NULL, 0),
+		    "must be one of: fused, eager");
+	/* tf32: off unless asked; the HF Trainer's flag stands for it; the two must agree */
+	CHECK(T, !f.s.tf32);
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"tf32\":true}", 8, NULL, 0), "has no TF32 tensor cores");
+	f.c.gpu.peak_tflops[TW_TF32] = 494.5;
+	CHECK_OK(T, &f, run(&f, NULL, "{\"hf_trainer\":{\"tf32\":true}}", 8, NULL, 0));
+	CHECK(T, f.s.tf32);
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"tf32\":false,\"hf_trainer\":{\"tf32\":true}}", 8, NULL, 0),
+		    "disagrees with hf_trainer.tf32");
+	fx_done(&f);
+}
+
 static void test_ours(struct test_ctx *T)
 {
 	struct fx f;
@@ -764,6 +796,7 @@ int main(void)
 	TEST_RUN(&t, test_model_refusals);
 	TEST_RUN(&t, test_set);
 	TEST_RUN(&t, test_ours);
+	TEST_RUN(&t, test_kernels_tf32);
 	TEST_RUN(&t, test_presets);
 	return test_done(&t);
 }
