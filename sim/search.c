@@ -113,6 +113,8 @@ static void cand_sets(const struct job *base, const struct search_space *sp, str
 	if (c->cp > 1)
 		add_set(c, "cp=%lld", (long long)c->cp);
 	add_set(c, "recompute=%s", recompute_name(c->recompute));
+	/* the model code is the user's whatever the degrees (the default follows tp and pp) */
+	add_set(c, "kernels=%s", base->strat.kernels == STRAT_KERNELS_EAGER ? "eager" : "fused");
 	if (sp->seq > 0)
 		add_set(c, "seq_len=%lld", (long long)sp->seq);
 }

@@ -1,7 +1,8 @@
 /* search (sim/search.c): on Llama-2 7B over 8 H100 every kept candidate fits on every role
  * (checked again here through the resolver and plan_memory), the best has the smallest
  * simulated step time, the pruning bound never exceeds a simulated time and pruning does not
- * change the top K, the best re-simulates to the same time, pins hold, and the refusals
+ * change the top K, the best re-simulates to the same time, pins hold, every candidate keeps the
+ * base's model code (kernels), and the refusals
  * (nothing fits, batch not divisible) say so. */
 #include <stddef.h>
 #include <stdlib.h>
@@ -42,6 +43,8 @@ static bool fits_everywhere(const struct job *base, const struct search_space *s
 	bool ok = search_job(base, sp, c, j, &err) == TW_OK;
 	ok = ok && j->strat.tp == c->tp && j->strat.pp == c->pp && j->strat.dp == c->dp &&
 	     j->strat.micro_batch == c->micro && j->strat.grad_accum == c->grad_accum;
+	/* the model code is the base's at every degree (its default would follow tp and pp) */
+	ok = ok && j->strat.kernels == base->strat.kernels;
 	int64_t reps[512], w[512];
 	int64_t nr = ok ? plan_roles(j, reps, w, 512) : 0;
 	for (int64_t r = 0; r < nr && ok; r++) {
