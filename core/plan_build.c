@@ -201,23 +201,25 @@ static uint32_t elem_k(struct pb *b, enum plan_kernel kern, const char *name, do
 /* ---- eager ops (docs/plan.md, "Eager ops"): bytes per element and kernels, counted from HF
  * transformers' Llama modules (torchtitan's are alike), ab = activation bytes, 4 = fp32.
  * RMSNorm: x.to(fp32) (ab + 4), pow (8), mean (4), x * rsqrt(var + eps) (8), .to(dtype)
- * (4 + ab), weight * (2 ab): 8 kernels; no casts in fp32 training. Backward: the weight mul
- * (dx 2 ab, weight grad 3 ab), the cast (ab + 4), the rsqrt mul (dx 8, its grad's product and
- * sum 16), pow (12), the two grads summed (12), the cast back (4 + ab): 10 kernels. The fused
- * kernel reads x and writes y (2 ab), backward 3 ab. LayerNorm is one native kernel either way. */
+ * (4 + ab), weight * (2 ab): 8 kernels; no casts in fp32 training. Backward, autograd's
+ * nodes: the weight mul (its input grad 2 ab; the weight grad's product and token sum 4 ab),
+ * the cast (ab + 4), the rsqrt mul (input grad 8; the rsqrt grad's product and sum 16), mean's
+ * expanded grad (4), pow's (2 x self, times the grad: 20), the two grads of the fp32 input
+ * summed (12), the cast back (4 + ab): 12 kernels. The fused kernel reads x and writes y
+ * (2 ab), backward 3 ab. LayerNorm is one native kernel either way. */
 static double norm_elem_bytes(const struct pb *b, bool bwd)
 {
 	double ab = b->ab, casts = b->ab == 4 ? 0 : 2.0 * (ab + 4.0);
 	if (!b->eager_norm)
 		return bwd ? 3.0 * ab : 2.0 * ab;
-	return bwd ? 5.0 * ab + 48.0 + casts : casts + 20.0 + 2.0 * ab;
+	return bwd ? 6.0 * ab + 60.0 + casts : casts + 20.0 + 2.0 * ab;
 }
 
 static int norm_extra_kernels(const struct pb *b, bool bwd)
 {
 	if (!b->eager_norm)
 		return 0;
-	return (bwd ? 9 : 7) - (b->ab == 4 ? 2 : 0);
+	return (bwd ? 11 : 7) - (b->ab == 4 ? 2 : 0);
 }
 
 /* A norm over n elements; bwd adds `more` bytes (the residual grads it sums, bias grads). */
