@@ -79,9 +79,11 @@ static void print_text(const struct job *j, const struct sim_options *o, const s
 {
 	const struct strategy *g = &j->strat;
 	printf("%s on %" PRId64 " GPUs of %s (%d node%s): tp %" PRId64 ", pp %" PRId64 ", dp %" PRId64
-	       ", cp %" PRId64 ", ep %" PRId64 "; %" PRId64 " micro-batches of %" PRId64 " x %" PRId64 " tokens\n",
+	       ", cp %" PRId64 ", ep %" PRId64 "; %" PRId64 " micro-batches of %" PRId64 " x %" PRId64
+	       " tokens; %s model code\n",
 	       j->model.name, j->gpus, j->cluster.name, j->nodes, j->nodes == 1 ? "" : "s", g->tp, g->pp,
-	       g->dp, g->cp, g->ep, g->grad_accum, g->micro_batch, j->seq);
+	       g->dp, g->cp, g->ep, g->grad_accum, g->micro_batch, j->seq,
+	       g->kernels == STRAT_KERNELS_EAGER ? "eager" : "fused");
 	printf("simulated %s: %" PRId64 " rank%s, %" PRId64 " events in %.3f s (%.3g events/s)\n\n",
 	       o->full ? "every rank" : "one rank per role", st->ranks_simulated,
 	       st->ranks_simulated == 1 ? "" : "s", st->events, (double)st->wall_ns * 1e-9,
