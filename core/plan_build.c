@@ -1166,6 +1166,21 @@ static int64_t act_index(const struct pb *b, int64_t l)
 	return 0;
 }
 
+/* Whether layer l keeps only its input and is recomputed in backward: every layer with full
+ * recompute, or with recompute_num_layers N (Megatron's block method) the first N layers of
+ * each model chunk of the stage; the others keep their activations. */
+static bool recomputed(const struct pb *b, int64_t l)
+{
+	if (b->s->recompute != STRAT_RECOMPUTE_FULL)
+		return false;
+	if (b->s->recompute_num_layers <= 0)
+		return true;
+	for (int64_t c = 0; c < b->vp; c++)
+		if (l >= b->first[c] && l < b->first[c] + b->nl[c])
+			return l - b->first[c] < b->s->recompute_num_layers;
+	return true;
+}
+
 static void layer_fwd(struct pb *b, int64_t l)
 {
 	b->layer = (int32_t)l;
@@ -1178,7 +1193,7 @@ static void layer_fwd(struct pb *b, int64_t l)
 	}
 	if (b->upl == 1)
 		unit_in(b, 1 + l);
-	if (b->s->recompute == STRAT_RECOMPUTE_FULL) {
+	if (recomputed(b, l)) {
 		bool host = b->ds && b->s->cpu_checkpointing;
 		b->ckpt[ai] = mem_alloc(b, PLAN_MEM_CKPT, host ? PLAN_DEV_HOST : PLAN_DEV_GPU,
 					a.input, "ckpt", PLAN_STREAM_COMPUTE);
@@ -1202,7 +1217,7 @@ static void layer_bwd(struct pb *b, int64_t l)
 	b->layer = (int32_t)l;
 	struct act_sizes a = layer_act(b, l);
 	int64_t ai = act_index(b, l);
-	if (b->s->recompute == STRAT_RECOMPUTE_FULL) {
+	if (recomputed(b, l)) {
 		uint32_t in = PLAN_NONE;
 		if (b->ds && b->s->cpu_checkpointing)
 			wait_on(b, in = copy(b, PLAN_H2D, "ckpt_h2d", a.input, PLAN_NONE));

@@ -132,7 +132,7 @@ static bool is_path(const char *s)
 
 static const char *const our_keys[] = {
 	"name", "description", "note", "framework", "deepspeed_version", "tp", "pp", "cp", "cp_kind",
-	"ep", "vp", "sequence_parallel", "schedule", "recompute", "flash_attention", "fp8", "tf32", "kernels",
+	"ep", "vp", "sequence_parallel", "schedule", "recompute", "recompute_num_layers", "flash_attention", "fp8", "tf32", "kernels",
 	"precision", "optimizer", "distributed_optimizer", "fsdp", "lora", "seq_len", "micro_batch",
 	"global_batch", "grad_accum", "hf_trainer", "ds_config", "host_op_us",
 	"overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap", NULL};
@@ -351,11 +351,11 @@ static const char *const offload_names[] = {"none", "cpu", "nvme"};
 struct ours {
 	struct oval framework, version, tp, pp, cp, cp_kind, kernels, ep, vp, sp, schedule, recompute, flash,
 		fp8, tf32, precision, optimizer, distopt, fsdp_sharding, fsdp_group, lora_rank,
-		lora_targets, seq_len, host_op, ogr, opg, tpo;
+		lora_targets, seq_len, host_op, ogr, opg, tpo, rnl;
 	bool ogr_v, opg_v, tpo_v;
 	double host_op_v;
 	int framework_i, schedule_i, recompute_i, cp_kind_i, kernels_i, precision_i, optimizer_i, fsdp_i;
-	int64_t tp_v, pp_v, cp_v, ep_v, vp_v, seq_v, fsdp_group_v, lora_rank_v;
+	int64_t tp_v, pp_v, cp_v, ep_v, vp_v, seq_v, fsdp_group_v, lora_rank_v, rnl_v;
 	bool sp_v, flash_v, fp8_v, tf32_v, distopt_v;
 	char version_v[16];
 	unsigned lora_targets_v;
@@ -453,6 +453,7 @@ static enum tw_result parse_ours(struct strat_rd *r, const cJSON *o, struct ours
 	TW_CHECK(obool(r, o, NULL, "sequence_parallel", &u->sp_v, &u->sp));
 	TW_CHECK(oenum(r, o, NULL, "schedule", schedule_names, &u->schedule_i, &u->schedule));
 	TW_CHECK(oenum(r, o, NULL, "recompute", recompute_names, &u->recompute_i, &u->recompute));
+	TW_CHECK(oint(r, o, NULL, "recompute_num_layers", 1, INT64_MAX, &u->rnl_v, &u->rnl));
 	TW_CHECK(obool(r, o, NULL, "flash_attention", &u->flash_v, &u->flash));
 	TW_CHECK(obool(r, o, NULL, "fp8", &u->fp8_v, &u->fp8));
 	TW_CHECK(obool(r, o, NULL, "tf32", &u->tf32_v, &u->tf32));
@@ -1108,6 +1109,7 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 		return sfail(r, "fsdp.shard_group_size", "needs framework fsdp");
 
 	s->recompute = u.recompute.given ? (enum strat_recompute)u.recompute_i : STRAT_RECOMPUTE_NONE;
+	s->recompute_num_layers = u.rnl.given ? u.rnl_v : 0;
 	s->flash_attention = u.flash.given ? u.flash_v : true;
 	s->fp8_gemm = u.fp8.given && u.fp8_v;
 	s->tf32 = u.tf32.given && u.tf32_v;
@@ -1174,6 +1176,13 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 
 	oprov(s, "recompute", &u.recompute, "no activation recomputation", "%s",
 	      recompute_names[s->recompute]);
+	if (u.rnl.given) {
+		if (s->recompute != STRAT_RECOMPUTE_FULL)
+			return sfail(r, "recompute_num_layers", "needs recompute full (it says how many "
+				     "layers of each stage's chunk are recomputed; recompute is %s)",
+				     recompute_names[s->recompute]);
+		oprov(s, "recompute_num_layers", &u.rnl, "", "%" PRId64, s->recompute_num_layers);
+	}
 	oprov(s, "flash_attention", &u.flash, "twin default: fused attention keeps no s x s scores",
 	      "%s", s->flash_attention ? "true" : "false");
 	oprov(s, "host_op_us", &u.host_op, "eager PyTorch: host time per framework op (docs/simulator.md)",
@@ -1289,6 +1298,7 @@ struct cJSON *strategy_to_json(const struct strategy *s)
 	cJSON_AddNumberToObject(f, "shard_group_size", (double)s->fsdp_shard_group);
 	cJSON *a = cJSON_AddObjectToObject(o, "activations");
 	cJSON_AddStringToObject(a, "recompute", recompute_names[s->recompute]);
+	cJSON_AddNumberToObject(a, "recompute_num_layers", (double)s->recompute_num_layers);
 	cJSON_AddBoolToObject(a, "partition_activations", s->partition_activations);
 	cJSON_AddBoolToObject(a, "cpu_checkpointing", s->cpu_checkpointing);
 	cJSON_AddBoolToObject(a, "flash_attention", s->flash_attention);

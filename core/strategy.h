@@ -99,6 +99,8 @@ struct strategy {
 
 	/* activations */
 	enum strat_recompute recompute;
+	int64_t recompute_num_layers; /* full recompute of only the first N layers of each stage's
+				       * model chunk (Megatron's block method); 0: every layer */
 	bool partition_activations, cpu_checkpointing;
 	bool flash_attention;       /* default true: no s*s scores saved */
 	/* DeepSpeed's pipeline engine (ds_config "pipeline", default true): with TP > 1 the

@@ -47,6 +47,26 @@ check "simulate --json: parses" "python3 -m json.tool '$tmp/sym.json' >/dev/null
 check "simulate --json: 0 < mfu < 1" "[ \"\$(jget '$tmp/sym.json' '0 < d[\"mfu\"] < 1')\" = True ]"
 check "simulate --json: analysis has collectives" "[ \"\$(jget '$tmp/sym.json' '\"analysis\" in d and d[\"step_time_s\"] > 0')\" = True ]"
 
+# recompute_num_layers (Megatron's block method): between no recompute and full recompute in
+# both step time and memory; all 12 layers of a stage equal full recompute exactly
+for n in none 4 12 full; do
+	case $n in
+	none) a="--set recompute=none" ;; full) a="" ;; *) a="--set recompute_num_layers=$n" ;;
+	esac
+	# shellcheck disable=SC2086
+	"$TWIN" simulate -m gpt3-175b -c dgx-a100-80g --gpus 1024 -s examples/strategies/megatron-175b.json \
+		$a --json >"$tmp/rnl_$n.json" 2>"$err"
+done
+cat >"$tmp/rnl.py" <<'EOF'
+import json, sys
+d = {n: json.load(open(f"{sys.argv[1]}/rnl_{n}.json")) for n in ("none", "4", "12", "full")}
+t = {n: d[n]["step_time_s"] for n in d}
+m = {n: d[n]["memory"]["gpu_bytes"] for n in d}
+print(t["none"] < t["4"] < t["full"] and m["none"] > m["4"] > m["full"] and t["12"] == t["full"] and m["12"] == m["full"])
+EOF
+check "simulate: recompute_num_layers sits between none and full; all of a stage's layers is full" \
+	"[ \"\$(python3 '$tmp/rnl.py' '$tmp')\" = True ]"
+
 # the memory verdict: the fullest GPU of every role, as twin memory computes it; a job that does
 # not fit is still simulated (exit 0) and says so
 check "simulate: prints that the job fits" "grep -q '^memory  *fits: ' '$out'"

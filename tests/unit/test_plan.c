@@ -1074,6 +1074,41 @@ static void test_eager_ops(struct test_ctx *t)
 	free(j);
 }
 
+/* recompute_num_layers (Megatron's block method): only the first N layers of each model chunk
+ * keep just their input and recompute; here pp 2 x vp 2 over 32 layers, chunks of 8, stage 0
+ * holds layers 0-7 and 16-23 */
+static void test_recompute_num_layers(struct test_ctx *t)
+{
+	struct job *j = fx_job(8);
+	fx_megatron(j);
+	fx_degrees(j, 1, 2, 1, 1, 4);
+	j->strat.vp = 2, j->strat.schedule = STRAT_SCHED_INTERLEAVED;
+	j->strat.recompute = STRAT_RECOMPUTE_FULL, j->strat.recompute_num_layers = 3;
+	struct plan p;
+	struct tw_err e = {0};
+	CHECK(t, plan_rank(j, 0, &p, &e) == TW_OK);
+	bool rec[32] = {false}, seen[32] = {false};
+	int64_t ckpts = 0;
+	for (size_t i = 0; i < p.nops; i++) {
+		const struct plan_op *op = &p.ops[i];
+		if (op->layer >= 0 && op->layer < 32 && op->micro == 0) {
+			seen[op->layer] = true;
+			rec[op->layer] |= (op->flags & PLAN_F_RECOMPUTE) != 0;
+		}
+		ckpts += op->kind == PLAN_ALLOC && op->u.mem.cat == PLAN_MEM_CKPT;
+	}
+	int bad = 0;
+	for (int l = 0; l < 32; l++) {
+		bool on = l < 8 || (l >= 16 && l < 24);
+		bool want = on && (l % 8) < 3;
+		bad += seen[l] != on || rec[l] != want;
+	}
+	CHECK_EQ_INT(t, bad, 0);
+	CHECK_EQ_INT(t, ckpts, 4 * 2 * 3); /* micro-batches x chunks x N */
+	plan_release(&p);
+	free(j);
+}
+
 /* tf32 (torch allow_tf32): an fp32 job's matmuls (GEMMs and attention) run in TF32 and nothing
  * else changes; a 16-bit job is untouched */
 static void test_tf32(struct test_ctx *t)
@@ -1148,6 +1183,7 @@ int main(void)
 	TEST_RUN(&t, test_offload_ops);
 	TEST_RUN(&t, test_roles);
 	TEST_RUN(&t, test_bad_strategies);
+	TEST_RUN(&t, test_recompute_num_layers);
 	TEST_RUN(&t, test_tf32);
 	TEST_RUN(&t, test_eager_ops);
 	TEST_RUN(&t, test_names);
