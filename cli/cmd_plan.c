@@ -53,6 +53,15 @@ static const char *recompute_name(enum strat_recompute r)
 	return r == STRAT_RECOMPUTE_FULL ? "full" : r == STRAT_RECOMPUTE_SELECTIVE ? "selective" : "none";
 }
 
+/* "full:N" for full recompute of N layers of each model chunk (Megatron's block method) */
+static const char *recompute_label(const struct search_cand *c, char *buf, size_t len)
+{
+	if (c->recompute != STRAT_RECOMPUTE_FULL || c->recompute_layers <= 0)
+		return recompute_name(c->recompute);
+	snprintf(buf, len, "full:%lld", (long long)c->recompute_layers);
+	return buf;
+}
+
 static const char *framework_name(enum strat_framework f)
 {
 	return f == STRAT_MEGATRON ? "megatron" : f == STRAT_FSDP ? "fsdp" : "deepspeed";
@@ -65,11 +74,12 @@ static double gib(int64_t b)
 
 static void cand_desc(enum strat_framework f, const struct search_cand *c, char *buf, size_t len)
 {
+	char rl[32];
 	snprintf(buf, len, "tp %lld pp %lld vp %lld cp %lld dp %lld ep %lld micro %lld %s recompute %s%s",
 		 (long long)c->tp, (long long)c->pp, (long long)c->vp, (long long)c->cp, (long long)c->dp,
 		 (long long)c->ep,
 		 (long long)c->micro,
-		 search_shard_name(f, c->zero), recompute_name(c->recompute),
+		 search_shard_name(f, c->zero), recompute_label(c, rl, sizeof(rl)),
 		 c->offload == STRAT_OFFLOAD_CPU ? " offload cpu" : "");
 }
 
@@ -84,11 +94,12 @@ static void print_text(const struct job *base, const struct search_space *sp,
 	       "MFU", "peak/capacity GiB");
 	for (int i = 0; i < r->ntop; i++) {
 		const struct search_cand *c = &r->top[i];
+		char rl[32];
 		printf("%-4d %3lld %3lld %2lld %2lld %4lld %3lld %5lld %4lld  %-13s %-9s %-7s %10.4f %12.1f %5.1f%%  %.1f/%.1f\n",
 		       i + 1, (long long)c->tp, (long long)c->pp, (long long)c->vp, (long long)c->cp,
 		       (long long)c->dp, (long long)c->ep,
 		       (long long)c->micro, (long long)c->grad_accum,
-		       search_shard_name(sp->framework, c->zero), recompute_name(c->recompute),
+		       search_shard_name(sp->framework, c->zero), recompute_label(c, rl, sizeof(rl)),
 		       c->offload == STRAT_OFFLOAD_CPU ? "cpu" : "-", (double)c->step_ns * 1e-9,
 		       c->tokens_s_gpu, 100 * c->mfu, gib(c->peak_bytes), gib(c->capacity_bytes));
 	}
@@ -115,6 +126,7 @@ static cJSON *cand_json(enum strat_framework f, const struct search_cand *c)
 	cJSON_AddNumberToObject(o, "zero_stage", c->zero);
 	cJSON_AddStringToObject(o, "shard", search_shard_name(f, c->zero));
 	cJSON_AddStringToObject(o, "recompute", recompute_name(c->recompute));
+	cJSON_AddNumberToObject(o, "recompute_num_layers", (double)c->recompute_layers);
 	cJSON_AddStringToObject(o, "offload_optimizer", c->offload == STRAT_OFFLOAD_CPU ? "cpu" : "none");
 	cJSON_AddBoolToObject(o, "sequence_parallel", c->sequence_parallel);
 	cJSON_AddNumberToObject(o, "step_time_s", (double)c->step_ns * 1e-9);
@@ -227,7 +239,8 @@ static enum tw_result emit(const struct cli_job_opts *o, const struct job *base,
 		size_t n = strcspn(s, "=");
 		snprintf(p, sizeof(p), "%.*s", (int)(n < sizeof(p) - 1 ? n : sizeof(p) - 1), s);
 		if (cluster_owns_path(p) || !strcmp(p, "tp") || !strcmp(p, "pp") ||
-		    !strcmp(p, "recompute") || !strcmp(p, "micro_batch") ||
+		    !strcmp(p, "recompute") || !strcmp(p, "recompute_num_layers") ||
+		    !strcmp(p, "micro_batch") ||
 		    !strcmp(p, "zero_optimization.stage") || !strcmp(p, "train_micro_batch_size_per_gpu"))
 			continue;
 		const char *v = !strncmp(s, "ds_config.", 10) ? s + 10 : !strncmp(s, "strategy.", 9) ? s + 9 : s;

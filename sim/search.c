@@ -21,7 +21,7 @@ void search_space_init(struct search_space *s)
 	memset(s, 0, sizeof(*s));
 	s->framework = STRAT_DEEPSPEED;
 	s->pin_tp = s->pin_pp = s->pin_micro = s->pin_zero = s->pin_recompute = s->pin_vp = s->pin_ep =
-		s->pin_cp = -1;
+		s->pin_cp = s->pin_recompute_layers = -1;
 	s->top = 5;
 }
 
@@ -113,6 +113,8 @@ static void cand_sets(const struct job *base, const struct search_space *sp, str
 	if (c->cp > 1)
 		add_set(c, "cp=%lld", (long long)c->cp);
 	add_set(c, "recompute=%s", recompute_name(c->recompute));
+	if (c->recompute_layers > 0)
+		add_set(c, "recompute_num_layers=%lld", (long long)c->recompute_layers);
 	/* the model code is the user's whatever the degrees (the default follows tp and pp) */
 	add_set(c, "kernels=%s", base->strat.kernels == STRAT_KERNELS_EAGER ? "eager" : "fused");
 	if (sp->seq > 0)
@@ -143,7 +145,8 @@ enum tw_result search_job(const struct job *base, const struct search_space *sp,
 		/* pins were consumed by search_run; cluster paths are already in base */
 		if (cluster_owns_path(path) || !strcmp(path, "tp") || !strcmp(path, "pp") ||
 		    !strcmp(path, "vp") || !strcmp(path, "ep") || !strcmp(path, "cp") ||
-		    !strcmp(path, "recompute") || !strcmp(path, "zero_optimization.stage") ||
+		    !strcmp(path, "recompute") || !strcmp(path, "recompute_num_layers") ||
+		    !strcmp(path, "zero_optimization.stage") ||
 		    !strcmp(path, "micro_batch") || !strcmp(path, "train_micro_batch_size_per_gpu"))
 			continue;
 		sets[n++] = sp->sets[i];
@@ -231,6 +234,8 @@ static enum tw_result read_pins(const struct search_space *in, struct search_spa
 			pin = &sp->pin_micro;
 		else if (len == 23 && !strncmp(s, "zero_optimization.stage", 23))
 			pin = &sp->pin_zero;
+		else if (len == 20 && !strncmp(s, "recompute_num_layers", 20))
+			pin = &sp->pin_recompute_layers;
 		else if (len == 9 && !strncmp(s, "recompute", 9)) {
 			if (!strcmp(v, "none"))
 				sp->pin_recompute = STRAT_RECOMPUTE_NONE;
@@ -250,6 +255,14 @@ static enum tw_result read_pins(const struct search_space *in, struct search_spa
 		if (*v == '\0' || *end != '\0' || x < 0 || x > (1LL << 40))
 			return tw_errf(err, TW_ERR_INVALID, "--set %s: must be a non-negative integer", s);
 		*pin = x;
+	}
+	if (sp->pin_recompute_layers >= 0) {
+		if (sp->pin_recompute_layers == 0 ||
+		    (sp->pin_recompute >= 0 && sp->pin_recompute != STRAT_RECOMPUTE_FULL))
+			return tw_errf(err, TW_ERR_INVALID,
+				       "--set recompute_num_layers=%lld: needs recompute full and N >= 1",
+				       (long long)sp->pin_recompute_layers);
+		sp->pin_recompute = STRAT_RECOMPUTE_FULL;
 	}
 	return TW_OK;
 }
@@ -370,9 +383,17 @@ static void run_task(struct shared *sh, struct task *t)
 	for (int k = 0; k < t->nm; k++)
 		for (int v = 0; v < nv; v++)
 			none_peak[k][v] = none_bound[k][v] = -1;
-	for (int r = 0; r < 3; r++) {
+	/* recompute choices: none, selective, full of half of each model chunk's layers
+	 * (Megatron's block method; the activations of the rest are kept), full */
+	for (int o = 0; o < 4; o++) {
+		int r = o < 2 ? o : STRAT_RECOMPUTE_FULL;
+		bool block = o == 2;
 		if (sp->pin_recompute >= 0 && sp->pin_recompute != r)
 			continue;
+		if (block != (sp->pin_recompute_layers > 0) &&
+		    (sp->pin_recompute_layers > 0 || sp->pin_recompute == STRAT_RECOMPUTE_FULL ||
+		     sp->framework != STRAT_MEGATRON))
+			continue; /* a pinned N, or a pinned full, or no block method outside Megatron */
 		bool too_big = false; /* a smaller micro-batch did not fit: no larger one will */
 		for (int k = 0; k < t->nm && !too_big; k++) {
 			for (int v = 0; v < nv; v++) {
@@ -391,6 +412,15 @@ static void run_task(struct shared *sh, struct task *t)
 					continue;
 				c.zero = t->zero;
 				c.recompute = (enum strat_recompute)r;
+				if (block) {
+					/* half of a model chunk's layers, or the pinned N */
+					int64_t lpc = base->model.layers / t->pp / c.vp;
+					c.recompute_layers = sp->pin_recompute_layers > 0 ? sp->pin_recompute_layers
+											    : lpc / 2;
+					if (c.recompute_layers < 1 ||
+					    (sp->pin_recompute_layers <= 0 && c.recompute_layers >= lpc))
+						continue; /* the same as full or none */
+				}
 				c.offload = t->offload;
 				c.sequence_parallel = sp->framework == STRAT_MEGATRON && t->tp > 1;
 				cand_sets(base, sp, &c);

@@ -58,7 +58,8 @@ enum tw_result sim_collective(const struct cluster *c, const char *op, double S,
 /* What to search: the job's model and cluster come from `base` (its strategy is ignored);
  * candidates vary tp, pp, micro-batch, ZeRO stage (or Megatron distributed optimizer / FSDP
  * sharding), Megatron's interleaved schedule (vp) and context parallelism (cp, long sequences),
- * expert parallelism (ep, MoE models), recompute, and optimizer offload when nothing fits without it. A pin >= 0 fixes that dimension. `sets` are the user's strategy --set PATH=VALUE, applied after the
+ * expert parallelism (ep, MoE models), recompute (Megatron: also full recompute of half of each
+ * model chunk's layers), and optimizer offload when nothing fits without it. A pin >= 0 fixes that dimension. `sets` are the user's strategy --set PATH=VALUE, applied after the
  * candidate's own (cluster paths in it are skipped: they are in base). */
 struct search_space {
 	enum strat_framework framework;
@@ -69,6 +70,7 @@ struct search_space {
 	const char *strategies_dir;  /* for strategy_resolve (presets); may be NULL */
 	int64_t pin_tp, pin_pp, pin_micro, pin_zero, pin_recompute, pin_vp, pin_ep, pin_cp;
 	                             /* -1: search */
+	int64_t pin_recompute_layers; /* recompute_num_layers=N pins full recompute of N layers */
 	int top;                     /* candidates kept, best first (default 5) */
 	bool exhaustive;             /* simulate every fitting candidate (no bound pruning) */
 	int threads;                 /* worker threads, 0: one per online CPU (at most
@@ -89,6 +91,8 @@ struct search_cand {
 	int zero;                    /* deepspeed: ZeRO stage; megatron: 1 with the distributed
 					optimizer; fsdp: 3 FULL_SHARD, 2 SHARD_GRAD_OP, 0 NO_SHARD */
 	enum strat_recompute recompute;
+	int64_t recompute_layers;    /* full recompute of the first N layers of each model chunk
+					(Megatron's block method); 0: every layer */
 	enum strat_offload offload;  /* optimizer offload */
 	bool sequence_parallel;
 	int64_t peak_bytes;          /* worst role: plan_memory gpu_total */

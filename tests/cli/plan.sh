@@ -93,3 +93,28 @@ check "plan --set gpu.memory_gib=40: fewer candidates fit" \
 	-s "$tmp/pp.json.strategy.json" --json >"$tmp/c2.json" 2>"$err"
 check "plan --emit-ds-config with pp=2: loads back as pp 2, recompute full" \
 	"[ \"\$(py '$tmp/c2.json' 'd[\"strategy\"][\"degrees\"][\"pp\"] == 2 and d[\"strategy\"][\"activations\"][\"recompute\"] == \"full\"')\" = True ]"
+
+# Megatron's block recompute is a searched choice: half of each model chunk's layers; a pinned
+# recompute_num_layers keeps every candidate at it; other frameworks do not search it
+"$TWIN" plan -m llama2-7b -c dgx-h100 --gpus 8 --global-batch 32 --framework megatron --exhaustive \
+	--top 500 --set gpu.memory_gib=40 --json >"$tmp/blk.json" 2>"$err"
+cat >"$tmp/blk.py" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+blk = [c for c in d["top"] if c["recompute_num_layers"] > 0]
+ok = len(blk) > 0 and all(c["recompute"] == "full" and c["recompute_num_layers"] == 32 // c["pp"] // c["vp"] // 2 for c in blk)
+# each block candidate is faster than its full-recompute twin and needs more memory
+key = lambda c: (c["tp"], c["pp"], c["vp"], c["cp"], c["micro_batch"], c["zero_stage"])
+full = {key(c): c for c in d["top"] if c["recompute"] == "full" and c["recompute_num_layers"] == 0}
+pairs = [(c, full[key(c)]) for c in blk if key(c) in full]
+ok = ok and len(pairs) > 0 and all(b["step_time_s"] < f["step_time_s"] and b["peak_bytes"] > f["peak_bytes"] for b, f in pairs)
+print(ok)
+EOF
+check "plan --framework megatron: block recompute candidates (half a chunk) between none and full" \
+	"[ \"\$(python3 '$tmp/blk.py' '$tmp/blk.json')\" = True ]"
+"$TWIN" plan -m llama2-7b -c dgx-h100 --gpus 8 --global-batch 32 --framework megatron \
+	--set recompute_num_layers=4 --json >"$tmp/blk4.json" 2>"$err"
+check "plan --set recompute_num_layers=4: pinned" \
+	"[ \"\$(py '$tmp/blk4.json' 'len(d[\"top\"]) > 0 and all(c[\"recompute\"] == \"full\" and c[\"recompute_num_layers\"] == 4 for c in d[\"top\"])')\" = True ]"
+check "plan (deepspeed): no block recompute searched" \
+	"[ \"\$(py '$tmp/p.json' 'all(c[\"recompute_num_layers\"] == 0 for c in d[\"top\"])')\" = True ]"
