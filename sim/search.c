@@ -115,8 +115,13 @@ static void cand_sets(const struct job *base, const struct search_space *sp, str
 	add_set(c, "recompute=%s", recompute_name(c->recompute));
 	if (c->recompute_layers > 0)
 		add_set(c, "recompute_num_layers=%lld", (long long)c->recompute_layers);
-	/* the model code is the user's whatever the degrees (the default follows tp and pp) */
-	add_set(c, "kernels=%s", base->strat.kernels == STRAT_KERNELS_EAGER ? "eager" : "fused");
+	/* the model code is the user's whatever the degrees (its default follows tp and pp): the
+	 * base strategy's when it is of the searched framework, else that framework's own code
+	 * (Megatron's fused kernels; HF modules for DeepSpeed and FSDP); a user --set wins */
+	enum strat_kernels k = base->strat.framework == sp->framework ? base->strat.kernels
+			       : sp->framework == STRAT_MEGATRON ? STRAT_KERNELS_FUSED
+								 : STRAT_KERNELS_EAGER;
+	add_set(c, "kernels=%s", k == STRAT_KERNELS_EAGER ? "eager" : "fused");
 	if (sp->seq > 0)
 		add_set(c, "seq_len=%lld", (long long)sp->seq);
 }

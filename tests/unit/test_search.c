@@ -43,8 +43,12 @@ static bool fits_everywhere(const struct job *base, const struct search_space *s
 	bool ok = search_job(base, sp, c, j, &err) == TW_OK;
 	ok = ok && j->strat.tp == c->tp && j->strat.pp == c->pp && j->strat.dp == c->dp &&
 	     j->strat.micro_batch == c->micro && j->strat.grad_accum == c->grad_accum;
-	/* the model code is the base's at every degree (its default would follow tp and pp) */
-	ok = ok && j->strat.kernels == base->strat.kernels;
+	/* the model code is the base's at every degree (its default would follow tp and pp), or
+	 * the searched framework's own when the base is of another */
+	enum strat_kernels k = base->strat.framework == sp->framework ? base->strat.kernels
+			       : sp->framework == STRAT_MEGATRON ? STRAT_KERNELS_FUSED
+								 : STRAT_KERNELS_EAGER;
+	ok = ok && j->strat.kernels == k;
 	int64_t reps[512], w[512];
 	int64_t nr = ok ? plan_roles(j, reps, w, 512) : 0;
 	for (int64_t r = 0; r < nr && ok; r++) {
@@ -227,6 +231,8 @@ static void test_interleaved(struct test_ctx *T)
 		if (search_job(base, &sp, c, j, &err) == TW_OK) {
 			CHECK_EQ_INT(T, j->strat.vp, c->vp);
 			CHECK(T, (j->strat.schedule == STRAT_SCHED_INTERLEAVED) == (c->vp > 1));
+			/* a Megatron search from a DeepSpeed base runs Megatron's own (fused) code */
+			CHECK_EQ_INT(T, j->strat.kernels, STRAT_KERNELS_FUSED);
 		}
 		free(j);
 		if (c->vp == 1 && c->zero == 1)
