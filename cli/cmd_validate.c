@@ -457,6 +457,10 @@ static void run_training(const struct cli_ctx *ctx, const cJSON *cs, struct vcas
 		snprintf(vc->skipped, sizeof(vc->skipped), "%s", err.msg);
 		goto out;
 	}
+	if (j->strat.framework != STRAT_MEGATRON) /* the cases do not say which model code ran */
+		assume(vc, "strategy.kernels=%s (%s default)",
+		       j->strat.kernels == STRAT_KERNELS_EAGER ? "eager" : "fused",
+		       j->strat.framework == STRAT_FSDP ? "FSDP" : "DeepSpeed");
 	struct sim_options so = { .max_events = max_events };
 	struct sim_stats ss;
 	if (sim_run(j, &so, &t, &ss, &err) != TW_OK) {
