@@ -1284,12 +1284,12 @@ static void embed(struct pb *b, bool bwd)
  * Megatron's vocab-parallel CE (unfused, 2020-2024): cast, max (4), subtract (8), exp in place
  * (8), sum (4), divide into the softmax kept for backward (8); backward scales the softmax by
  * the grad in place (8) and casts back (4 + ab).
- * HF's causal-LM loss (DeepSpeed, FSDP): cast, log_softmax (reads twice, writes: 12);
+ * HF's causal-LM loss (eager model code): cast, log_softmax (reads twice, writes: 12);
  * backward: the nll grad (4), log_softmax backward (12) and the cast back. */
 static double ce_bytes(const struct pb *b, bool bwd)
 {
 	double cast = b->ab == 4 ? 0 : (double)(b->ab + 4);
-	if (b->megatron)
+	if (!b->eager) /* Megatron's code (also Megatron-DeepSpeed's) */
 		return bwd ? 8 + cast : cast + 4 + 8 + 8 + 4 + 8;
 	return bwd ? 4 + 12 + cast : cast + 12;
 }
@@ -1299,13 +1299,21 @@ static int32_t head_fwd(struct pb *b)
 	int64_t mid = b->head_uid, vl = b->V / b->tp;
 	b->layer = -1;
 	unit_in(b, mid);
-	/* logits in 16 bits and the fp32 copy the cross-entropy works on */
-	int32_t buf = mem_alloc(b, PLAN_MEM_LOGITS, PLAN_DEV_GPU, b->T * vl * (b->ab + 4),
-				"logits", PLAN_STREAM_COMPUTE);
+	/* Megatron's cross-entropy: the logits in 16 bits and the fp32 copy it works on in place,
+	 * kept for backward. Eager (HF, torchtitan): logits.float() and log_softmax's fp32 output
+	 * beside the 16-bit logits while the loss runs; only that output is kept. */
+	int64_t kept = b->eager ? 4 : b->ab + 4;
+	int32_t buf = mem_alloc(b, PLAN_MEM_LOGITS, PLAN_DEV_GPU, b->T * vl * kept, "logits",
+				PLAN_STREAM_COMPUTE);
+	int32_t tmp = b->eager ? mem_alloc(b, PLAN_MEM_LOGITS, PLAN_DEV_GPU, b->T * vl * (b->ab + 4),
+					   "logits_tmp", PLAN_STREAM_COMPUTE)
+			       : -1;
 	norm_op(b, "final_norm", (double)(b->sp ? b->T / b->tp : b->T) * b->h, false, 0);
 	tp_enter(b, false);
 	gemm(b, "logits", b->T, vl, b->h, 1, 0, true);
 	compute(b, PLAN_K_LOSS, "loss", 0, (double)b->T * vl * ce_bytes(b, false), PLAN_STREAM_COMPUTE);
+	if (tmp >= 0)
+		mem_free(b, tmp, "logits_tmp", PLAN_STREAM_COMPUTE);
 	if (b->tp > 1) /* vocab-parallel cross-entropy: max, sum of exp, target logit */
 		coll_tp(b, PLAN_ALL_REDUCE, JOB_GROUP_TP, "ar_loss", 3 * b->T);
 	unit_out(b, mid);
@@ -1317,10 +1325,16 @@ static void head_bwd(struct pb *b, int32_t logits)
 	int64_t mid = b->head_uid, vl = b->V / b->tp;
 	b->layer = -1;
 	unit_in(b, mid);
+	/* eager: log_softmax's fp32 grad and its 16-bit cast for the logits GEMM's backward */
+	int32_t g = b->eager ? mem_alloc(b, PLAN_MEM_LOGITS, PLAN_DEV_GPU, b->T * vl * (b->ab + 4),
+					 "logits_grad", PLAN_STREAM_COMPUTE)
+			     : -1;
 	compute(b, PLAN_K_LOSS, "loss_bwd", 0, (double)b->T * vl * ce_bytes(b, true),
 		PLAN_STREAM_COMPUTE);
 	gemm(b, "logits_bwd", b->T, vl, b->h, b->lora ? 1 : 2, 0, false);
 	mem_free(b, logits, "logits", PLAN_STREAM_COMPUTE);
+	if (g >= 0)
+		mem_free(b, g, "logits_grad", PLAN_STREAM_COMPUTE);
 	tp_exit(b, true);
 	norm_op(b, "final_norm_bwd", (double)(b->sp ? b->T / b->tp : b->T) * b->h, true, 0);
 	unit_out(b, mid);

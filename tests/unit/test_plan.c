@@ -907,9 +907,15 @@ static void test_cross_entropy_passes(struct test_ctx *t)
 {
 	struct job *j = fx_job(8);
 	struct plan p;
+	j->strat.kernels = STRAT_KERNELS_EAGER; /* HF's loss, DeepSpeed's default without TP/PP */
 	if (build(j, 0, &p)) {
 		CHECK_NEAR(t, per_logit(&p, j, "loss"), 18, 1e-9);
 		CHECK_NEAR(t, per_logit(&p, j, "loss_bwd"), 22, 1e-9);
+		plan_release(&p);
+	}
+	j->strat.kernels = STRAT_KERNELS_FUSED; /* Megatron-DeepSpeed's code: Megatron's loss */
+	if (build(j, 0, &p)) {
+		CHECK_NEAR(t, per_logit(&p, j, "loss"), 38, 1e-9);
 		plan_release(&p);
 	}
 	fx_megatron(j);

@@ -241,7 +241,7 @@ static void test_activations_torch_softmax(struct test_ctx *t)
 }
 
 /* kernels eager: each layer also keeps its two RMSNorms' fp32 input copies (4 bytes for the
- * input's 2) and SwiGLU's silu output for the product's backward */
+ * input's 2) and SwiGLU's silu output for the product's backward; HF's loss holds more */
 static void test_activations_eager(struct test_ctx *t)
 {
 	struct plan_mem fused, eager;
@@ -251,11 +251,17 @@ static void test_activations_eager(struct test_ctx *t)
 	j->strat.kernels = STRAT_KERNELS_FUSED;
 	bool ok = fx_mem(j, 0, &fused);
 	j->strat.kernels = STRAT_KERNELS_EAGER;
-	if (ok && fx_mem(j, 0, &eager))
+	if (ok && fx_mem(j, 0, &eager)) {
 		CHECK_NEAR(t, eager.max_cat[GPU][PLAN_MEM_ACTIV] - fused.max_cat[GPU][PLAN_MEM_ACTIV],
 			   L * (2 * T * h * (4 - 2) + T * f * 2), 1e-12);
-	else
+		/* the loss: Megatron's keeps 16-bit logits and its fp32 copy (6 bytes per logit);
+		 * HF's has the 16-bit logits, their fp32 cast and log_softmax's fp32 output live
+		 * at once (10) and keeps only the last */
+		CHECK_NEAR(t, fused.max_cat[GPU][PLAN_MEM_LOGITS], T * 32000 * 6, 1e-12);
+		CHECK_NEAR(t, eager.max_cat[GPU][PLAN_MEM_LOGITS], T * 32000 * 10, 1e-12);
+	} else {
 		CHECK(t, false);
+	}
 	free(j);
 }
 
