@@ -42,11 +42,14 @@ const char *plan_phase_name(enum plan_phase p) { return NAME_OF(phase_names, p, 
 
 double plan_torch_softmax_bytes(const struct plan_op *op)
 {
-	if (op->kind != PLAN_COMPUTE || op->u.compute.kernel != PLAN_K_ATTN || !op->u.compute.torch_softmax)
+	if (op->kind != PLAN_COMPUTE || op->u.compute.kernel != PLAN_K_ATTN ||
+	    op->u.compute.torch_softmax == PLAN_SOFTMAX_FUSED)
 		return 0;
 	double scores = (double)op->u.compute.b * (double)op->u.compute.heads * (double)op->u.compute.s_q *
 			(double)op->u.compute.s_kv;
 	bool bwd = op->phase == PLAN_PHASE_BWD && !(op->flags & PLAN_F_RECOMPUTE);
+	if (op->u.compute.torch_softmax == PLAN_SOFTMAX_HF_EAGER)
+		return bwd ? 0 : scores * 11.0;
 	return scores * (bwd ? 35.0 : 33.0);
 }
 

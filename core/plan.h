@@ -90,7 +90,8 @@ struct plan_op {
 			uint8_t kernel;   /* enum plan_kernel */
 			uint8_t dtype;    /* enum tw_dtype */
 			uint8_t causal;
-			uint8_t torch_softmax; /* unfused attention whose softmax is PyTorch's fp32 ops */
+			uint8_t torch_softmax; /* unfused attention's softmax in PyTorch fp32 ops:
+						* PLAN_SOFTMAX_* (0: the fused kernel) */
 			uint8_t extra_kernels; /* kernels beyond one it launches (eager PyTorch ops) */
 			int64_t m, n, k, batch;       /* GEMM: batch x (m x k)(k x n) */
 			int64_t b, heads, s_q, s_kv, head_dim; /* attention */
@@ -200,10 +201,18 @@ enum tw_result plan_job_fit(const struct job *j, struct plan_fit *out, struct tw
 /* The trace category an op is recorded under (the simulator and the executor both use it). */
 enum trace_cat plan_op_trace_cat(const struct plan_op *op);
 
-/* Extra HBM bytes of an attention op whose softmax runs as PyTorch ops in fp32
- * (compute.torch_softmax: Megatron's fallback from its fused kernel): float(), the scale,
- * masked_fill_, softmax and half() move 37 bytes per score where the fused kernel moves 4,
- * backward 41 for 6, so 33 (35) more per score; 0 for any other op. */
+/* How unfused attention runs its softmax (compute.torch_softmax) */
+enum {
+	PLAN_SOFTMAX_FUSED = 0,  /* Megatron's fused scale-mask-softmax kernel */
+	PLAN_SOFTMAX_FALLBACK,   /* its fp32 PyTorch fallback (float, scale, masked_fill_, half) */
+	PLAN_SOFTMAX_HF_EAGER    /* HF's eager attention: scale, mask add, fp32 softmax, cast back */
+};
+
+/* Extra HBM bytes of an unfused attention op over Megatron's fused softmax (13 bytes per score
+ * element forward, 26 backward): Megatron's fp32 fallback moves 37 bytes per score where its
+ * kernel moves 4, backward 41 for 6 (33 and 35 more); HF's eager attention writes the scores,
+ * scales them, adds the mask, softmaxes into fp32 and casts back before P·V reads them: 24
+ * (11 more), backward 26 (none more); 0 for any other op. */
 double plan_torch_softmax_bytes(const struct plan_op *op);
 
 const char *plan_kind_name(enum plan_kind k);

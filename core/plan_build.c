@@ -251,20 +251,32 @@ static uint32_t gemm(struct pb *b, const char *name, int64_t m, int64_t n, int64
 	return id;
 }
 
-/* kernels the fp32 softmax fallback adds to the fused one (float, scale, masked_fill_, half) */
+/* kernels the fp32 softmax fallback adds to the fused one (float, scale, masked_fill_, half);
+ * HF's eager attention adds the scale, the mask add and the cast back (backward: the scale's
+ * and the cast's) */
 #define TORCH_SOFTMAX_KERNELS 4
+#define HF_EAGER_ATTN_KERNELS 3
+#define HF_EAGER_ATTN_KERNELS_BWD 2
 
 /* Megatron's unfused attention softmax (FusedScaleMaskSoftmax.is_kernel_available, Megatron-LM
  * 2021-24) runs its CUDA kernel only for 16-bit scores with 16 < s_kv <= 4096, both lengths
  * multiples of 4 and micro-batch x heads per rank a multiple of the kernel's batches per block
  * (4; 8 when s_kv <= 128). Otherwise forward_torch_softmax runs PyTorch ops in fp32: e.g. 16
- * heads at TP 8 with micro-batch 1, or sequences beyond 4096 without flash attention. */
-static bool torch_softmax(const struct pb *b, int64_t heads, int64_t sq, int64_t skv)
+ * heads at TP 8 with micro-batch 1, or sequences beyond 4096 without flash attention. That is
+ * the fused model code's (Megatron's, Megatron-DeepSpeed's); the eager one runs HF's eager
+ * attention instead. Returns a PLAN_SOFTMAX_* kind. */
+static int torch_softmax(const struct pb *b, int64_t heads, int64_t sq, int64_t skv)
 {
-	if (!b->megatron || b->flash || !b->mixed)
-		return false;
+	if (b->flash)
+		return PLAN_SOFTMAX_FUSED;
+	if (b->eager) /* HF's eager attention (the model code without flash attention) */
+		return PLAN_SOFTMAX_HF_EAGER;
+	if (!b->mixed)
+		return PLAN_SOFTMAX_FUSED;
 	int64_t batches = b->mb * heads, per_block = skv <= 128 ? 8 : 4;
-	return !(skv > 16 && skv <= 4096 && sq % 4 == 0 && skv % 4 == 0 && batches % per_block == 0);
+	return skv > 16 && skv <= 4096 && sq % 4 == 0 && skv % 4 == 0 && batches % per_block == 0
+		       ? PLAN_SOFTMAX_FUSED
+		       : PLAN_SOFTMAX_FALLBACK;
 }
 
 /* Fused attention. Forward: 4*b*heads*s_q*s_kv*d FLOPs (QK^T and AV), halved when causal.
@@ -285,9 +297,11 @@ static uint32_t attn(struct pb *b, const char *name, int64_t heads, int64_t sq, 
 	op->u.compute.s_kv = skv;
 	op->u.compute.head_dim = b->hd;
 	op->u.compute.causal = 1;
-	op->u.compute.torch_softmax = torch_softmax(b, heads, sq, skv);
-	if (op->u.compute.torch_softmax) /* float(), the scale, masked_fill_, half() */
+	op->u.compute.torch_softmax = (uint8_t)torch_softmax(b, heads, sq, skv);
+	if (op->u.compute.torch_softmax == PLAN_SOFTMAX_FALLBACK)
 		op->u.compute.extra_kernels = TORCH_SOFTMAX_KERNELS;
+	else if (op->u.compute.torch_softmax == PLAN_SOFTMAX_HF_EAGER)
+		op->u.compute.extra_kernels = bwd ? HF_EAGER_ATTN_KERNELS_BWD : HF_EAGER_ATTN_KERNELS;
 	if (!bwd && b->phase == PLAN_PHASE_FWD && !(b->flags & PLAN_F_RECOMPUTE))
 		b->p->model_flops += 3.0 * fwd;
 	return id;
@@ -635,11 +649,15 @@ static struct act_sizes layer_act(const struct pb *b, int64_t l)
 	 * for backward (7 a s^2 b) and holds a scaled fp32 copy of the scores while it runs. */
 	int64_t scores = 0, sxs = b->heads * T * (b->ulysses ? b->seq / b->cp * b->cp : b->seq);
 	int64_t s_blk = b->ulysses || b->cp == 1 ? b->seq : b->seq / b->cp;
-	bool fp32_softmax = torch_softmax(b, b->heads / tp / (b->ulysses ? b->cp : 1), s_blk, s_blk);
+	int sk = torch_softmax(b, b->heads / tp / (b->ulysses ? b->cp : 1), s_blk, s_blk);
+	/* HF's eager attention keeps softmax's fp32 output and the 16-bit probabilities (6 a s^2 b)
+	 * and holds the masked 16-bit scores while the softmax runs */
 	if (!b->flash && b->s->recompute != STRAT_RECOMPUTE_SELECTIVE)
-		scores = (fp32_softmax ? 7 : 5) * sxs;
-	if (fp32_softmax)
+		scores = (sk == PLAN_SOFTMAX_FALLBACK ? 7 : sk == PLAN_SOFTMAX_HF_EAGER ? 6 : 5) * sxs;
+	if (sk == PLAN_SOFTMAX_FALLBACK)
 		work += 4 * sxs;
+	else if (sk == PLAN_SOFTMAX_HF_EAGER)
+		work += ab * sxs;
 	if (b->sp)
 		a.saved = (rep + split + scores) / tp;
 	else

@@ -229,14 +229,23 @@ static void test_activations_torch_softmax(struct test_ctx *t)
 		CHECK_NEAR(t, m.max_cat[GPU][PLAN_MEM_ACTIV], 8 * 2 * sbh * (10 + 24.0 / 8 + 5 * as_h / 8), 1e-12);
 	CHECK_EQ_INT(t, count_attn(j, 1), 0);
 	/* beyond 4096 tokens the kernel does not apply at any batch; flash attention never uses it;
-	 * neither do other frameworks (their attention code is not Megatron's) */
+	 * Megatron-DeepSpeed's code (DeepSpeed, fused kernels) is Megatron's; the eager model code
+	 * runs HF's eager attention instead (6 a s^2 b kept: fp32 softmax output, 16-bit P) */
 	j->seq = 8192;
 	CHECK_EQ_INT(t, count_attn(j, 0), 0);
 	j->strat.flash_attention = true;
 	CHECK_EQ_INT(t, count_attn(j, 1), 0);
 	j->strat.flash_attention = false;
 	j->strat.framework = STRAT_DEEPSPEED;
+	CHECK_EQ_INT(t, count_attn(j, 1), 16);
+	j->strat.kernels = STRAT_KERNELS_EAGER;
 	CHECK_EQ_INT(t, count_attn(j, 1), 0);
+	CHECK_EQ_INT(t, count_attn(j, PLAN_SOFTMAX_HF_EAGER), 16);
+	j->seq = 2048;
+	gpt_korthikanti(j, 8, 1, 2, 1);
+	j->strat.framework = STRAT_DEEPSPEED, j->strat.kernels = STRAT_KERNELS_EAGER;
+	if (fx_mem(j, 0, &m))
+		CHECK_NEAR(t, m.max_cat[GPU][PLAN_MEM_ACTIV], 8 * 2 * sbh * (10 + 24.0 / 8 + 6 * as_h / 8), 1e-12);
 	free(j);
 }
 

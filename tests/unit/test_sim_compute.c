@@ -153,6 +153,14 @@ static void test_attention_torch_softmax(struct test_ctx *T)
 	CHECK_EQ_INT(T, (int)sim_host_ns(j, &op), 18 * 20000);
 	op.u.compute.torch_softmax = 0, op.u.compute.extra_kernels = 0;
 	CHECK_NEAR(T, (double)sim_compute_ns(j, &op), ceil((sxs * 26 / hbm + 5e-6) * 1e9), 1.0);
+	/* HF's eager attention: 26 bytes per score backward as the fused path, 2 more kernels;
+	 * forward 24 bytes (11 more) and 3 more kernels */
+	op.u.compute.torch_softmax = PLAN_SOFTMAX_HF_EAGER, op.u.compute.extra_kernels = 2;
+	CHECK_NEAR(T, (double)sim_compute_ns(j, &op), ceil((sxs * 26 / hbm + 15e-6) * 1e9), 1.0);
+	op.phase = PLAN_PHASE_FWD, op.u.compute.extra_kernels = 3;
+	CHECK_NEAR(T, plan_torch_softmax_bytes(&op), sxs * 11, 1e-12);
+	CHECK_NEAR(T, (double)sim_compute_ns(j, &op), ceil((sxs * 24 / hbm + 20e-6) * 1e9), 1.0);
+	CHECK_EQ_INT(T, (int)sim_host_ns(j, &op), 28 * 20000);
 	free(j);
 }
 
