@@ -111,6 +111,7 @@ static cJSON *to_json(const struct job *j, const struct sim_options *o, const st
 	cJSON_AddNumberToObject(out, "gpus", (double)j->gpus);
 	cJSON_AddNumberToObject(out, "nodes", j->nodes);
 	cJSON_AddStringToObject(out, "mode", o->full ? "full" : "symmetric");
+	cJSON_AddStringToObject(out, "model_code", j->strat.kernels == STRAT_KERNELS_EAGER ? "eager" : "fused");
 	cJSON_AddNumberToObject(out, "step_time_s", s->step_s);
 	cJSON_AddNumberToObject(out, "tokens_per_s", s->tokens_s);
 	cJSON_AddNumberToObject(out, "samples_per_s", s->samples_s);

@@ -45,6 +45,7 @@ check "simulate: nothing on stderr" "[ ! -s '$err' ]"
 	--json >"$tmp/sym.json" 2>"$err"
 check "simulate --json: parses" "python3 -m json.tool '$tmp/sym.json' >/dev/null"
 check "simulate --json: 0 < mfu < 1" "[ \"\$(jget '$tmp/sym.json' '0 < d[\"mfu\"] < 1')\" = True ]"
+check "simulate --json: the model code of a Megatron job is fused" "[ \"\$(jget '$tmp/sym.json' 'd[\"model_code\"]')\" = fused ]"
 check "simulate --json: analysis has collectives" "[ \"\$(jget '$tmp/sym.json' '\"analysis\" in d and d[\"step_time_s\"] > 0')\" = True ]"
 
 # recompute_num_layers (Megatron's block method): between no recompute and full recompute in
