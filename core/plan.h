@@ -151,6 +151,10 @@ struct plan {
 
 /* Build rank r's plan for one step. The plan is owned by the caller: plan_release(). */
 enum tw_result plan_rank(const struct job *j, int64_t rank, struct plan *out, struct tw_err *err);
+/* plan_rank into p, a plan from plan_rank or plan_rebuild (or zeroed) whose buffers are kept
+ * and reused: a caller that builds many plans (the search) avoids the page faults of fresh
+ * memory. The result is the same as plan_rank's; plan_release() frees it. */
+enum tw_result plan_rebuild(const struct job *j, int64_t rank, struct plan *p, struct tw_err *err);
 void plan_release(struct plan *p);
 
 /* Distinct roles: ranks whose plans are identical up to peer and group renaming (for the

@@ -2037,9 +2037,10 @@ static void param_gather_start(struct pb *b)
 	b->layer = b->micro = -1;
 }
 
-enum tw_result plan_rank(const struct job *j, int64_t rank, struct plan *out, struct tw_err *err)
+/* Build into out, whose counts are zero and whose buffers may hold an earlier plan's memory. */
+static enum tw_result build_rank(const struct job *j, int64_t rank, struct plan *out,
+				 struct tw_err *err)
 {
-	memset(out, 0, sizeof(*out));
 	if (rank < 0 || rank >= j->gpus)
 		return tw_errf(err, TW_ERR_INVALID, "plan: rank %lld outside 0..%lld", (long long)rank,
 			       (long long)j->gpus - 1);
@@ -2097,6 +2098,22 @@ enum tw_result plan_rank(const struct job *j, int64_t rank, struct plan *out, st
 	free(b.ckpt);
 	free(b.pg_op);
 	return TW_OK;
+}
+
+enum tw_result plan_rank(const struct job *j, int64_t rank, struct plan *out, struct tw_err *err)
+{
+	memset(out, 0, sizeof(*out));
+	return build_rank(j, rank, out, err);
+}
+
+enum tw_result plan_rebuild(const struct job *j, int64_t rank, struct plan *p, struct tw_err *err)
+{
+	struct plan keep = *p;
+	memset(p, 0, sizeof(*p));
+	p->ops = keep.ops, p->cap = keep.cap;
+	p->deps = keep.deps, p->deps_cap = keep.deps_cap;
+	p->names = keep.names, p->names_cap = keep.names_cap;
+	return build_rank(j, rank, p, err);
 }
 
 /* Roles: with a symmetric layout every rank of a pipeline stage runs the same ops up to

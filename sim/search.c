@@ -172,7 +172,7 @@ enum tw_result search_job(const struct job *base, const struct search_space *sp,
 /* Memory and compute bound of every role of j. Returns false when a plan cannot be built
  * (err filled). */
 static bool measure(const struct job *j, struct search_cand *c, int64_t *reps, int64_t *w,
-		    struct tw_err *err)
+		    struct plan *p, struct tw_err *err)
 {
 	int64_t nr = plan_roles(j, reps, w, MAX_ROLES);
 	c->peak_bytes = 0;
@@ -180,24 +180,21 @@ static bool measure(const struct job *j, struct search_cand *c, int64_t *reps, i
 	c->capacity_bytes = 0;
 	int64_t worst_short = INT64_MIN;
 	for (int64_t r = 0; r < nr; r++) {
-		struct plan p;
-		if (plan_rank(j, reps[r], &p, err) != TW_OK)
+		/* the task's plan buffers are reused: fresh memory for every candidate's plans
+		 * was most of the filter's time (page faults) */
+		if (plan_rebuild(j, reps[r], p, err) != TW_OK)
 			return false;
 		struct plan_mem m;
-		enum tw_result rc = plan_memory(j, &p, &m, err);
-		if (rc != TW_OK) {
-			plan_release(&p);
+		if (plan_memory(j, p, &m, err) != TW_OK)
 			return false;
-		}
 		/* the busiest compute stream bounds the step from below: the simulator runs these
 		 * ops one after another at no less than their own cost */
 		int64_t busy = 0;
-		for (size_t i = 0; i < p.nops; i++) {
-			const struct plan_op *op = &p.ops[i];
+		for (size_t i = 0; i < p->nops; i++) {
+			const struct plan_op *op = &p->ops[i];
 			if (op->kind == PLAN_COMPUTE && op->stream == PLAN_STREAM_COMPUTE)
 				busy += sim_compute_ns(j, op);
 		}
-		plan_release(&p);
 		if (busy > c->bound_ns)
 			c->bound_ns = busy;
 		int64_t s = plan_mem_shortfall(&m, c->verdict, sizeof(c->verdict));
@@ -378,6 +375,8 @@ static void run_task(struct shared *sh, struct task *t)
 	const struct search_space *sp = sh->sp;
 	struct job *j = TW_NEW(struct job);
 	int64_t *reps = TW_NEW_ARRAY(int64_t, MAX_ROLES), *w = TW_NEW_ARRAY(int64_t, MAX_ROLES);
+	struct plan plan;
+	memset(&plan, 0, sizeof(plan));
 	t->closest_short = INT64_MAX;
 	int64_t vps[SEARCH_MAX_VP];
 	int nv = vp_choices(sp, base, t->pp, vps);
@@ -432,7 +431,8 @@ static void run_task(struct shared *sh, struct task *t)
 				t->candidates++;
 				struct tw_err e = { 0 };
 				memset(j, 0, sizeof(*j));
-				if (resolve_locked(sh, &c, j, &e) != TW_OK || !measure(j, &c, reps, w, &e)) {
+				if (resolve_locked(sh, &c, j, &e) != TW_OK ||
+				    !measure(j, &c, reps, w, &plan, &e)) {
 					t->rejected++;
 					continue;
 				}
@@ -467,6 +467,7 @@ static void run_task(struct shared *sh, struct task *t)
 			}
 		}
 	}
+	plan_release(&plan);
 	free(j);
 	free(reps);
 	free(w);

@@ -1115,6 +1115,42 @@ static void test_recompute_num_layers(struct test_ctx *t)
 	free(j);
 }
 
+/* plan_rebuild reuses an earlier plan's buffers (a larger, different one here) and gives what
+ * plan_rank gives: the same ops field by field, the same deps and summaries */
+static void test_plan_rebuild(struct test_ctx *t)
+{
+	struct job *big = fx_job(8), *j = fx_job(8);
+	fx_degrees(big, 1, 1, 1, 1, 4); /* four micro-batches */
+	fx_megatron(j);
+	fx_degrees(j, 2, 2, 1, 1, 2);
+	struct plan want, p;
+	struct tw_err e = {0};
+	memset(&p, 0, sizeof(p));
+	CHECK(t, plan_rank(j, 0, &want, &e) == TW_OK);
+	CHECK(t, plan_rebuild(big, 0, &p, &e) == TW_OK);
+	size_t big_ops = p.nops;
+	CHECK(t, plan_rebuild(j, 0, &p, &e) == TW_OK);
+	CHECK(t, big_ops > p.nops && p.cap >= big_ops); /* the buffer was kept */
+	CHECK_EQ_INT(t, (int64_t)p.nops, (int64_t)want.nops);
+	CHECK_EQ_INT(t, (int64_t)p.ndeps, (int64_t)want.ndeps);
+	int64_t bad = 0;
+	for (size_t i = 0; i < p.nops && i < want.nops; i++) {
+		struct plan_op a = p.ops[i], b = want.ops[i];
+		bad += strcmp(a.name, b.name) != 0;
+		a.name = b.name = NULL;
+		bad += memcmp(&a, &b, sizeof(a)) != 0;
+	}
+	if (p.ndeps == want.ndeps)
+		bad += memcmp(p.deps, want.deps, p.ndeps * sizeof(*p.deps)) != 0;
+	CHECK_EQ_INT(t, bad, 0);
+	CHECK_NEAR(t, p.hw_flops, want.hw_flops, 0);
+	CHECK_EQ_INT(t, p.nbufs, want.nbufs);
+	plan_release(&p);
+	plan_release(&want);
+	free(big);
+	free(j);
+}
+
 /* tf32 (torch allow_tf32): an fp32 job's matmuls (GEMMs and attention) run in TF32 and nothing
  * else changes; a 16-bit job is untouched */
 static void test_tf32(struct test_ctx *t)
@@ -1190,6 +1226,7 @@ int main(void)
 	TEST_RUN(&t, test_roles);
 	TEST_RUN(&t, test_bad_strategies);
 	TEST_RUN(&t, test_recompute_num_layers);
+	TEST_RUN(&t, test_plan_rebuild);
 	TEST_RUN(&t, test_tf32);
 	TEST_RUN(&t, test_eager_ops);
 	TEST_RUN(&t, test_names);
