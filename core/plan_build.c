@@ -998,6 +998,14 @@ static double act_factor(const struct pb *b, bool bwd)
 	return bwd ? 3.0 : 2.0;
 }
 
+/* The MLP activation over n elements of its f-wide output (eager SwiGLU: 2 kernels, backward
+ * 3); bwd adds `more` bytes (fc1's bias grad, a sum over tokens). */
+static void act_op(struct pb *b, const char *name, double n, bool bwd, double more)
+{
+	elem_k(b, PLAN_K_ELEMWISE, name, n * b->ab * act_factor(b, bwd) + more,
+	       b->eager && b->swiglu ? (bwd ? 2 : 1) : 0);
+}
+
 /* MLP or MoE block between the second norm and the residual. */
 static void mlp_block(struct pb *b, int64_t l, bool bwd)
 {
@@ -1007,11 +1015,7 @@ static void mlp_block(struct pb *b, int64_t l, bool bwd)
 		if (!bwd) {
 			sub_in(b, l, 2);
 			gemm(b, "fc1", T, wide * b->f / tp, b->h, 1, 0, true);
-			/* fused: read the fc1 output (both halves for SwiGLU), write the product;
-			 * eager SwiGLU: silu, then the product (5 ab per element, 2 kernels);
-			 * eager GeLU: F.gelu (2 ab) */
-			elem_k(b, PLAN_K_ELEMWISE, "act", (double)T * b->f / tp * b->ab * act_factor(b, false),
-			       b->eager && b->swiglu ? 1 : 0);
+			act_op(b, "act", (double)T * b->f / tp, false, 0);
 			sub_out(b, l, 2);
 			sub_in(b, l, 3);
 			gemm(b, "fc2", T, b->h, b->f / tp, 1, 0, true);
@@ -1024,9 +1028,8 @@ static void mlp_block(struct pb *b, int64_t l, bool bwd)
 			sub_out(b, l, 3);
 			sub_in(b, l, 2);
 			/* the activation's backward, and fc1's bias grad (a sum over tokens) */
-			elem_k(b, PLAN_K_ELEMWISE, "act_bwd", (double)T * b->f / tp * b->ab *
-				       (act_factor(b, true) + wide * (b->m->mlp_bias ? 1 : 0)),
-			       b->eager && b->swiglu ? 2 : 0);
+			act_op(b, "act_bwd", (double)T * b->f / tp, true,
+			       b->m->mlp_bias ? (double)T * wide * b->f / tp * b->ab : 0);
 			gemm(b, "fc1_bwd", T, wide * b->f / tp, b->h, g, 0, false);
 			sub_out(b, l, 2);
 		}
@@ -1048,30 +1051,26 @@ static void mlp_block(struct pb *b, int64_t l, bool bwd)
 		elem(b, PLAN_K_PERMUTE, "permute", load * b->h * b->ab * 2);
 		coll_tp(b, PLAN_ALL_TO_ALL, JOB_GROUP_EP, "a2a_dispatch", a2a);
 		gemm(b, "expert_fc1", per, wide * b->fe / tp, b->h, b->El, load, true);
-		elem_k(b, PLAN_K_ELEMWISE, "expert_act", load * b->fe / tp * b->ab * act_factor(b, false),
-		       b->eager && b->swiglu ? 1 : 0);
+		act_op(b, "expert_act", load * b->fe / tp, false, 0);
 		gemm(b, "expert_fc2", per, b->h, b->fe / tp, b->El, load, true);
 		coll_tp(b, PLAN_ALL_TO_ALL, JOB_GROUP_EP, "a2a_combine", a2a);
 		elem(b, PLAN_K_PERMUTE, "unpermute", load * b->h * b->ab * 2);
 		if (b->fs > 0) {
 			gemm(b, "shared_fc1", T, wide * b->fs / tp, b->h, 1, 0, true);
-			elem_k(b, PLAN_K_ELEMWISE, "shared_act",
-			       (double)T * b->fs / tp * b->ab * act_factor(b, false), b->eager && b->swiglu ? 1 : 0);
+			act_op(b, "shared_act", (double)T * b->fs / tp, false, 0);
 			gemm(b, "shared_fc2", T, b->h, b->fs / tp, 1, 0, true);
 		}
 	} else {
 		if (b->fs > 0) {
 			gemm(b, "shared_fc2_bwd", T, b->h, b->fs / tp, g, 0, false);
-			elem_k(b, PLAN_K_ELEMWISE, "shared_act_bwd",
-			       (double)T * b->fs / tp * b->ab * act_factor(b, true), b->eager && b->swiglu ? 2 : 0);
+			act_op(b, "shared_act_bwd", (double)T * b->fs / tp, true, 0);
 			gemm(b, "shared_fc1_bwd", T, wide * b->fs / tp, b->h, g, 0, false);
 		}
 		elem(b, PLAN_K_PERMUTE, "unpermute_bwd", load * b->h * b->ab * 2);
 		coll_tp(b, PLAN_ALL_TO_ALL, JOB_GROUP_EP, "a2a_combine_bwd", a2a);
 		gemm(b, "expert_fc2_bwd", per, b->h, b->fe / tp, b->El * (b->lora ? 1 : 2),
 		     load * (b->lora ? 1 : 2), false);
-		elem_k(b, PLAN_K_ELEMWISE, "expert_act_bwd", load * b->fe / tp * b->ab * act_factor(b, true),
-		       b->eager && b->swiglu ? 2 : 0);
+		act_op(b, "expert_act_bwd", load * b->fe / tp, true, 0);
 		gemm(b, "expert_fc1_bwd", per, wide * b->fe / tp, b->h, b->El * (b->lora ? 1 : 2),
 		     load * (b->lora ? 1 : 2), false);
 		coll_tp(b, PLAN_ALL_TO_ALL, JOB_GROUP_EP, "a2a_dispatch_bwd", a2a);
