@@ -148,6 +148,10 @@ struct plan {
  * ~35 k per rank. */
 #define PLAN_OPS_PER_LAYER 24
 #define PLAN_MAX_OPS (8 * 1024 * 1024)
+/* Largest tensor a plan may size, bytes (2^50 = 1 PiB): byte counts are int64, and a
+ * micro-batch whose activations, logits or attention scores would exceed this is refused
+ * before any size is multiplied out. */
+#define PLAN_MAX_TENSOR_BYTES 1125899906842624.0
 
 /* Build rank r's plan for one step. The plan is owned by the caller: plan_release(). */
 enum tw_result plan_rank(const struct job *j, int64_t rank, struct plan *out, struct tw_err *err);

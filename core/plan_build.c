@@ -1820,6 +1820,20 @@ static enum tw_result check_job(const struct job *j, struct tw_err *err)
 		return tw_errf(err, TW_ERR_INVALID,
 			       "strategy.cp=%lld does not divide the sequence length %lld",
 			       (long long)s->cp, (long long)seq);
+	/* a micro-batch's largest tensors, in doubles so nothing overflows: activations up to 64
+	 * bytes per token and width (the widest of hidden, the MLP, the routed experts' top-k
+	 * load, the vocabulary), attention scores with their fp32 copies 16 per element */
+	double tok = (double)s->micro_batch * (double)seq;
+	double wide = fmax(fmax((double)m->hidden, 2.0 * (double)m->ffn_hidden),
+			   fmax((double)m->vocab, 2.0 * (double)(m->top_k > 0 ? m->top_k : 1) *
+							  (double)m->expert_ffn_hidden));
+	wide = fmax(wide, 2.0 * (double)m->shared_ffn_hidden);
+	double big = fmax(tok * wide * 64.0, (double)m->heads * tok * (double)seq * 16.0);
+	if (!(big <= PLAN_MAX_TENSOR_BYTES))
+		return tw_errf(err, TW_ERR_LIMIT,
+			       "strategy: a micro-batch of %lld x %lld tokens would need tensors of "
+			       "%.3g bytes, over the plan's limit of 1 PiB (lower micro_batch or seq_len)",
+			       (long long)s->micro_batch, (long long)seq, big);
 	if (s->sequence_parallel && (s->micro_batch * seq / s->cp) % s->tp)
 		return tw_errf(err, TW_ERR_INVALID,
 			       "sequence parallel: tokens per micro-batch (%lld) not divisible by tp=%lld",
