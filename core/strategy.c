@@ -132,7 +132,8 @@ static bool is_path(const char *s)
 
 static const char *const our_keys[] = {
 	"name", "description", "note", "framework", "deepspeed_version", "tp", "pp", "cp", "cp_kind",
-	"ep", "vp", "sequence_parallel", "schedule", "recompute", "recompute_num_layers", "flash_attention", "fp8", "tf32", "kernels",
+	"ep", "vp", "sequence_parallel", "schedule", "recompute", "recompute_num_layers",
+	"flash_attention", "fp8", "tf32", "kernels",
 	"precision", "optimizer", "distributed_optimizer", "fsdp", "lora", "seq_len", "micro_batch",
 	"global_batch", "grad_accum", "hf_trainer", "ds_config", "host_op_us",
 	"overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap", NULL};
@@ -349,12 +350,13 @@ static const char *const offload_names[] = {"none", "cpu", "nvme"};
 
 /* Values our file gives, kept until the defaults (which depend on the framework) are known. */
 struct ours {
-	struct oval framework, version, tp, pp, cp, cp_kind, kernels, ep, vp, sp, schedule, recompute, flash,
-		fp8, tf32, precision, optimizer, distopt, fsdp_sharding, fsdp_group, lora_rank,
-		lora_targets, seq_len, host_op, ogr, opg, tpo, rnl;
+	struct oval framework, version, tp, pp, cp, cp_kind, kernels, ep, vp, sp, schedule,
+		recompute, flash, fp8, tf32, precision, optimizer, distopt, fsdp_sharding, fsdp_group,
+		lora_rank, lora_targets, seq_len, host_op, ogr, opg, tpo, rnl;
 	bool ogr_v, opg_v, tpo_v;
 	double host_op_v;
-	int framework_i, schedule_i, recompute_i, cp_kind_i, kernels_i, precision_i, optimizer_i, fsdp_i;
+	int framework_i, schedule_i, recompute_i, cp_kind_i, kernels_i, precision_i, optimizer_i,
+		fsdp_i;
 	int64_t tp_v, pp_v, cp_v, ep_v, vp_v, seq_v, fsdp_group_v, lora_rank_v, rnl_v;
 	bool sp_v, flash_v, fp8_v, tf32_v, distopt_v;
 	char version_v[16];

@@ -539,7 +539,9 @@ static void *sim_worker(void *p)
 		if (rc != TW_OK) {
 			if (sh->rc == TW_OK) {
 				sh->rc = rc;
-				tw_errf(&sh->err, rc, "simulating tp %lld pp %lld vp %lld cp %lld dp %lld ep %lld micro %lld %s recompute %s (layers %lld): %s",
+				tw_errf(&sh->err, rc,
+					"simulating tp %lld pp %lld vp %lld cp %lld dp %lld ep %lld "
+					"micro %lld %s recompute %s (layers %lld): %s",
 					(long long)c->tp, (long long)c->pp, (long long)c->vp, (long long)c->cp,
 					(long long)c->dp, (long long)c->ep, (long long)c->micro,
 					search_shard_name(sh->sp->framework, c->zero), recompute_name(c->recompute),
