@@ -86,7 +86,7 @@ static void print_text(const struct job *j, const struct sim_options *o, const s
 	       " tokens; %s model code\n",
 	       j->model.name, j->gpus, j->cluster.name, j->nodes, j->nodes == 1 ? "" : "s", g->tp, g->pp,
 	       g->dp, g->cp, g->ep, g->grad_accum, g->micro_batch, j->seq,
-	       g->kernels == STRAT_KERNELS_EAGER ? "eager" : "fused");
+	       strat_kernels_name(g->kernels));
 	printf("simulated %s: %" PRId64 " rank%s, %" PRId64 " events in %.3f s (%.3g events/s)\n\n",
 	       o->full ? "every rank" : "one rank per role", st->ranks_simulated,
 	       st->ranks_simulated == 1 ? "" : "s", st->events, (double)st->wall_ns * 1e-9,
@@ -114,7 +114,7 @@ static cJSON *to_json(const struct job *j, const struct sim_options *o, const st
 	cJSON_AddNumberToObject(out, "gpus", (double)j->gpus);
 	cJSON_AddNumberToObject(out, "nodes", j->nodes);
 	cJSON_AddStringToObject(out, "mode", o->full ? "full" : "symmetric");
-	cJSON_AddStringToObject(out, "model_code", j->strat.kernels == STRAT_KERNELS_EAGER ? "eager" : "fused");
+	cJSON_AddStringToObject(out, "model_code", strat_kernels_name(j->strat.kernels));
 	cJSON_AddNumberToObject(out, "step_time_s", s->step_s);
 	cJSON_AddNumberToObject(out, "tokens_per_s", s->tokens_s);
 	cJSON_AddNumberToObject(out, "samples_per_s", s->samples_s);

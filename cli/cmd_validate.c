@@ -459,7 +459,7 @@ static void run_training(const struct cli_ctx *ctx, const cJSON *cs, struct vcas
 	}
 	if (j->strat.framework != STRAT_MEGATRON) /* the cases do not say which model code ran */
 		assume(vc, "strategy.kernels=%s (%s default)",
-		       j->strat.kernels == STRAT_KERNELS_EAGER ? "eager" : "fused",
+		       strat_kernels_name(j->strat.kernels),
 		       j->strat.framework == STRAT_FSDP ? "FSDP" : "DeepSpeed");
 	struct sim_options so = { .max_events = max_events };
 	struct sim_stats ss;

@@ -116,13 +116,13 @@ enum tw_result plan_job_fit(const struct job *j, struct plan_fit *out, struct tw
 	int64_t *reps = TW_NEW_ARRAY(int64_t, (size_t)n), *w = TW_NEW_ARRAY(int64_t, (size_t)n);
 	n = plan_roles(j, reps, w, n);
 	enum tw_result rc = TW_OK;
+	struct plan p;
+	memset(&p, 0, sizeof(p));
 	for (int64_t i = 0; i < n && rc == TW_OK; i++) {
-		struct plan p;
 		struct plan_mem m;
-		rc = plan_rank(j, reps[i], &p, err);
+		rc = plan_rebuild(j, reps[i], &p, err); /* one set of buffers for every role */
 		if (rc == TW_OK)
 			rc = plan_memory(j, &p, &m, err);
-		plan_release(&p);
 		if (rc != TW_OK)
 			break;
 		char v[sizeof(out->verdict)];
@@ -135,6 +135,7 @@ enum tw_result plan_job_fit(const struct job *j, struct plan_fit *out, struct tw
 			snprintf(out->verdict, sizeof(out->verdict), "%s", v);
 		}
 	}
+	plan_release(&p);
 	out->fits = rc == TW_OK && out->short_bytes <= 0;
 	free(reps);
 	free(w);

@@ -341,6 +341,11 @@ static const char *const schedule_names[] = {"ds-1f1b", "1f1b", "interleaved", "
 static const char *const recompute_names[] = {"none", "selective", "full", NULL};
 static const char *const cp_kind_names[] = {"ring", "ulysses", NULL};
 static const char *const kernels_names[] = {"fused", "eager", NULL};
+
+const char *strat_kernels_name(enum strat_kernels k)
+{
+	return k == STRAT_KERNELS_EAGER ? kernels_names[1] : kernels_names[0];
+}
 static const char *const precision_names[] = {"fp32", "bf16", "fp16", NULL};
 static const enum tw_dtype precision_types[] = {TW_FP32, TW_BF16, TW_FP16};
 static const char *const optimizer_names[] = {"adamw", "adam", "sgd", "lion", "adagrad", NULL};

@@ -142,6 +142,7 @@ enum tw_result strategy_resolve(const struct strat_inputs *in, const struct mode
 
 void strategy_list_presets(const char *strategies_dir, char *buf, size_t len);
 const char *strat_src_name(enum strat_src s);
+const char *strat_kernels_name(enum strat_kernels k); /* "fused", "eager" */
 struct cJSON *strategy_to_json(const struct strategy *s);
 
 #endif

@@ -121,7 +121,7 @@ static void cand_sets(const struct job *base, const struct search_space *sp, str
 	enum strat_kernels k = base->strat.framework == sp->framework ? base->strat.kernels
 			       : sp->framework == STRAT_MEGATRON ? STRAT_KERNELS_FUSED
 								 : STRAT_KERNELS_EAGER;
-	add_set(c, "kernels=%s", k == STRAT_KERNELS_EAGER ? "eager" : "fused");
+	add_set(c, "kernels=%s", strat_kernels_name(k));
 	if (sp->seq > 0)
 		add_set(c, "seq_len=%lld", (long long)sp->seq);
 }
