@@ -244,6 +244,36 @@ static bool case_mentions(const cJSON *cs, const char *a, const char *b)
 	return false;
 }
 
+/* The DeepSpeed release a case ran: the cases do not say, so take the newest release out
+ * before the month of the arXiv paper the source cites ("arXiv 2104.04473": April 2021).
+ * Release dates from DeepSpeed's git tags; only releases whose behaviour the models tell
+ * apart matter (docs/strategy.md, "Version-dependent"). NULL: no arXiv id in the source. */
+static const char *case_deepspeed_version(const cJSON *cs, char *arxiv, size_t n)
+{
+	static const struct { int yymm; const char *v; } rel[] = {
+		{ 2009, "0.3.0" },  { 2101, "0.3.10" }, { 2103, "0.3.13" }, { 2104, "0.3.14" },
+		{ 2106, "0.4.0" },  { 2108, "0.5.0" },  { 2111, "0.5.5" },  { 2201, "0.5.10" },
+		{ 2203, "0.6.0" },  { 2207, "0.7.0" },  { 2301, "0.8.0" },  { 2304, "0.9.0" },
+		{ 2307, "0.10.0" }, { 2311, "0.12.0" }, { 2403, "0.14.0" }, { 2411, "0.16.0" },
+		{ 2506, "0.17.0" }, { 2510, "0.18.0" }, { 2605, "0.19.0" }, { 2607, "0.19.3" },
+		{ 2608, "0.19.5" } };
+	const char *src = str(cs, "source"), *a = src ? strstr(src, "arXiv ") : NULL;
+	if (!a || strlen(a) < 10 || a[10] != '.')
+		return NULL;
+	int yymm = 0;
+	for (int i = 6; i < 10; i++) {
+		if (a[i] < '0' || a[i] > '9')
+			return NULL;
+		yymm = yymm * 10 + (a[i] - '0');
+	}
+	snprintf(arxiv, n, "%.4s", a + 6);
+	const char *v = NULL;
+	for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++)
+		if (rel[i].yymm < yymm) /* out before the paper's month began */
+			v = rel[i].v;
+	return v;
+}
+
 static cJSON *strategy_json(const cJSON *cs, const cJSON *s, const cJSON *m, struct vcase *vc)
 {
 	cJSON *o = cJSON_CreateObject();
@@ -255,6 +285,14 @@ static cJSON *strategy_json(const cJSON *cs, const cJSON *s, const cJSON *m, str
 	if (!fw)
 		fw = "megatron";
 	cJSON_AddStringToObject(o, "framework", fw);
+	char arxiv[8];
+	const char *dsv = !strcmp(fw, "deepspeed") ? case_deepspeed_version(cs, arxiv, sizeof(arxiv))
+						   : NULL;
+	if (dsv) {
+		cJSON_AddStringToObject(o, "deepspeed_version", dsv);
+		assume(vc, "strategy.deepspeed_version=%s (the release out before the source's "
+		       "arXiv month %s)", dsv, arxiv);
+	}
 	if (!strcmp(fw, "megatron")) {
 		bool distopt = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s, "distributed_optimizer"));
 		double zs = 0;

@@ -67,7 +67,9 @@ enum plan_phase { PLAN_PHASE_FWD = 0, PLAN_PHASE_BWD, PLAN_PHASE_OPT, PLAN_PHASE
 enum { PLAN_F_RECOMPUTE = 1 /* forward work redone in backward */, PLAN_F_SEND = 2 /* P2P */,
        PLAN_F_LORA = 4 /* LoRA adapter work (not model FLOPs) */,
        PLAN_F_BATCH = 8 /* a micro-batch's input copy: the host waits for it (sim) */,
-       PLAN_F_BLOCKING = 16 /* a P2P send that holds its stream until the transfer is done */ };
+       PLAN_F_BLOCKING = 16 /* a P2P send that holds its stream until the transfer is done */,
+       PLAN_F_DEVSYNC = 32 /* the host synchronizes the device before issuing it and waits
+			    * for it to finish (sim) */ };
 
 /* P2P seq = PLAN_P2P_KINDS x (index among src->dst sends of the same kind) + kind, so that
  * activations, gradients and context-parallel KV blocks between one pair never cross. */
@@ -84,6 +86,9 @@ struct plan_op {
 	int32_t stage;        /* pipeline stage (virtual chunk for interleaved), -1: none */
 	uint32_t dep_off;     /* deps are plan->deps[dep_off .. dep_off + ndeps) (op ids) */
 	uint32_t ndeps;
+	uint32_t host_views;  /* Python tensor views / slices the issuing thread makes before it
+			       * issues this op (DeepSpeed's per-rank partition lists), each a
+			       * trivial CPU op: a quarter of a framework op (sim_host_ns) */
 	const char *name;     /* static or from plan->names; e.g. "qkv", "fc1", "ag_params" */
 	union {
 		struct {

@@ -10,6 +10,7 @@
 #include "plan_int.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,6 +38,7 @@ struct p2p_ctr {
 struct red {
 	enum job_group group;
 	int64_t pending;        /* elements waiting for a bucket */
+	int64_t tensors;        /* parameter tensors they belong to (ZeRO-3) */
 	int64_t n;              /* group size */
 };
 
@@ -596,6 +598,58 @@ static int64_t unit_trainable(const struct pb *b, int64_t uid)
 	return lora_params(&c, l);
 }
 
+/* Trainable parameter tensors of a unit: what DeepSpeed's per-tensor Python loops walk over.
+ * The model code decides the split: HF modules keep q, k, v and gate, up as separate Linears,
+ * Megatron fuses them (one QKV, one fc1); a bias or a LayerNorm bias is a tensor of its own;
+ * a routed expert is its own MLP. LoRA: the A and B matrices of each targeted module. */
+static int64_t unit_tensors(const struct pb *b, int64_t uid, bool gathered)
+{
+	const struct model *m = b->m;
+	int64_t nw = m->norm_bias ? 2 : 1, npl = npl_of(b);
+	/* gathered: without the tensors ZeRO-3 keeps whole (numel <= the persistence
+	 * threshold): norms and biases of hidden size, in real models */
+	int64_t thr = gathered ? b->s->param_persistence_threshold : -1;
+	int64_t bias = b->h > thr ? 2 : 1;
+	if (b->h <= thr)
+		nw = 0;
+	if (b->lora) {
+		if (uid == 0 || uid == b->head_uid)
+			return 0;
+		static const unsigned mask[4] = {STRAT_LORA_Q | STRAT_LORA_K | STRAT_LORA_V,
+						 STRAT_LORA_O, STRAT_LORA_GATE | STRAT_LORA_UP,
+						 STRAT_LORA_DOWN};
+		unsigned t = b->s->lora_targets & (b->upl == 1 ? ~0u : mask[(uid - 1) % b->upl]);
+		int64_t n = 0;
+		for (; t; t &= t - 1)
+			n += 2;
+		return n;
+	}
+	if (uid == 0)
+		return 1 + (m->pos == MODEL_POS_LEARNED) + (m->embed_norm ? nw : 0);
+	if (uid == b->head_uid)
+		return (m->no_final_norm ? 0 : nw) + (m->tied_embeddings && b->pp == 1 ? 0 : 1);
+	int64_t l = (uid - 1) / b->upl, u = b->upl == 1 ? -1 : (uid - 1) % b->upl;
+	int64_t wb_mlp = m->mlp_bias ? bias : 1;
+	int64_t qkv = m->kv_lora_rank > 0 ? (m->q_lora_rank > 0 ? 3 : 1) + 3 /* MLA */
+		      : (b->eager ? 3 : 1) * (m->qkv_bias ? bias : 1);
+	int64_t attn_in = nw + qkv, attn_out = (m->out_bias ? bias : 1) + (npl >= 2 ? nw : 0);
+	int64_t fc1 = (b->swiglu && b->eager ? 2 : 1) * wb_mlp, fc2 = wb_mlp, mlp;
+	if (layer_moe(b, l)) {
+		/* router + each local expert's MLP + the shared experts' */
+		mlp = 1 + b->El * (fc1 + fc2) + (b->fs > 0 ? fc1 + fc2 : 0);
+		fc2 = 0;
+	} else {
+		mlp = fc1;
+	}
+	switch (u) {
+	case 0: return attn_in;
+	case 1: return attn_out;
+	case 2: return mlp;
+	case 3: return fc2;
+	default: return attn_in + attn_out + mlp + fc2;
+	}
+}
+
 /* Parameters of a unit that stay whole (ZeRO-3 persistence threshold: the norms). */
 static int64_t unit_persistent(const struct pb *b, int64_t uid)
 {
@@ -687,6 +741,19 @@ static void gather(struct pb *b, int64_t mid)
 	b->gop[mid] = coll(b, PLAN_ALL_GATHER, b->zgroup, PLAN_STREAM_COMM, "ag_params", part,
 			   b->pdt, dep);
 	b->live_gathered += n;
+	if (b->ds && b->s->ds_fetch_per_param && b->gop[mid] != PLAN_NONE) {
+		/* DeepSpeed < 0.5.5 (_allgather_param; docs/strategy.md, "Old releases"): per parameter,
+		 * torch.cuda.synchronize(), a world-size loop of narrow() views in Python and
+		 * all_gather into that list, whose C++ side copies every rank's chunk out of a flat
+		 * buffer; fetch_sub_module then synchronizes again. One collective stands for the
+		 * unit's parameters; the GPU zeroes the buffer and copies the chunks (3 passes). */
+		struct plan_op *op = &b->p->ops[b->gop[mid]];
+		int64_t views = 2 * b->nz * unit_tensors(b, mid, true);
+		op->host_views = (uint32_t)(views < UINT32_MAX ? views : UINT32_MAX);
+		op->flags |= PLAN_F_DEVSYNC;
+		b->gop[mid] = compute_d(b, PLAN_K_ELEMWISE, "ag_copy_out", 0,
+					3.0 * (double)n * (double)b->pbytes, PLAN_STREAM_COMM, b->gop[mid]);
+	}
 }
 
 static void release(struct pb *b, int64_t mid)
@@ -708,7 +775,8 @@ static void fetch(struct pb *b, int64_t mid, int64_t next)
 	if (b->shard != SH_PARAM)
 		return;
 	gather(b, mid);
-	if (next >= 0 && next < b->nunits) {
+	/* old DeepSpeed's prefetch synchronized like its fetch: nothing to overlap */
+	if (next >= 0 && next < b->nunits && !(b->ds && b->s->ds_fetch_per_param)) {
 		int64_t dir = next > mid ? 1 : -1, pref = 0;
 		int64_t budget = b->fsdp ? 1 : b->s->max_live_parameters - b->live_gathered;
 		if (!b->fsdp && b->s->prefetch_bucket_size < budget)
@@ -797,8 +865,16 @@ static void reduce_scatter_pending(struct pb *b, struct red *r)
 		     (double)r->pending * 2.0 * tw_dtype_bytes(b->comm_dt));
 	uint32_t id = coll(b, PLAN_REDUCE_SCATTER, r->group, PLAN_STREAM_COMM, "rs_grads",
 			   (r->pending + r->n - 1) / r->n, b->comm_dt, b->last_compute);
-	if (id != PLAN_NONE)
+	if (id != PLAN_NONE) {
 		b->last_red = id;
+		/* reduce_scatter_coalesced slices every tensor into one view per rank in Python
+		 * before it issues the reduce-scatter (reference/deepspeed.md §2.4); before 0.6.0
+		 * each gradient went alone: per rank a view(-1), a narrow() and the C++ copy of
+		 * the reduce_scatter list into a flat buffer */
+		int64_t views = (b->s->ds_rs_per_param ? 3 : 1) * r->tensors * r->n;
+		if (b->ds)
+			b->p->ops[id].host_views = (uint32_t)(views < UINT32_MAX ? views : UINT32_MAX);
+	}
 	if (b->fsdp && b->s->fsdp_sharding == STRAT_FSDP_HYBRID_SHARD) {
 		id = coll(b, PLAN_ALL_REDUCE, JOB_GROUP_REPLICA, PLAN_STREAM_COMM, "ar_grads",
 			  (r->pending + r->n - 1) / r->n, b->comm_dt, b->last_red);
@@ -818,6 +894,7 @@ static void reduce_scatter_pending(struct pb *b, struct red *r)
 		mem_free(b, b->pend_bufs[i], "grads_full", PLAN_STREAM_COMM);
 	b->npend = 0;
 	r->pending = 0;
+	r->tensors = 0;
 }
 
 /* ZeRO-3 / FSDP: the module's full gradients appear during its backward. */
@@ -872,6 +949,7 @@ static void grads_ready(struct pb *b, int64_t mid, int32_t g)
 		else if (g >= 0 && b->npend < 64)
 			b->pend_bufs[b->npend++] = g;
 		b->dense.pending += n; /* experts reduce-scatter together with the dense grads */
+		b->dense.tensors += unit_tensors(b, mid, false);
 		if (b->fsdp || b->npend == 64)
 			reduce_scatter_pending(b, &b->dense);
 		return;
@@ -1922,9 +2000,9 @@ static void setup(struct pb *b)
 	b->nz = job_group_size(j, b->zgroup);
 	if (b->nz < 1)
 		b->nz = 1;
-	b->dense = (struct red){b->dgroup, 0, job_group_size(j, b->dgroup)};
-	b->expert = (struct red){b->ep > 1 ? JOB_GROUP_EDP : b->dgroup, 0,
-				 job_group_size(j, b->ep > 1 ? JOB_GROUP_EDP : b->dgroup)};
+	b->dense = (struct red){.group = b->dgroup, .n = job_group_size(j, b->dgroup)};
+	b->expert = (struct red){.group = b->ep > 1 ? JOB_GROUP_EDP : b->dgroup,
+				 .n = job_group_size(j, b->ep > 1 ? JOB_GROUP_EDP : b->dgroup)};
 
 	/* layers of each chunk: virtual stage v = chunk * pp + stage (Megatron's layout) */
 	int64_t L = m->layers, P = b->pp, sidx = b->c.pp;

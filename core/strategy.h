@@ -48,6 +48,11 @@ struct strat_prov {
 struct strategy {
 	enum strat_framework framework;
 	char deepspeed_version[16];  /* selects defaults that changed between versions */
+	/* ZeRO-3 code paths of old DeepSpeed releases (docs/strategy.md): before 0.5.5 every
+	 * parameter is gathered on its own, through per-rank Python and C++ copy loops, with
+	 * torch.cuda.synchronize() around each module's fetch; before 0.6.0 every gradient is
+	 * reduce-scattered on its own through the same kind of per-rank lists */
+	bool ds_fetch_per_param, ds_rs_per_param;
 
 	/* degrees; dp is derived: gpus / (tp * pp * cp) */
 	int64_t gpus, tp, pp, dp, cp, ep, vp;

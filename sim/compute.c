@@ -254,5 +254,9 @@ int64_t sim_host_ns(const struct job *j, const struct plan_op *op)
 {
 	if (op->stream == PLAN_STREAM_HOST || j->strat.host_op_us <= 0)
 		return 0; /* host-stream work is timed as host work itself */
-	return (int64_t)llround(framework_ops(j, op) * j->strat.host_op_us * 1e3);
+	/* a Python tensor view or slice (DeepSpeed's per-rank lists) is a trivial CPU op: 4.5 us
+	 * without autograd or a launch (docs/simulator.md, "Host dispatch") of the 20 us a
+	 * framework op costs, a quarter */
+	double ops = framework_ops(j, op) + 0.25 * (double)op->host_views;
+	return (int64_t)llround(ops * j->strat.host_op_us * 1e3);
 }

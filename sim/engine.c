@@ -75,7 +75,9 @@ struct role {
 	size_t nevents;         /* ops that make a trace event (all but ALLOC / FREE) */
 	uint32_t *sync_op;      /* ops after which the host synchronizes with the GPU, in order */
 	uint32_t *sync_from;    /* first op of each sync's batch of p2p ops */
+	uint8_t *sync_all;      /* the sync waits for every op of its range (a device sync) */
 	uint32_t nsync;
+	size_t sync_cap;
 	uint32_t *succ_off, *succ; /* dependents (CSR), each op << SUCC_SHIFT | its stream */
 	uint32_t *sops[PLAN_NUM_STREAMS];
 	uint32_t nsops[PLAN_NUM_STREAMS];
@@ -347,9 +349,12 @@ static void push_work(struct eng *e, int32_t sr, int stream)
 	e->work[e->nwork++] = (uint32_t)sr << WORK_SHIFT | (uint32_t)stream;
 }
 
-/* the ops a sync waits for: Megatron's p2p batches, a micro-batch's input copy */
-static bool syncs_on(const struct eop *o)
+/* the ops of its range sync k waits for: Megatron's p2p batches, a micro-batch's input copy;
+ * a device sync every op that runs on a stream */
+static bool syncs_on(const struct role *ro, uint32_t k, const struct eop *o)
 {
+	if (ro->sync_all[k])
+		return o->kind != PLAN_ALLOC && o->kind != PLAN_FREE;
 	return o->kind == PLAN_P2P || (o->flags & PLAN_F_BATCH);
 }
 
@@ -357,8 +362,22 @@ static uint32_t batch_size(const struct role *ro, uint32_t k)
 {
 	uint32_t n = 0;
 	for (uint32_t i = ro->sync_from[k]; i <= ro->sync_op[k]; i++)
-		n += syncs_on(&ro->ops[i]);
+		n += syncs_on(ro, k, &ro->ops[i]);
 	return n;
+}
+
+/* The host waits after issuing op `to` until the ops of [from, to] that the sync counts are
+ * done. A range with nothing to wait for is no sync (the host would wait forever). */
+static void add_sync(struct role *ro, uint32_t from, uint32_t to, bool all)
+{
+	TW_GROW(ro->sync_from, ro->sync_cap, ro->nsync + 1);
+	ro->sync_from[ro->nsync] = from;
+	ro->sync_all = tw_realloc(ro->sync_all, ro->sync_cap * sizeof(*ro->sync_all));
+	ro->sync_op = tw_realloc(ro->sync_op, ro->sync_cap * sizeof(*ro->sync_op));
+	ro->sync_op[ro->nsync] = to;
+	ro->sync_all[ro->nsync] = all;
+	if (batch_size(ro, ro->nsync) > 0)
+		ro->nsync++;
 }
 
 /* The batch the host waited for is done (torch.cuda.synchronize returned): the host goes on
@@ -391,7 +410,7 @@ static void complete_op_at(struct eng *e, int32_t sri, uint32_t opi, int64_t t0,
 	s->ndone++;
 	if (t > s->end_ns)
 		s->end_ns = t;
-	if (s->sync_k < ro->nsync && syncs_on(op) && opi >= ro->sync_from[s->sync_k] &&
+	if (s->sync_k < ro->nsync && syncs_on(ro, s->sync_k, op) && opi >= ro->sync_from[s->sync_k] &&
 	    opi <= ro->sync_op[s->sync_k] && --s->sync_left == 0)
 		host_resume(e, sri, t);
 	for (uint32_t k = ro->succ_off[opi]; k < ro->succ_off[opi + 1]; k++) {
@@ -905,7 +924,6 @@ static enum tw_result role_prepare(struct eng *e, struct role *ro)
 	 * do not count). Not for the interleaved schedule: its plan orders the p2p ops of the
 	 * model chunks differently from Megatron's batches, and waiting there would deadlock. */
 	ro->nsync = 0;
-	size_t sync_cap = 0, sync_cap2 = 0;
 	bool serial = e->j->strat.host_op_us > 0 &&
 		      e->j->strat.schedule != STRAT_SCHED_INTERLEAVED && e->j->strat.vp <= 1;
 	bool batches = serial && e->j->strat.framework == STRAT_MEGATRON;
@@ -921,22 +939,16 @@ static enum tw_result role_prepare(struct eng *e, struct role *ro)
 				batch_open = true;
 				batch_last = (uint32_t)i;
 			} else if (op->kind != PLAN_ALLOC && op->kind != PLAN_FREE && batch_open) {
-				TW_GROW(ro->sync_from, sync_cap, ro->nsync + 1);
-				TW_GROW(ro->sync_op, sync_cap2, ro->nsync + 1);
-				ro->sync_from[ro->nsync] = batch_first;
-				ro->sync_op[ro->nsync++] = batch_last;
+				add_sync(ro, batch_first, batch_last, false);
 				batch_open = false;
 			}
 		}
-		/* a micro-batch's inputs come to the GPU with a blocking copy (PyTorch's .to() /
-		 * .cuda() of pageable memory synchronizes the stream; Megatron's broadcast_data
-		 * reads the sizes back with .cpu()): the host waits for the GPU there. Not for the
-		 * interleaved schedule, for the reason above. */
-		if (serial && (op->flags & PLAN_F_BATCH) && op->kind == PLAN_COPY) {
-			TW_GROW(ro->sync_from, sync_cap, ro->nsync + 1);
-			TW_GROW(ro->sync_op, sync_cap2, ro->nsync + 1);
-			ro->sync_from[ro->nsync] = (uint32_t)i;
-			ro->sync_op[ro->nsync++] = (uint32_t)i;
+		/* torch.cuda.synchronize() before the op is issued: the host waits for every op
+		 * issued since its last sync (old DeepSpeed's ZeRO-3 fetch) */
+		if (serial && (op->flags & PLAN_F_DEVSYNC) && i > 0) {
+			uint32_t from = ro->nsync > 0 ? ro->sync_op[ro->nsync - 1] + 1 : 0;
+			if (from < i)
+				add_sync(ro, from, (uint32_t)(i - 1), true);
 		}
 		if (op->id != i)
 			return tw_errf(e->err, TW_ERR_INTERNAL, "plan of rank %lld: op %zu has id %u",
@@ -1031,14 +1043,18 @@ static enum tw_result role_prepare(struct eng *e, struct role *ro)
 				return tw_errf(e->err, TW_ERR_INVALID, "op %s: p2p peer %lld outside the job's %lld GPUs",
 					       op->name ? op->name : "?", (long long)peer, (long long)e->j->gpus);
 		}
+		/* a micro-batch's inputs come to the GPU with a blocking copy (PyTorch's .to() /
+		 * .cuda() of pageable memory synchronizes the stream; Megatron's broadcast_data
+		 * reads the sizes back with .cpu()): the host waits for the GPU there. Not for the
+		 * interleaved schedule, for the reason above. A device-synced op: the host waits
+		 * for it too (the module's fetch is complete before its forward is issued). */
+		if (serial && (((op->flags & PLAN_F_BATCH) && op->kind == PLAN_COPY) ||
+			       (op->flags & PLAN_F_DEVSYNC)))
+			add_sync(ro, (uint32_t)i, (uint32_t)i, (op->flags & PLAN_F_DEVSYNC) != 0);
 	}
 	/* the last batch of p2p ops */
-	if (batch_open) {
-		TW_GROW(ro->sync_from, sync_cap, ro->nsync + 1);
-		TW_GROW(ro->sync_op, sync_cap2, ro->nsync + 1);
-		ro->sync_from[ro->nsync] = batch_first;
-		ro->sync_op[ro->nsync++] = batch_last;
-	}
+	if (batch_open)
+		add_sync(ro, batch_first, batch_last, false);
 	for (size_t i = 0; i < n; i++)
 		ro->succ_off[i + 1] += ro->succ_off[i];
 	/* fill each op's list in op order with succ_off[d] as its cursor: it ends at the next
@@ -1100,6 +1116,7 @@ static void eng_free(struct eng *e)
 		free(ro->stm);
 		free(ro->sync_op);
 		free(ro->sync_from);
+		free(ro->sync_all);
 		free(ro->succ_off);
 		free(ro->succ);
 		for (int s = 0; s < PLAN_NUM_STREAMS; s++)

@@ -66,4 +66,23 @@ check "tp_comm_overlap: symmetric == full" "[ \"$(step "$tmp/t1.json")\" = \"$(s
 	--set overlap_grad_reduce=true >"$tmp/cfg" 2>&1
 check "overlap: config shows the knob and host_op_us" \
 	"grep -q '^overlap_grad_reduce  *true  *set' '$tmp/cfg' && grep -q '^host_op_us' '$tmp/cfg'"
+# DeepSpeed before 0.5.5: torch.cuda.synchronize() around every ZeRO-3 fetch, so no gather
+# overlaps compute, and per-rank host loops make the step longer; symmetric == full
+set -- -m llama3-8b -c dgx-a100-80g --gpus 16 -s examples/strategies/ds-zero3.json
+sim "$tmp/z_new.json" "$@"
+sim "$tmp/z_old.json" "$@" --set deepspeed_version=0.3.13
+sim "$tmp/z_oldf.json" "$@" --set deepspeed_version=0.3.13 --full
+cat >"$tmp/z.py" <<'PY'
+import json, sys
+new, old = (json.load(open(f))["analysis"] for f in sys.argv[1:3])
+ag_new, ag_old = new["collectives"]["all_gather"], old["collectives"]["all_gather"]
+assert ag_new["exposed_ns"] < 0.5 * ag_new["time_ns"], ag_new
+assert ag_old["exposed_ns"] == ag_old["time_ns"], ag_old
+assert old["step_ns"] > new["step_ns"], (old["step_ns"], new["step_ns"])
+assert old["stall_host_ns"] > new["stall_host_ns"]
+PY
+check "old deepspeed zero-3: gathers fully exposed, a longer step" \
+	"python3 '$tmp/z.py' '$tmp/z_new.json' '$tmp/z_old.json'"
+check "old deepspeed zero-3: symmetric == full" \
+	"[ \"$(step "$tmp/z_old.json")\" = \"$(step "$tmp/z_oldf.json")\" ]"
 check "runs: no failures" "[ ! -s '$tmp/fail' ]"

@@ -42,6 +42,23 @@ check "validate: a case without bytes is skipped with the reason" \
 check "validate: a training case predicts iter_time_s" "grep -q 'iter_time_s' '$tmp/t.txt'"
 check "validate: summary table" "grep -q 'MAPE' '$tmp/t.txt'"
 
+# a DeepSpeed case runs the release out before the month of the arXiv paper it cites; a
+# Megatron case does not get one
+"$TWIN" validate examples/validation/public.json --only megatron2021_t2_ --json >"$tmp/z.json" 2>"$tmp/err"
+cat >"$tmp/z.py" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for c in d["cases"]:
+    v = [a for a in c["assumed"] if a.startswith("strategy.deepspeed_version=")]
+    if "_zero3_" in c["id"]:
+        assert v and v[0].startswith("strategy.deepspeed_version=0.3.13 "), (c["id"], v)
+    else:
+        assert not v, (c["id"], v)
+print("ok")
+PY
+check "validate: DeepSpeed version from the source's arXiv month" \
+	"python3 '$tmp/z.py' '$tmp/z.json' | grep -q ok"
+
 printf '{"schema": "other/1", "cases": []}' >"$tmp/bad.json"
 "$TWIN" validate "$tmp/bad.json" >"$tmp/o" 2>"$tmp/e"
 st=$?

@@ -774,6 +774,48 @@ static void test_zero_comm(struct test_ctx *t)
 	free(j);
 }
 
+/* DeepSpeed's reduce_scatter_coalesced slices every gradient into one Python view per rank
+ * before each ZeRO-3 reduce-scatter: per micro-step dp x the model's trainable tensors. The
+ * fixture is Llama-2-7B-like (RMSNorm, SwiGLU, no biases, untied): HF modules have 9 tensors
+ * per layer (2 norms, q, k, v, o, gate, up, down), Megatron's fused code 6 (QKV and gate+up
+ * fused); plus the embedding, the final norm and the lm_head. */
+static void test_zero3_rs_views(struct test_ctx *t)
+{
+	struct job *j = fx_job(8);
+	fx_degrees(j, 1, 1, 1, 1, 2);
+	j->strat.zero_stage = 3;
+	const enum strat_kernels code[2] = { STRAT_KERNELS_EAGER, STRAT_KERNELS_FUSED };
+	const int64_t per_layer[2] = { 9, 6 };
+	for (int c = 0; c < 2; c++) {
+		j->strat.kernels = code[c];
+		struct plan p;
+		if (!build(j, 0, &p))
+			continue;
+		int64_t views = 0, others = 0;
+		for (size_t i = 0; i < p.nops; i++) {
+			const struct plan_op *o = &p.ops[i];
+			if (o->kind == PLAN_COLL && o->u.coll.coll == PLAN_REDUCE_SCATTER)
+				views += o->host_views;
+			else
+				others += o->host_views;
+		}
+		CHECK_EQ_INT(t, views, 2 * 8 * (32 * per_layer[c] + 3));
+		CHECK_EQ_INT(t, others, 0);
+		plan_release(&p);
+	}
+	/* ZeRO-2 reduces a flat bucket: no per-rank lists */
+	j->strat.zero_stage = 2;
+	struct plan p;
+	if (build(j, 0, &p)) {
+		int64_t views = 0;
+		for (size_t i = 0; i < p.nops; i++)
+			views += p.ops[i].host_views;
+		CHECK_EQ_INT(t, views, 0);
+		plan_release(&p);
+	}
+	free(j);
+}
+
 /* forward compute ops that wait on an all-gather issued after the previous compute op:
  * fetches that were not prefetched */
 static int fresh_waits(const struct plan *p)
@@ -824,6 +866,53 @@ static void test_zero3_prefetch(struct test_ctx *t)
 	CHECK_EQ_INT(t, dflt, 1); /* only the first unit (the embedding) */
 	CHECK_EQ_INT(t, none, 2 + 32 * 4); /* embedding, 32 x 4 leaf units, head */
 	CHECK_EQ_INT(t, live0, none);
+	free(j);
+}
+
+/* DeepSpeed before 0.5.5 gathers parameter by parameter with torch.cuda.synchronize() around
+ * the fetch and two per-rank host calls per parameter (a Python narrow, a C++ copy); before
+ * 0.6.0 each gradient's reduce-scatter makes three (view, narrow, copy) per rank. The norms
+ * (4096 elements, under the 1e5 persistence threshold) stay whole and are not gathered. */
+static void test_zero3_old_deepspeed(struct test_ctx *t)
+{
+	struct job *j = fx_job(8);
+	fx_degrees(j, 1, 1, 1, 1, 1);
+	j->strat.zero_stage = 3;
+	j->strat.kernels = STRAT_KERNELS_EAGER;
+	j->strat.ds_fetch_per_param = j->strat.ds_rs_per_param = true;
+	struct plan p;
+	if (!build(j, 0, &p)) {
+		free(j);
+		return;
+	}
+	int64_t ag_views = 0, rs_views = 0;
+	int gathers = 0, synced = 0, copied = 0;
+	for (size_t i = 0; i < p.nops; i++) {
+		const struct plan_op *o = &p.ops[i];
+		if (o->kind == PLAN_COLL && !strcmp(o->name, "ag_params")) {
+			gathers++;
+			synced += (o->flags & PLAN_F_DEVSYNC) != 0;
+			ag_views += o->host_views;
+			copied += i + 1 < p.nops && !strcmp(p.ops[i + 1].name, "ag_copy_out");
+		}
+		if (o->kind == PLAN_COLL && o->u.coll.coll == PLAN_REDUCE_SCATTER)
+			rs_views += o->host_views;
+	}
+	/* forward gathers of one micro-batch: embedding (1 tensor), per layer q k v | o |
+	 * gate up | down (7 tensors: the norms stay), head (lm_head) */
+	int64_t fwd = 0;
+	for (size_t i = 0; i < p.nops; i++)
+		if (p.ops[i].kind == PLAN_COLL && !strcmp(p.ops[i].name, "ag_params") &&
+		    p.ops[i].phase == PLAN_PHASE_FWD)
+			fwd += p.ops[i].host_views;
+	CHECK(t, gathers > 0);
+	CHECK_EQ_INT(t, synced, gathers);
+	CHECK_EQ_INT(t, copied, gathers);
+	CHECK_EQ_INT(t, fwd, 2 * 8 * (1 + 32 * 7 + 1));
+	CHECK(t, ag_views > fwd); /* backward gathers what was released */
+	CHECK_EQ_INT(t, rs_views, 3 * 8 * (32 * 9 + 3));
+	CHECK_EQ_INT(t, fresh_waits(&p), 2 + 32 * 4); /* no prefetch to hide a fetch */
+	plan_release(&p);
 	free(j);
 }
 
@@ -1218,6 +1307,8 @@ int main(void)
 	TEST_RUN(&t, test_structure);
 	TEST_RUN(&t, test_zero_comm);
 	TEST_RUN(&t, test_zero3_prefetch);
+	TEST_RUN(&t, test_zero3_rs_views);
+	TEST_RUN(&t, test_zero3_old_deepspeed);
 	TEST_RUN(&t, test_optimizer_passes);
 	TEST_RUN(&t, test_cross_entropy_passes);
 	TEST_RUN(&t, test_embedding_backward);

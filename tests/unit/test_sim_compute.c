@@ -116,6 +116,13 @@ static void test_host_checkpoint(struct test_ctx *T)
 	CHECK_EQ_INT(T, (int)sim_host_ns(j, &op), 0);
 	op.kind = PLAN_ALLOC;
 	CHECK_EQ_INT(T, (int)sim_host_ns(j, &op), 0);
+	/* a collective is 2 framework calls; each Python view made before it a quarter */
+	op.kind = PLAN_COLL;
+	CHECK_EQ_INT(T, (int)sim_host_ns(j, &op), 2 * 20000);
+	op.host_views = 4096;
+	CHECK_EQ_INT(T, (int)sim_host_ns(j, &op), (2 + 1024) * 20000);
+	op.host_views = 0;
+	op.kind = PLAN_ALLOC;
 	/* host_op_us 0 switches the host model off */
 	op.u.mem.cat = PLAN_MEM_CKPT;
 	j->strat.host_op_us = 0;
