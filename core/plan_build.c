@@ -336,13 +336,18 @@ static void coll_tp(struct pb *b, enum plan_coll c, enum job_group g, const char
 		 * they arrive */
 		wait_on(b, b->tpo_ag); /* a gather nothing overlapped yet */
 		b->tpo_ag = coll(b, c, g, PLAN_STREAM_COMM_TP, name, count, b->pdt, b->last_compute);
+		if (b->tpo_ag != PLAN_NONE) /* through userbuffers, not NCCL */
+			b->p->ops[b->tpo_ag].flags |= PLAN_F_USERBUF;
 		return;
 	}
 	uint32_t dep = b->last_compute;
 	if (tpo && c == PLAN_REDUCE_SCATTER && dep != PLAN_NONE &&
 	    b->p->ops[dep].u.compute.kernel == PLAN_K_GEMM)
 		dep = b->before_gemm; /* reduce-scatters the GEMM's chunks as they are produced */
-	wait_on(b, coll(b, c, g, PLAN_STREAM_COMM_TP, name, count, b->pdt, dep));
+	uint32_t id = coll(b, c, g, PLAN_STREAM_COMM_TP, name, count, b->pdt, dep);
+	if (tpo && c == PLAN_REDUCE_SCATTER && id != PLAN_NONE)
+		b->p->ops[id].flags |= PLAN_F_USERBUF;
+	wait_on(b, id);
 }
 
 static struct p2p_ctr *peer_ctr(struct pb *b, int64_t peer)

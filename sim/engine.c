@@ -490,9 +490,10 @@ static void comm_model(struct eng *e, const struct srank *s0, const struct eop *
 {
 	int64_t k0, k1, k2;
 	bool same = true;
+	bool ub = op->kind == PLAN_COLL && (op->flags & PLAN_F_USERBUF);
 	if (op->kind == PLAN_COLL) {
 		k0 = op->group;
-		k1 = op->sub;
+		k1 = op->sub + (ub ? PLAN_NUM_COLLS : 0);
 		k2 = op->bytes;
 	} else {
 		int64_t peer = peer_of(e, s0->rank, e->roles[s0->role].rep, op->peer);
@@ -511,6 +512,8 @@ static void comm_model(struct eng *e, const struct srank *s0, const struct eop *
 		double S = nccl_size((enum plan_coll)op->sub, (double)op->bytes, cm->nranks);
 		if (op->sub == PLAN_ALL_TO_ALL)
 			nccl_alltoall(cm, S, r);
+		else if (ub && nccl_userbuffers(cm, (enum plan_coll)op->sub, S, r))
+			;
 		else if (!nccl_predict(cm, (enum plan_coll)op->sub, S, -1, r))
 			memset(r, 0, sizeof(*r));
 	} else {

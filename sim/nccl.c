@@ -228,6 +228,29 @@ void nccl_p2p(const struct nccl_comm *cm, double S, bool same_node, struct nccl_
 		out->net_bytes = S;
 }
 
+bool nccl_userbuffers(const struct nccl_comm *cm, enum plan_coll c, double S,
+		      struct nccl_result *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->algo = NCCL_RING;
+	out->proto = NCCL_SIMPLE;
+	int64_t n = cm->nranks;
+	if (cm->nnodes > 1 || !cm->nvlink || cm->intra_GBps <= 0 ||
+	    (c != PLAN_ALL_GATHER && c != PLAN_REDUCE_SCATTER))
+		return false;
+	if (n <= 1 || S <= 0)
+		return true;
+	/* each of the n - 1 steps sends one rank's chunk to the ring neighbour: the chunks stream
+	 * at the GPU's NVLink rate, one hop latency per step (no protocol, no pipeline fill) */
+	double f = (double)(n - 1) / (double)n;
+	out->lat_us = (double)(n - 1) * step_lat(REF_NVLINK_US, cm->intra_lat_us);
+	out->algbw_GBps = cm->intra_GBps / f;
+	out->time_us = out->lat_us + f * S / (1000.0 * cm->intra_GBps);
+	out->busbw_GBps = S / (out->time_us * 1e3) * f;
+	out->nvl_bytes = f * S;
+	return true;
+}
+
 bool nccl_eval(const struct nccl_comm *cm, enum plan_coll c, double S, int a, int p,
 	       struct nccl_result *out)
 {

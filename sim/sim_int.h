@@ -81,6 +81,11 @@ bool nccl_predict(const struct nccl_comm *cm, enum plan_coll c, double S, int al
  * tuner: the bytes over NVLink and over the NIC at the link speeds, plus one step latency). */
 void nccl_alltoall(const struct nccl_comm *cm, double S, struct nccl_result *out);
 void nccl_p2p(const struct nccl_comm *cm, double S, bool same_node, struct nccl_result *out);
+/* An all-gather or reduce-scatter of Transformer Engine's userbuffers (Megatron-Core
+ * --tp-comm-overlap): a ring of n - 1 peer-to-peer copies over NVLink, not NCCL's kernels.
+ * False when the group leaves the node (then NCCL's model applies). */
+bool nccl_userbuffers(const struct nccl_comm *cm, enum plan_coll c, double S,
+		      struct nccl_result *out);
 /* One (algo, proto) pair, exactly the tuner's table entry (for tests); false if disabled. */
 bool nccl_eval(const struct nccl_comm *cm, enum plan_coll c, double S, int algo, int proto,
 	       struct nccl_result *out);

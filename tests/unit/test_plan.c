@@ -916,6 +916,39 @@ static void test_zero3_old_deepspeed(struct test_ctx *t)
 	free(j);
 }
 
+/* Megatron-Core --tp-comm-overlap: the sequence-parallel all-gathers and reduce-scatters go
+ * through Transformer Engine's userbuffers (PLAN_F_USERBUF); without it, and every other
+ * collective, through NCCL. */
+static void test_tp_comm_overlap_userbuffers(struct test_ctx *t)
+{
+	struct job *j = fx_job(8);
+	fx_megatron(j);
+	fx_degrees(j, 4, 1, 1, 1, 2);
+	j->strat.sequence_parallel = true;
+	for (int on = 0; on < 2; on++) {
+		j->strat.tp_comm_overlap = on;
+		struct plan p;
+		if (!build(j, 0, &p))
+			continue;
+		int sp = 0, ub = 0, other_ub = 0;
+		for (size_t i = 0; i < p.nops; i++) {
+			const struct plan_op *o = &p.ops[i];
+			if (o->kind != PLAN_COLL)
+				continue;
+			bool is_sp = o->u.coll.group == JOB_GROUP_TP &&
+				     (o->u.coll.coll == PLAN_ALL_GATHER || o->u.coll.coll == PLAN_REDUCE_SCATTER);
+			sp += is_sp;
+			ub += is_sp && (o->flags & PLAN_F_USERBUF);
+			other_ub += !is_sp && (o->flags & PLAN_F_USERBUF);
+		}
+		CHECK(t, sp > 0);
+		CHECK_EQ_INT(t, ub, on ? sp : 0);
+		CHECK_EQ_INT(t, other_ub, 0);
+		plan_release(&p);
+	}
+	free(j);
+}
+
 /* bytes per parameter the GPU optimizer step moves (the "optimizer" ops of the plan) */
 static double optim_bytes_per_param(const struct plan *p)
 {
@@ -1309,6 +1342,7 @@ int main(void)
 	TEST_RUN(&t, test_zero3_prefetch);
 	TEST_RUN(&t, test_zero3_rs_views);
 	TEST_RUN(&t, test_zero3_old_deepspeed);
+	TEST_RUN(&t, test_tp_comm_overlap_userbuffers);
 	TEST_RUN(&t, test_optimizer_passes);
 	TEST_RUN(&t, test_cross_entropy_passes);
 	TEST_RUN(&t, test_embedding_backward);

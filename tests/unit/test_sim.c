@@ -695,6 +695,28 @@ static void test_nccl_latency_delta(struct test_ctx *T)
 	CHECK(T, b > a + 20.0);
 }
 
+/* Transformer Engine's userbuffers (tp_comm_overlap): n - 1 ring copies over NVLink at the
+ * GPU's NVLink rate, one hop latency each; only all-gather / reduce-scatter inside a node.
+ * A 58.7 MB SP all-gather on 8 H100s: 7/8 of it at 370.8 GB/s + 7 µs, about half of what
+ * NCCL's ring (with its protocol and fill) takes for the same size. */
+static void test_nccl_userbuffers(struct test_ctx *T)
+{
+	struct nccl_comm c = h100_comm(1, 8);
+	struct nccl_result ub, nccl;
+	double S = 4096.0 * 7168 * 2;
+	CHECK(T, nccl_userbuffers(&c, PLAN_ALL_GATHER, S, &ub));
+	CHECK_NEAR(T, ub.time_us, 7.0 + 7.0 / 8.0 * S / 370.8e3, 1e-9);
+	CHECK_NEAR(T, ub.nvl_bytes, 7.0 / 8.0 * S, 1e-6);
+	CHECK(T, nccl_predict(&c, PLAN_ALL_GATHER, S, -1, &nccl));
+	printf("#   58.7 MB all-gather on 8 H100: userbuffers %.0f µs, NCCL %.0f µs\n", ub.time_us,
+	       nccl.time_us);
+	CHECK(T, ub.time_us < nccl.time_us);
+	CHECK(T, nccl_userbuffers(&c, PLAN_REDUCE_SCATTER, S, &ub));
+	CHECK(T, !nccl_userbuffers(&c, PLAN_ALL_REDUCE, S, &ub));
+	c = h100_comm(2, 8); /* a TP group across nodes: NCCL's model */
+	CHECK(T, !nccl_userbuffers(&c, PLAN_ALL_GATHER, S, &ub));
+}
+
 /* Leaf uplinks with oversubscription o: all-to-all sends (N - r)/N of a node's bytes up, so it
  * slows by o (N - r)/N; a ring sends one edge in r up and slows only when o > r. */
 static void test_nccl_oversubscription(struct test_ctx *T)
@@ -792,6 +814,7 @@ int main(void)
 	TEST_RUN(&T, test_engine_pcie_duplex);
 	TEST_RUN(&T, test_nccl_oversubscription);
 	TEST_RUN(&T, test_nccl_channels_from_nics);
+	TEST_RUN(&T, test_nccl_userbuffers);
 	TEST_RUN(&T, test_collective_cases);
 	return test_done(&T);
 }
