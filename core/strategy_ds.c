@@ -525,6 +525,11 @@ static enum tw_result parse_zero(struct strat_rd *r, const struct sec *top)
 	}
 	s->zero_stage = (int)stage;
 	const char *dd = "DeepSpeed default";
+	if (stage == 3 && s->ds_rs_per_param) /* docs/strategy.md, "Old releases" */
+		dprov(r, "zero3_code_path", STRAT_SRC_DERIVED,
+		      s->ds_fetch_per_param ? "deepspeed_version < 0.5.5" : "deepspeed_version < 0.6.0",
+		      "%s", s->ds_fetch_per_param ? "per-parameter fetch and reduce-scatter"
+						  : "per-parameter reduce-scatter");
 
 	bool oc_default = stage == 3;
 	TW_CHECK(kbool(&z, "overlap_comm", NULL, oc_default,

@@ -88,3 +88,10 @@ check "help: exit 0 and usage" '[ $st -eq 0 ] && has "usage: twin config show"'
 "$TWIN" config frob >"$out" 2>"$err"
 st=$?
 check "unknown action: exit 2, one line" '[ $st -eq 2 ] && [ $(wc -l <"$err") -eq 1 ]'
+
+# an old DeepSpeed's ZeRO-3 code path is shown, derived from deepspeed_version; today's is not
+"$TWIN" config show -m llama2-7b -c dgx-h100 --gpus 8 -s ds-zero3 --set deepspeed_version=0.3.13 >"$out" 2>"$err"
+check "old deepspeed: per-parameter ZeRO-3 shown" \
+	'has "^zero3_code_path  *per-parameter fetch and reduce-scatter  *derived  *deepspeed_version < 0.5.5"'
+"$TWIN" config show -m llama2-7b -c dgx-h100 --gpus 8 -s ds-zero3 >"$out" 2>"$err"
+check "today's deepspeed: no zero3_code_path row" '! has "^zero3_code_path"'
