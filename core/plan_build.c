@@ -91,6 +91,7 @@ struct pb {
 	/* ZeRO-3 / FSDP: modules are 0 = embedding, 1..L = layers, L+1 = head */
 	int32_t *gbuf;          /* gathered buffer of a module, -1: not gathered */
 	uint32_t *gop;          /* its all-gather */
+	bool *gcopied;          /* FSDP2: its gathered parameters copied out since the gather */
 	bool *keep_fwd;         /* kept gathered from forward to backward (reuse distance) */
 	int64_t upl;            /* gathering units per layer: 4 DeepSpeed (leaf modules), 1 FSDP */
 	int64_t head_uid, nunits;
@@ -730,6 +731,12 @@ static struct act_sizes layer_act(const struct pb *b, int64_t l)
 
 /* ---- ZeRO-3 / FSDP parameter gathering ------------------------------------------------------ */
 
+/* FSDP2 (fully_shard): per-parameter shards, copied in and out around its collectives */
+static bool fsdp2(const struct pb *b)
+{
+	return b->fsdp && b->s->fsdp_version == 2;
+}
+
 static void gather(struct pb *b, int64_t mid)
 {
 	if (b->shard != SH_PARAM || b->gbuf[mid] >= 0)
@@ -743,6 +750,11 @@ static void gather(struct pb *b, int64_t mid)
 	uint32_t dep = PLAN_NONE;
 	if (b->s->offload_param != STRAT_OFFLOAD_NONE) /* partition lives on the host */
 		dep = copy(b, PLAN_H2D, "param_h2d", part * b->pbytes, PLAN_NONE);
+	if (fsdp2(b)) /* foreach copy of the shards (cast from the fp32 master) into the input */
+		dep = compute_d(b, PLAN_K_ELEMWISE, "ag_copy_in", 0,
+				(double)part * (double)((b->mixed ? 4 : b->pbytes) + b->pbytes),
+				PLAN_STREAM_COMM, dep);
+	b->gcopied[mid] = false;
 	b->gop[mid] = coll(b, PLAN_ALL_GATHER, b->zgroup, PLAN_STREAM_COMM, "ag_params", part,
 			   b->pdt, dep);
 	b->live_gathered += n;
@@ -792,6 +804,15 @@ static void fetch(struct pb *b, int64_t mid, int64_t next)
 			gather(b, u);
 			pref += b->fsdp ? 1 : unit_params(b, u) - unit_persistent(b, u);
 		}
+	}
+	if (fsdp2(b) && b->gop[mid] != PLAN_NONE && !b->gcopied[mid]) {
+		/* FSDP2's wait_for_unshard splits the gathered buffer into the parameters on the
+		 * default stream (split_with_sizes_copy: a read and a write) */
+		int64_t n = unit_params(b, mid);
+		b->gop[mid] = compute_d(b, PLAN_K_ELEMWISE, "ag_copy_out", 0,
+					2.0 * (double)n * (double)b->pbytes, PLAN_STREAM_COMPUTE,
+					b->gop[mid]);
+		b->gcopied[mid] = true;
 	}
 	wait_on(b, b->gop[mid]);
 }
@@ -868,8 +889,15 @@ static void reduce_scatter_pending(struct pb *b, struct red *r)
 	if (b->ds && b->s->reduce_scatter)
 		elem(b, PLAN_K_ELEMWISE, "rs_interleave",
 		     (double)r->pending * 2.0 * tw_dtype_bytes(b->comm_dt));
+	uint32_t dep = b->last_compute;
+	/* FSDP: grads cast to reduce_dtype (FSDP1's flat grad) or, FSDP2, chunk-concatenated
+	 * into the reduce-scatter input with the cast (foreach_reduce), on its stream */
+	if (b->fsdp && (fsdp2(b) || b->comm_dt != b->pdt))
+		dep = compute_d(b, PLAN_K_ELEMWISE, "rs_copy_in", 0,
+				(double)r->pending * (double)(b->pbytes + tw_dtype_bytes(b->comm_dt)),
+				PLAN_STREAM_COMM, dep);
 	uint32_t id = coll(b, PLAN_REDUCE_SCATTER, r->group, PLAN_STREAM_COMM, "rs_grads",
-			   (r->pending + r->n - 1) / r->n, b->comm_dt, b->last_compute);
+			   (r->pending + r->n - 1) / r->n, b->comm_dt, dep);
 	if (id != PLAN_NONE) {
 		b->last_red = id;
 		/* reduce_scatter_coalesced slices every tensor into one view per rank in Python
@@ -2066,6 +2094,7 @@ static void setup(struct pb *b)
 	int64_t nm = b->nunits;
 	b->gbuf = TW_NEW_ARRAY(int32_t, (size_t)nm);
 	b->gop = TW_NEW_ARRAY(uint32_t, (size_t)nm);
+	b->gcopied = TW_NEW_ARRAY(bool, (size_t)nm);
 	b->keep_fwd = TW_NEW_ARRAY(bool, (size_t)nm);
 	for (int64_t i = 0; i < nm; i++) {
 		b->gbuf[i] = -1;
@@ -2189,6 +2218,7 @@ static enum tw_result build_rank(const struct job *j, int64_t rank, struct plan 
 	free(b.bufs);
 	free(b.gbuf);
 	free(b.gop);
+	free(b.gcopied);
 	free(b.keep_fwd);
 	free(b.act);
 	free(b.ckpt);

@@ -357,12 +357,13 @@ static const char *const offload_names[] = {"none", "cpu", "nvme"};
 struct ours {
 	struct oval framework, version, tp, pp, cp, cp_kind, kernels, ep, vp, sp, schedule,
 		recompute, flash, fp8, tf32, precision, optimizer, distopt, fsdp_sharding, fsdp_group,
-		lora_rank, lora_targets, seq_len, host_op, ogr, opg, tpo, rnl;
+		fsdp_version, fsdp_reduce, lora_rank, lora_targets, seq_len, host_op, ogr, opg, tpo, rnl;
 	bool ogr_v, opg_v, tpo_v;
 	double host_op_v;
 	int framework_i, schedule_i, recompute_i, cp_kind_i, kernels_i, precision_i, optimizer_i,
-		fsdp_i;
-	int64_t tp_v, pp_v, cp_v, ep_v, vp_v, seq_v, fsdp_group_v, lora_rank_v, rnl_v;
+		fsdp_i, fsdp_reduce_i;
+	int64_t tp_v, pp_v, cp_v, ep_v, vp_v, seq_v, fsdp_group_v, fsdp_version_v, lora_rank_v,
+		rnl_v;
 	bool sp_v, flash_v, fp8_v, tf32_v, distopt_v;
 	char version_v[16];
 	unsigned lora_targets_v;
@@ -419,7 +420,8 @@ static enum tw_result sfail(struct strat_rd *r, const char *path, const char *fm
 
 static enum tw_result parse_ours(struct strat_rd *r, const cJSON *o, struct ours *u)
 {
-	static const char *const fsdp_keys[] = {"sharding_strategy", "shard_group_size", NULL};
+	static const char *const fsdp_keys[] = {"sharding_strategy", "shard_group_size", "version",
+						"reduce_dtype", NULL};
 	static const char *const lora_keys[] = {"rank", "targets", "alpha", NULL};
 	static const char *const hf_keys[] = {"per_device_train_batch_size",
 					      "gradient_accumulation_steps", "max_grad_norm", "bf16",
@@ -479,6 +481,9 @@ static enum tw_result parse_ours(struct strat_rd *r, const cJSON *o, struct ours
 	TW_CHECK(oenum(r, fs, "fsdp", "sharding_strategy", fsdp_names, &u->fsdp_i, &u->fsdp_sharding));
 	TW_CHECK(oint(r, fs, "fsdp", "shard_group_size", 1, MAX_DEGREE, &u->fsdp_group_v,
 		      &u->fsdp_group));
+	TW_CHECK(oint(r, fs, "fsdp", "version", 1, 2, &u->fsdp_version_v, &u->fsdp_version));
+	TW_CHECK(oenum(r, fs, "fsdp", "reduce_dtype", precision_names, &u->fsdp_reduce_i,
+		       &u->fsdp_reduce));
 	TW_CHECK(oobj(r, o, "lora", lora_keys, &lo));
 	u->has_lora = lo != NULL;
 	if (lo) {
@@ -1103,6 +1108,14 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 							 : STRAT_FSDP_FULL_SHARD;
 		oprov(s, "fsdp.sharding_strategy", &u.fsdp_sharding, "PyTorch FSDP default", "%s",
 		      fsdp_names[s->fsdp_sharding]);
+		s->fsdp_version = u.fsdp_version.given ? (int)u.fsdp_version_v : 1;
+		oprov(s, "fsdp.version", &u.fsdp_version, "FSDP's flat parameters (FSDP1)", "%d",
+		      s->fsdp_version);
+		if (u.fsdp_reduce.given) { /* MixedPrecision(Policy).reduce_dtype */
+			s->comm_dtype = precision_types[u.fsdp_reduce_i];
+			oprov(s, "fsdp.reduce_dtype", &u.fsdp_reduce, "", "%s",
+			      tw_dtype_name(s->comm_dtype));
+		}
 		static const int zs[] = {3, 2, 3, 0};
 		s->zero_stage = zs[s->fsdp_sharding];
 		strat_prov(s, "zero_stage", STRAT_SRC_DERIVED, "what the sharding strategy shards",
@@ -1305,6 +1318,7 @@ struct cJSON *strategy_to_json(const struct strategy *s)
 	cJSON *f = cJSON_AddObjectToObject(o, "fsdp");
 	cJSON_AddStringToObject(f, "sharding_strategy", fsdp_names[s->fsdp_sharding]);
 	cJSON_AddNumberToObject(f, "shard_group_size", (double)s->fsdp_shard_group);
+	cJSON_AddNumberToObject(f, "version", s->fsdp_version);
 	cJSON *a = cJSON_AddObjectToObject(o, "activations");
 	cJSON_AddStringToObject(a, "recompute", recompute_names[s->recompute]);
 	cJSON_AddNumberToObject(a, "recompute_num_layers", (double)s->recompute_num_layers);

@@ -101,6 +101,9 @@ struct strategy {
 	bool tp_comm_overlap;
 	enum strat_fsdp fsdp_sharding;
 	int64_t fsdp_shard_group;   /* HYBRID_SHARD: ranks per shard group (default gpus per node) */
+	int fsdp_version;           /* 1: FSDP's flat parameters; 2: fully_shard (FSDP2), which
+				     * copies the shards in and the gathered parameters out around
+				     * each all-gather and the grads in before each reduce-scatter */
 
 	/* activations */
 	enum strat_recompute recompute;

@@ -723,10 +723,15 @@ static void start_op(struct eng *e, int32_t sri, uint32_t opi)
 	case PLAN_COMPUTE: {
 		int64_t dur = op->dur;
 		uint32_t ver = 0;
-		if (op->stream != PLAN_STREAM_HOST) {
+		if (op->stream == PLAN_STREAM_COMPUTE) {
 			s->cslow = s->ncomm > 0 && e->j->cluster.eff.comm_overlap_slowdown > 1.0;
 			dur = compute_dur(e, s, op, s->cslow);
 			ver = s->cver = s->cver + 1 ? s->cver + 1 : 1;
+		} else if (op->stream != PLAN_STREAM_HOST) {
+			/* a kernel on a communication stream (FSDP2's and old DeepSpeed's copies):
+			 * a straggler's, not retimed by collectives (the version belongs to the
+			 * compute stream's op) */
+			dur = compute_dur(e, s, op, false);
 		}
 		sim_heap_push(&e->heap, e->now + dur, EV_OP_END, sri, opi, ver);
 		return;

@@ -949,6 +949,59 @@ static void test_tp_comm_overlap_userbuffers(struct test_ctx *t)
 	free(j);
 }
 
+/* FSDP2 (fully_shard): a copy-in of the shard (fp32 master read, bf16 written) before every
+ * all-gather on its stream, a copy-out of the gathered unit (a read and a write) on the
+ * default stream before the unit runs, and the grads chunk-concatenated with their cast to
+ * reduce_dtype (bf16 read, fp32 written) before every reduce-scatter. FSDP1 with bf16
+ * reduction copies nothing. */
+static void test_fsdp2_copies(struct test_ctx *t)
+{
+	struct job *j = fx_job(8);
+	fx_degrees(j, 1, 1, 1, 1, 1);
+	j->strat.framework = STRAT_FSDP;
+	j->strat.fsdp_sharding = STRAT_FSDP_FULL_SHARD;
+	j->strat.zero_stage = 3;
+	for (int v = 1; v <= 2; v++) {
+		j->strat.fsdp_version = v;
+		j->strat.comm_dtype = v == 2 ? TW_FP32 : TW_BF16;
+		struct plan p;
+		if (!build(j, 0, &p))
+			continue;
+		int ag = 0, in = 0, in_before = 0, out = 0;
+		double rs_in = 0, ag_part = 0, in_bytes = 0;
+		for (size_t i = 0; i < p.nops; i++) {
+			const struct plan_op *o = &p.ops[i];
+			if (o->kind == PLAN_COLL && !strcmp(o->name, "ag_params")) {
+				ag++;
+				ag_part += (double)o->u.coll.count;
+				in_before += i > 0 && !strcmp(p.ops[i - 1].name, "ag_copy_in");
+			} else if (o->kind == PLAN_COMPUTE && !strcmp(o->name, "ag_copy_in")) {
+				in++;
+				in_bytes += o->u.compute.bytes;
+				CHECK(t, o->stream == PLAN_STREAM_COMM);
+			} else if (o->kind == PLAN_COMPUTE && !strcmp(o->name, "ag_copy_out")) {
+				out++;
+				CHECK(t, o->stream == PLAN_STREAM_COMPUTE);
+			} else if (o->kind == PLAN_COMPUTE && !strcmp(o->name, "rs_copy_in")) {
+				rs_in += o->u.compute.bytes;
+			}
+		}
+		CHECK(t, ag > 0);
+		if (v == 1) {
+			CHECK_EQ_INT(t, in + out, 0);
+			CHECK_NEAR(t, rs_in, 0, 1e-12);
+		} else {
+			CHECK_EQ_INT(t, in, ag);
+			CHECK_EQ_INT(t, in_before, ag);
+			CHECK_EQ_INT(t, out, ag);
+			CHECK_NEAR(t, in_bytes, 6.0 * ag_part, 1e-12);
+			CHECK_NEAR(t, rs_in, 6.0 * fx_params(j), 1e-12);
+		}
+		plan_release(&p);
+	}
+	free(j);
+}
+
 /* bytes per parameter the GPU optimizer step moves (the "optimizer" ops of the plan) */
 static double optim_bytes_per_param(const struct plan *p)
 {
@@ -1343,6 +1396,7 @@ int main(void)
 	TEST_RUN(&t, test_zero3_rs_views);
 	TEST_RUN(&t, test_zero3_old_deepspeed);
 	TEST_RUN(&t, test_tp_comm_overlap_userbuffers);
+	TEST_RUN(&t, test_fsdp2_copies);
 	TEST_RUN(&t, test_optimizer_passes);
 	TEST_RUN(&t, test_cross_entropy_passes);
 	TEST_RUN(&t, test_embedding_backward);
