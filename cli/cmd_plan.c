@@ -50,16 +50,12 @@ static void usage(FILE *f)
 		"      --json              machine-readable output\n");
 }
 
-static const char *recompute_name(enum strat_recompute r)
-{
-	return r == STRAT_RECOMPUTE_FULL ? "full" : r == STRAT_RECOMPUTE_SELECTIVE ? "selective" : "none";
-}
 
 /* "full:N" for full recompute of N layers of each model chunk (Megatron's block method) */
 static const char *recompute_label(const struct search_cand *c, char *buf, size_t len)
 {
 	if (c->recompute != STRAT_RECOMPUTE_FULL || c->recompute_layers <= 0)
-		return recompute_name(c->recompute);
+		return strat_recompute_name(c->recompute);
 	snprintf(buf, len, "full:%lld", (long long)c->recompute_layers);
 	return buf;
 }
@@ -127,7 +123,7 @@ static cJSON *cand_json(enum strat_framework f, const struct search_cand *c)
 	cJSON_AddNumberToObject(o, "grad_accum", (double)c->grad_accum);
 	cJSON_AddNumberToObject(o, "zero_stage", c->zero);
 	cJSON_AddStringToObject(o, "shard", search_shard_name(f, c->zero));
-	cJSON_AddStringToObject(o, "recompute", recompute_name(c->recompute));
+	cJSON_AddStringToObject(o, "recompute", strat_recompute_name(c->recompute));
 	cJSON_AddNumberToObject(o, "recompute_num_layers", (double)c->recompute_layers);
 	cJSON_AddStringToObject(o, "offload_optimizer", c->offload == STRAT_OFFLOAD_CPU ? "cpu" : "none");
 	cJSON_AddBoolToObject(o, "sequence_parallel", c->sequence_parallel);

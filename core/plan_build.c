@@ -673,6 +673,45 @@ static int64_t unit_persistent(const struct pb *b, int64_t uid)
 
 /* ---- activations (Korthikanti et al. 2022, generalised; docs/memory.md) ------------------- */
 
+/* torchtitan's selective op AC (recompute "op"; dense layers, tp 1): the checkpointed layer
+ * keeps the outputs of every other matmul in forward order (the 1st, 3rd, ...) and of flash
+ * attention, and recomputes the rest. The matmuls follow the model code: HF / torchtitan
+ * modules call q, k, v, o, gate, up, down (w1, w3, w2) or fc1, fc2 one by one; Megatron's
+ * code fuses QKV and gate+up. Output widths per token. */
+static int op_sac_mms(const struct pb *b, int64_t w[8], const char *names[8])
+{
+	int n = 0;
+	int64_t wide = b->swiglu ? 2 : 1;
+#define MM(name_, width_) (names[n] = (name_), w[n++] = (width_))
+	if (b->eager) {
+		MM("q_proj", b->qd), MM("k_proj", b->kvd), MM("v_proj", b->kvd), MM("out_proj", b->h);
+		if (b->swiglu)
+			MM("gate_proj", b->f), MM("up_proj", b->f);
+		else
+			MM("fc1", b->f);
+	} else {
+		MM("qkv", b->qd + 2 * b->kvd), MM("out_proj", b->h), MM("fc1", wide * b->f);
+	}
+	MM("fc2", b->h);
+#undef MM
+	return n;
+}
+
+/* Bytes the op policy keeps per layer: its input (the checkpoint's), the saved matmul outputs
+ * and, with flash attention, the attention output and its fp32 log-sum-exp. */
+static int64_t op_sac_saved(const struct pb *b)
+{
+	int64_t w[8], T = b->T, ab = b->ab, kept = b->h;
+	const char *names[8];
+	int n = op_sac_mms(b, w, names);
+	for (int i = 0; i < n; i += 2)
+		kept += w[i];
+	int64_t s = T * kept * ab;
+	if (b->flash)
+		s += T * b->qd * ab + T * b->heads * 4;
+	return s;
+}
+
 struct act_sizes {
 	int64_t saved;  /* bytes kept for backward without recompute */
 	int64_t input;  /* layer input (full-recompute checkpoint) */
@@ -726,6 +765,8 @@ static struct act_sizes layer_act(const struct pb *b, int64_t l)
 	if (b->sp || (b->ds && b->s->partition_activations))
 		a.input /= tp;
 	a.work = work / tp + T * h * ab;
+	if (b->s->recompute == STRAT_RECOMPUTE_OP) /* tp 1, dense: the policy's saved tensors */
+		a.saved = op_sac_saved(b);
 	return a;
 }
 
@@ -1340,11 +1381,49 @@ static void layer_fwd(struct pb *b, int64_t l)
 		unit_out(b, 1 + l);
 }
 
+/* The op policy's recompute before a layer's backward: what the backward needs and the
+ * policy did not keep: the norms, the even-numbered matmuls (never the last: nothing in
+ * backward reads its output), RoPE, the attention output's copy, the residual and the
+ * activation; the attention core too without flash attention (its matmuls are bmm, not in the
+ * policy's list). */
+static void layer_op_recompute(struct pb *b)
+{
+	int64_t T = b->T, h = b->h, w[8];
+	const char *names[8];
+	int n = op_sac_mms(b, w, names);
+	double tne = (double)T * h, tn = tne * b->ab;
+	b->flags |= PLAN_F_RECOMPUTE;
+	norm_op(b, "norm1", tne, false, 0);
+	int i = 0;
+	/* the projections in front of attention: q, k, v or the fused QKV */
+	for (; i < n && strcmp(names[i], "out_proj"); i++)
+		if (i % 2)
+			gemm(b, names[i], T, w[i], h, 1, 0, true);
+	if (b->rope)
+		rope_op(b, "rope");
+	if (!b->flash)
+		attention(b, false);
+	if (b->eager)
+		elem(b, PLAN_K_ELEMWISE, "attn_out_copy", (double)T * b->qd * b->ab * 2);
+	if (i % 2) /* o */
+		gemm(b, names[i], T, h, b->qd, 1, 0, true);
+	elem(b, PLAN_K_ELEMWISE, "residual1", tn * 3);
+	norm_op(b, "norm2", tne, false, 0);
+	for (i++; i < n - 1; i++) /* the MLP's input projections; not the last matmul */
+		if (i % 2)
+			gemm(b, names[i], T, w[i], h, 1, 0, true);
+	act_op(b, "act", (double)T * b->f, false, 0);
+	b->flags &= (uint8_t)~PLAN_F_RECOMPUTE;
+}
+
 static void layer_bwd(struct pb *b, int64_t l)
 {
 	b->layer = (int32_t)l;
 	struct act_sizes a = layer_act(b, l);
 	int64_t ai = act_index(b, l);
+	/* FSDP gathers the block when its backward starts, before a checkpoint recomputes it */
+	if (b->upl == 1)
+		unit_in(b, 1 + l);
 	if (recomputed(b, l)) {
 		uint32_t in = PLAN_NONE;
 		if (b->ds && b->s->cpu_checkpointing)
@@ -1359,6 +1438,11 @@ static void layer_bwd(struct pb *b, int64_t l)
 		b->flags |= PLAN_F_RECOMPUTE;
 		layer_fwd_ops(b, l);
 		b->flags &= (uint8_t)~PLAN_F_RECOMPUTE;
+	} else if (b->s->recompute == STRAT_RECOMPUTE_OP) {
+		b->flags |= PLAN_F_RECOMPUTE; /* ZeRO-3 fetches the units it recomputes, no more */
+		for (int64_t u = 0; b->upl > 1 && u < 3; u++)
+			sub_in(b, l, u);
+		layer_op_recompute(b);
 	} else if (b->s->recompute == STRAT_RECOMPUTE_SELECTIVE && !b->flash) {
 		b->flags |= PLAN_F_RECOMPUTE;
 		uint8_t ph = b->phase;
@@ -1368,8 +1452,6 @@ static void layer_bwd(struct pb *b, int64_t l)
 		b->phase = ph;
 		b->flags &= (uint8_t)~PLAN_F_RECOMPUTE;
 	}
-	if (b->upl == 1)
-		unit_in(b, 1 + l);
 	int32_t w = mem_alloc(b, PLAN_MEM_WORKSPACE, PLAN_DEV_GPU, a.work, "workspace",
 			      PLAN_STREAM_COMPUTE);
 	layer_bwd_ops(b, l);

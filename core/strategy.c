@@ -338,7 +338,12 @@ static bool parse_version(const char *s, int *out)
 
 static const char *const framework_names[] = {"deepspeed", "megatron", "fsdp", NULL};
 static const char *const schedule_names[] = {"ds-1f1b", "1f1b", "interleaved", "gpipe", NULL};
-static const char *const recompute_names[] = {"none", "selective", "full", NULL};
+static const char *const recompute_names[] = {"none", "selective", "full", "op", NULL};
+
+const char *strat_recompute_name(enum strat_recompute r)
+{
+	return r >= STRAT_RECOMPUTE_NONE && r <= STRAT_RECOMPUTE_OP ? recompute_names[r] : "?";
+}
 static const char *const cp_kind_names[] = {"ring", "ulysses", NULL};
 static const char *const kernels_names[] = {"fused", "eager", NULL};
 
@@ -963,6 +968,9 @@ static enum tw_result check_model(struct strat_rd *r)
 		return sfail(r, "lora.rank",
 			     "lora.rank=%" PRId64 " is larger than model.hidden=%" PRId64,
 			     s->lora_rank, m->hidden);
+	if (s->recompute == STRAT_RECOMPUTE_OP && m->experts > 0)
+		return sfail(r, "recompute", "recompute op (torchtitan's selective op AC) is "
+			     "modelled for dense models; %s has experts", mn);
 	return TW_OK;
 }
 
@@ -1198,6 +1206,9 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 
 	oprov(s, "recompute", &u.recompute, "no activation recomputation", "%s",
 	      recompute_names[s->recompute]);
+	if (s->recompute == STRAT_RECOMPUTE_OP && (s->tp > 1 || s->lora_rank > 0))
+		return sfail(r, "recompute", "recompute op (torchtitan's selective op AC) is "
+			     "modelled without %s", s->tp > 1 ? "tensor parallelism (tp 1)" : "LoRA");
 	if (u.rnl.given) {
 		if (s->recompute != STRAT_RECOMPUTE_FULL)
 			return sfail(r, "recompute_num_layers", "needs recompute full (it says how many "

@@ -9,7 +9,10 @@
 #include "tw.h"
 
 enum strat_framework { STRAT_DEEPSPEED = 0, STRAT_MEGATRON, STRAT_FSDP };
-enum strat_recompute { STRAT_RECOMPUTE_NONE = 0, STRAT_RECOMPUTE_SELECTIVE, STRAT_RECOMPUTE_FULL };
+/* none; Megatron's selective (the attention core); full (the layer from its input); op:
+ * torchtitan's selective op AC (every second matmul and the memory-bound ops recomputed) */
+enum strat_recompute { STRAT_RECOMPUTE_NONE = 0, STRAT_RECOMPUTE_SELECTIVE, STRAT_RECOMPUTE_FULL,
+		       STRAT_RECOMPUTE_OP };
 enum strat_schedule {
 	STRAT_SCHED_DS_1F1B = 0,   /* DeepSpeed TrainSchedule (synchronous 1F1B) */
 	STRAT_SCHED_1F1B,          /* Megatron 1F1B (non-interleaved) */
@@ -151,6 +154,7 @@ enum tw_result strategy_resolve(const struct strat_inputs *in, const struct mode
 void strategy_list_presets(const char *strategies_dir, char *buf, size_t len);
 const char *strat_src_name(enum strat_src s);
 const char *strat_kernels_name(enum strat_kernels k); /* "fused", "eager" */
+const char *strat_recompute_name(enum strat_recompute r); /* "none", "selective", "full", "op" */
 struct cJSON *strategy_to_json(const struct strategy *s);
 
 #endif

@@ -35,10 +35,6 @@ const char *search_shard_name(enum strat_framework f, int zero)
 	return zero >= 0 && zero <= 3 ? ds[zero] : "?";
 }
 
-static const char *recompute_name(enum strat_recompute r)
-{
-	return r == STRAT_RECOMPUTE_FULL ? "full" : r == STRAT_RECOMPUTE_SELECTIVE ? "selective" : "none";
-}
 
 static double now_s(void)
 {
@@ -112,7 +108,7 @@ static void cand_sets(const struct job *base, const struct search_space *sp, str
 		add_set(c, "ep=%lld", (long long)c->ep);
 	if (c->cp > 1)
 		add_set(c, "cp=%lld", (long long)c->cp);
-	add_set(c, "recompute=%s", recompute_name(c->recompute));
+	add_set(c, "recompute=%s", strat_recompute_name(c->recompute));
 	if (c->recompute_layers > 0)
 		add_set(c, "recompute_num_layers=%lld", (long long)c->recompute_layers);
 	/* the model code is the user's whatever the degrees (its default follows tp and pp): the
@@ -544,7 +540,7 @@ static void *sim_worker(void *p)
 					"micro %lld %s recompute %s (layers %lld): %s",
 					(long long)c->tp, (long long)c->pp, (long long)c->vp, (long long)c->cp,
 					(long long)c->dp, (long long)c->ep, (long long)c->micro,
-					search_shard_name(sh->sp->framework, c->zero), recompute_name(c->recompute),
+					search_shard_name(sh->sp->framework, c->zero), strat_recompute_name(c->recompute),
 					(long long)c->recompute_layers, e.msg);
 			}
 		} else {

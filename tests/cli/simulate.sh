@@ -145,6 +145,8 @@ check "simulate: --set on a field that is read prints no note" "[ ! -s '$err' ]"
 for st in '{"framework":"fsdp","tp":2,"pp":1,"micro_batch":2,"global_batch":32,"recompute":"full"}' \
 	'{"framework":"fsdp","tp":1,"pp":2,"micro_batch":1,"global_batch":32,"recompute":"full","schedule":"gpipe"}' \
 	'{"framework":"fsdp","fsdp":{"version":2,"reduce_dtype":"fp32"},"micro_batch":1,"global_batch":32,"recompute":"full"}' \
+	'{"framework":"fsdp","fsdp":{"version":2},"micro_batch":1,"global_batch":32,"recompute":"op"}' \
+	'{"framework":"deepspeed","micro_batch":1,"recompute":"op","ds_config":{"zero_optimization":{"stage":3},"bf16":{"enabled":true}}}' \
 	'{"framework":"megatron","tp":2,"pp":2,"cp":2,"micro_batch":1,"global_batch":32,"sequence_parallel":true}' \
 	'{"framework":"deepspeed","tp":2,"pp":2,"micro_batch":1,"global_batch":12,"recompute":"full","ds_config":{"zero_optimization":{"stage":1},"bf16":{"enabled":true}}}' \
 	'{"framework":"deepspeed","tp":1,"pp":2,"cp":2,"cp_kind":"ring","micro_batch":1,"global_batch":12,"ds_config":{"zero_optimization":{"stage":1},"bf16":{"enabled":true}}}'; do

@@ -1002,6 +1002,51 @@ static void test_fsdp2_copies(struct test_ctx *t)
 	free(j);
 }
 
+/* torchtitan's selective op AC (recompute "op"): every second matmul in forward order is
+ * kept, the others recomputed before the layer's backward, except the last (its output is
+ * never read again); the memory-bound ops too. The fixture is Llama-2-7B-like (MHA, SwiGLU
+ * 11008, flash attention): HF code recomputes k, o and up (3 of q k v o gate up down) and keeps
+ * the layer input, q, v, gate, down and the attention output with its fp32 log-sum-exp;
+ * Megatron's fused code recomputes only o (of QKV, o, fc1, fc2) and keeps QKV and fc1. */
+static void test_recompute_op(struct test_ctx *t)
+{
+	struct job *j = fx_job(8);
+	fx_degrees(j, 1, 1, 1, 1, 1);
+	j->strat.recompute = STRAT_RECOMPUTE_OP;
+	const double T = 4096, h = 4096, f = 11008, L = 32;
+	struct { enum strat_kernels code; double rflops, kept; } want[2] = {
+		{ STRAT_KERNELS_EAGER, 2 * T * (h * h + h * h + f * h), h + h + h + f + h },
+		{ STRAT_KERNELS_FUSED, 2 * T * (h * h), h + 3 * h + 2 * f },
+	};
+	for (int c = 0; c < 2; c++) {
+		j->strat.kernels = want[c].code;
+		struct plan p;
+		if (!build(j, 0, &p))
+			continue;
+		double rflops = 0;
+		int attn = 0;
+		for (size_t i = 0; i < p.nops; i++) {
+			const struct plan_op *o = &p.ops[i];
+			if (o->kind != PLAN_COMPUTE || !(o->flags & PLAN_F_RECOMPUTE))
+				continue;
+			if (o->u.compute.kernel == PLAN_K_GEMM)
+				rflops += o->u.compute.flops;
+			attn += o->u.compute.kernel == PLAN_K_ATTN;
+		}
+		CHECK_NEAR(t, rflops, L * want[c].rflops, 1e-12);
+		CHECK_EQ_INT(t, attn, 0); /* flash attention's output is kept */
+		struct plan_mem m;
+		struct tw_err e = {0};
+		if (plan_memory(j, &p, &m, &e) == TW_OK) {
+			double per_layer = T * want[c].kept * 2 + T * h * 2 + T * 32 * 4;
+			CHECK_NEAR(t, (double)m.max_cat[PLAN_DEV_GPU][PLAN_MEM_ACTIV], L * per_layer,
+				   1e-12);
+		}
+		plan_release(&p);
+	}
+	free(j);
+}
+
 /* bytes per parameter the GPU optimizer step moves (the "optimizer" ops of the plan) */
 static double optim_bytes_per_param(const struct plan *p)
 {
@@ -1397,6 +1442,7 @@ int main(void)
 	TEST_RUN(&t, test_zero3_old_deepspeed);
 	TEST_RUN(&t, test_tp_comm_overlap_userbuffers);
 	TEST_RUN(&t, test_fsdp2_copies);
+	TEST_RUN(&t, test_recompute_op);
 	TEST_RUN(&t, test_optimizer_passes);
 	TEST_RUN(&t, test_cross_entropy_passes);
 	TEST_RUN(&t, test_embedding_backward);
