@@ -241,9 +241,11 @@ static enum tw_result read_pins(const struct search_space *in, struct search_spa
 				sp->pin_recompute = STRAT_RECOMPUTE_SELECTIVE;
 			else if (!strcmp(v, "full"))
 				sp->pin_recompute = STRAT_RECOMPUTE_FULL;
+			else if (!strcmp(v, "op"))
+				sp->pin_recompute = STRAT_RECOMPUTE_OP;
 			else
 				return tw_errf(err, TW_ERR_INVALID,
-					       "--set %s: recompute must be one of: none, selective, full", s);
+					       "--set %s: recompute must be one of: none, selective, full, op", s);
 			continue;
 		}
 		if (!pin)
@@ -384,11 +386,15 @@ static void run_task(struct shared *sh, struct task *t)
 		for (int v = 0; v < nv; v++)
 			none_peak[k][v] = none_bound[k][v] = -1;
 	/* recompute choices: none, selective, full of half of each model chunk's layers
-	 * (Megatron's block method; the activations of the rest are kept), full */
-	for (int o = 0; o < 4; o++) {
-		int r = o < 2 ? o : STRAT_RECOMPUTE_FULL;
+	 * (Megatron's block method; the activations of the rest are kept), full, and for FSDP
+	 * without TP on a dense model torchtitan's selective op AC */
+	for (int o = 0; o < 5; o++) {
+		int r = o < 2 ? o : o < 4 ? STRAT_RECOMPUTE_FULL : STRAT_RECOMPUTE_OP;
 		bool block = o == 2;
 		if (sp->pin_recompute >= 0 && sp->pin_recompute != r)
+			continue;
+		if (r == STRAT_RECOMPUTE_OP && (sp->framework != STRAT_FSDP || t->tp > 1 ||
+						base->model.experts > 0 || base->strat.lora_rank > 0))
 			continue;
 		if (block != (sp->pin_recompute_layers > 0) &&
 		    (sp->pin_recompute_layers > 0 || sp->pin_recompute == STRAT_RECOMPUTE_FULL ||
