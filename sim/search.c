@@ -264,6 +264,9 @@ static enum tw_result read_pins(const struct search_space *in, struct search_spa
 				       (long long)sp->pin_recompute_layers);
 		sp->pin_recompute = STRAT_RECOMPUTE_FULL;
 	}
+	if (sp->pin_recompute == STRAT_RECOMPUTE_OP && sp->framework != STRAT_FSDP)
+		return tw_errf(err, TW_ERR_INVALID, "--set recompute=op: torchtitan's selective op AC is "
+			       "searched with --framework fsdp only");
 	return TW_OK;
 }
 

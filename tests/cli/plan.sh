@@ -118,3 +118,13 @@ check "plan --set recompute_num_layers=4: pinned" \
 	"[ \"\$(py '$tmp/blk4.json' 'len(d[\"top\"]) > 0 and all(c[\"recompute\"] == \"full\" and c[\"recompute_num_layers\"] == 4 for c in d[\"top\"])')\" = True ]"
 check "plan (deepspeed): no block recompute searched" \
 	"[ \"\$(py '$tmp/p.json' 'all(c[\"recompute_num_layers\"] == 0 for c in d[\"top\"])')\" = True ]"
+# FSDP searches torchtitan's selective op AC (tp 1, dense); a pin keeps only it
+"$TWIN" plan -m llama3-8b -c dgx-a100-80g --gpus 64 --global-batch 64 --seq 8192 --framework fsdp \
+	--set recompute=op --json >"$tmp/op.json" 2>"$err"
+check "plan (fsdp) --set recompute=op: pinned, tp 1" \
+	"[ \"\$(py '$tmp/op.json' 'len(d[\"top\"]) > 0 and all(c[\"recompute\"] == \"op\" and c[\"tp\"] == 1 for c in d[\"top\"])')\" = True ]"
+"$TWIN" plan -m llama2-7b -c dgx-h100 --gpus 8 --global-batch 32 --framework megatron \
+	--set recompute=op >"$tmp/o" 2>"$err"
+st=$?
+check "plan (megatron) --set recompute=op: exit 2, one line" \
+	"[ $st -eq 2 ] && [ \$(wc -l <'$err') -eq 1 ] && grep -q 'fsdp only' '$err'"
