@@ -849,10 +849,14 @@ static void fetch(struct pb *b, int64_t mid, int64_t next)
 	if (fsdp2(b) && b->gop[mid] != PLAN_NONE && !b->gcopied[mid]) {
 		/* FSDP2's wait_for_unshard splits the gathered buffer into the parameters on the
 		 * default stream (split_with_sizes_copy: a read and a write) */
-		int64_t n = unit_params(b, mid);
+		int64_t n = unit_params(b, mid) - unit_persistent(b, mid);
+		/* the all-gather's output and the parameters it fills live side by side */
+		int32_t out = mem_alloc(b, PLAN_MEM_GATHERED, PLAN_DEV_GPU, n * b->pbytes,
+					"ag_output", PLAN_STREAM_COMPUTE);
 		b->gop[mid] = compute_d(b, PLAN_K_ELEMWISE, "ag_copy_out", 0,
 					2.0 * (double)n * (double)b->pbytes, PLAN_STREAM_COMPUTE,
 					b->gop[mid]);
+		mem_free(b, out, "ag_output", PLAN_STREAM_COMPUTE);
 		b->gcopied[mid] = true;
 	}
 	wait_on(b, b->gop[mid]);

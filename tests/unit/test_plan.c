@@ -951,7 +951,8 @@ static void test_tp_comm_overlap_userbuffers(struct test_ctx *t)
 
 /* FSDP2 (fully_shard): a copy-in of the shard (fp32 master read, bf16 written) before every
  * all-gather on its stream, a copy-out of the gathered unit (a read and a write) on the
- * default stream before the unit runs, and the grads chunk-concatenated with their cast to
+ * default stream before the unit runs, the gather's output buffer held beside the parameters
+ * while it runs, and the grads chunk-concatenated with their cast to
  * reduce_dtype (bf16 read, fp32 written) before every reduce-scatter. FSDP1 with bf16
  * reduction copies nothing. */
 static void test_fsdp2_copies(struct test_ctx *t)
@@ -967,7 +968,7 @@ static void test_fsdp2_copies(struct test_ctx *t)
 		struct plan p;
 		if (!build(j, 0, &p))
 			continue;
-		int ag = 0, in = 0, in_before = 0, out = 0;
+		int ag = 0, in = 0, in_before = 0, out = 0, outbuf = 0;
 		double rs_in = 0, ag_part = 0, in_bytes = 0;
 		for (size_t i = 0; i < p.nops; i++) {
 			const struct plan_op *o = &p.ops[i];
@@ -984,16 +985,20 @@ static void test_fsdp2_copies(struct test_ctx *t)
 				CHECK(t, o->stream == PLAN_STREAM_COMPUTE);
 			} else if (o->kind == PLAN_COMPUTE && !strcmp(o->name, "rs_copy_in")) {
 				rs_in += o->u.compute.bytes;
+			} else if (o->kind == PLAN_ALLOC && !strcmp(o->name, "ag_output")) {
+				outbuf++; /* the gather's output beside the parameters it fills */
+				CHECK(t, o->u.mem.cat == PLAN_MEM_GATHERED);
 			}
 		}
 		CHECK(t, ag > 0);
 		if (v == 1) {
-			CHECK_EQ_INT(t, in + out, 0);
+			CHECK_EQ_INT(t, in + out + outbuf, 0);
 			CHECK_NEAR(t, rs_in, 0, 1e-12);
 		} else {
 			CHECK_EQ_INT(t, in, ag);
 			CHECK_EQ_INT(t, in_before, ag);
 			CHECK_EQ_INT(t, out, ag);
+			CHECK_EQ_INT(t, outbuf, ag);
 			CHECK_NEAR(t, in_bytes, 6.0 * ag_part, 1e-12);
 			CHECK_NEAR(t, rs_in, 6.0 * fx_params(j), 1e-12);
 		}
