@@ -24,8 +24,10 @@ static void usage(FILE *f)
 		   "Predict every case of a validation file (twin-validation/1, see\n"
 		   "../shared/validation/README.md) and compare with the measurement: per case the\n"
 		   "metrics, predicted vs measured and the error (predicted - measured) / measured;\n"
-		   "then per metric and source the count, MAPE and worst case. Cases the models\n"
-		   "cannot express are listed as skipped with the reason.\n"
+		   "then per metric and source the count, MAPE and worst case, and per metric over\n"
+		   "all sources the same with the count of cases off by more than 25%% (text only;\n"
+		   "--json keeps the README's per-source summary). Cases the models cannot express\n"
+		   "are listed as skipped with the reason.\n"
 		   "\n"
 		   "  --json               one JSON object (the README's shape)\n"
 		   "  --only PREFIX        only the cases whose id starts with PREFIX\n"
@@ -557,12 +559,13 @@ out:
 struct group {
 	char metric[32];
 	const char *source;
-	int64_t count;
+	int64_t count, over;   /* over: cases off by more than 25% */
 	double sum, worst;
 	const char *worst_id;
 };
 
-static int summarise(const struct vcase *cs, size_t n, struct group **out)
+/* per metric and source, or (by_source false) per metric over every source */
+static int summarise(const struct vcase *cs, size_t n, bool by_source, struct group **out)
 {
 	struct group *g = NULL;
 	size_t ng = 0, cap = 0;
@@ -570,16 +573,18 @@ static int summarise(const struct vcase *cs, size_t n, struct group **out)
 		for (int k = 0; k < cs[i].nm; k++) {
 			const struct metric *m = &cs[i].m[k];
 			size_t x = 0;
-			while (x < ng && (strcmp(g[x].metric, m->name) || strcmp(g[x].source, cs[i].source)))
+			const char *src = by_source ? cs[i].source : "all sources";
+			while (x < ng && (strcmp(g[x].metric, m->name) || strcmp(g[x].source, src)))
 				x++;
 			if (x == ng) {
 				TW_GROW(g, cap, ng + 1);
 				memset(&g[ng], 0, sizeof(g[ng]));
 				snprintf(g[ng].metric, sizeof(g[ng].metric), "%s", m->name);
-				g[ng].source = cs[i].source;
+				g[ng].source = src;
 				ng++;
 			}
 			g[x].count++;
+			g[x].over += fabs(m->error) > 0.25;
 			g[x].sum += fabs(m->error);
 			if (!g[x].worst_id || fabs(m->error) > fabs(g[x].worst)) {
 				g[x].worst = m->error;
@@ -681,7 +686,7 @@ int cmd_validate(const struct cli_ctx *ctx, int argc, char **argv)
 			snprintf(v->skipped, sizeof(v->skipped), "no measured metric the models predict");
 	}
 	struct group *g;
-	int ng = summarise(vc, nv, &g);
+	int ng = summarise(vc, nv, true, &g);
 	if (json) {
 		cJSON *out = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(out, "cases");
 		for (size_t i = 0; i < nv; i++) {
@@ -740,6 +745,15 @@ int cmd_validate(const struct cli_ctx *ctx, int argc, char **argv)
 		for (int k = 0; k < ng; k++)
 			printf("%-16s %6" PRId64 " %7.1f%% %+8.1f%%  %-40s %.60s\n", g[k].metric, g[k].count,
 			       100 * g[k].sum / (double)g[k].count, 100 * g[k].worst, g[k].worst_id, g[k].source);
+		struct group *all = NULL;
+		int na = summarise(vc, nv, false, &all);
+		printf("\n%-16s %6s %8s %6s %9s  %s\n", "all sources", "count", "MAPE", ">25%", "worst",
+		       "worst case");
+		for (int k = 0; k < na; k++)
+			printf("%-16s %6" PRId64 " %7.1f%% %6" PRId64 " %+8.1f%%  %s\n", all[k].metric,
+			       all[k].count, 100 * all[k].sum / (double)all[k].count, all[k].over,
+			       100 * all[k].worst, all[k].worst_id);
+		free(all);
 	}
 	free(g);
 	free(vc);

@@ -41,6 +41,9 @@ check "validate: a case without bytes is skipped with the reason" \
 
 check "validate: a training case predicts iter_time_s" "grep -q 'iter_time_s' '$tmp/t.txt'"
 check "validate: summary table" "grep -q 'MAPE' '$tmp/t.txt'"
+"$TWIN" validate examples/validation/public.json --only nccl_ >"$tmp/n.txt" 2>"$tmp/err"
+check "validate: per metric over all sources, with the cases beyond 25%" \
+	"grep -A2 '^all sources  *count  *MAPE  *>25%' '$tmp/n.txt' | grep -Eq '^busbw_GBps  *47  *[0-9.]+%  *[0-9]+ '"
 
 # a DeepSpeed case runs the release out before the month of the arXiv paper it cites; a
 # Megatron case does not get one
