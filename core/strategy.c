@@ -136,7 +136,7 @@ static const char *const our_keys[] = {
 	"flash_attention", "fp8", "tf32", "kernels",
 	"precision", "optimizer", "distributed_optimizer", "fsdp", "lora", "seq_len", "micro_batch",
 	"global_batch", "grad_accum", "hf_trainer", "ds_config", "host_op_us",
-	"overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap", NULL};
+	"overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap", "grad_reduce_in_bf16", NULL};
 
 static bool is_our_key(const char *k)
 {
@@ -362,8 +362,9 @@ static const char *const offload_names[] = {"none", "cpu", "nvme"};
 struct ours {
 	struct oval framework, version, tp, pp, cp, cp_kind, kernels, ep, vp, sp, schedule,
 		recompute, flash, fp8, tf32, precision, optimizer, distopt, fsdp_sharding, fsdp_group,
-		fsdp_version, fsdp_reduce, lora_rank, lora_targets, seq_len, host_op, ogr, opg, tpo, rnl;
-	bool ogr_v, opg_v, tpo_v;
+		fsdp_version, fsdp_reduce, lora_rank, lora_targets, seq_len, host_op, ogr, opg, tpo, rnl,
+		grb;
+	bool ogr_v, opg_v, tpo_v, grb_v;
 	double host_op_v;
 	int framework_i, schedule_i, recompute_i, cp_kind_i, kernels_i, precision_i, optimizer_i,
 		fsdp_i, fsdp_reduce_i;
@@ -475,6 +476,7 @@ static enum tw_result parse_ours(struct strat_rd *r, const cJSON *o, struct ours
 	TW_CHECK(obool(r, o, NULL, "overlap_grad_reduce", &u->ogr_v, &u->ogr));
 	TW_CHECK(obool(r, o, NULL, "overlap_param_gather", &u->opg_v, &u->opg));
 	TW_CHECK(obool(r, o, NULL, "tp_comm_overlap", &u->tpo_v, &u->tpo));
+	TW_CHECK(obool(r, o, NULL, "grad_reduce_in_bf16", &u->grb_v, &u->grb));
 	TW_CHECK(oenum(r, o, NULL, "precision", precision_names, &u->precision_i, &u->precision));
 	TW_CHECK(oenum(r, o, NULL, "optimizer", optimizer_names, &u->optimizer_i, &u->optimizer));
 	TW_CHECK(obool(r, o, NULL, "distributed_optimizer", &u->distopt_v, &u->distopt));
@@ -1059,7 +1061,13 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 		s->param_dtype = u.precision.given ? precision_types[u.precision_i] : TW_BF16;
 		oprov(s, "precision", &u.precision, "twin default for megatron and fsdp", "%s",
 		      tw_dtype_name(s->param_dtype));
-		if (s->framework == STRAT_MEGATRON && s->param_dtype == TW_BF16) {
+		if (s->framework == STRAT_MEGATRON && s->param_dtype == TW_BF16 && u.grb.given && u.grb_v) {
+			/* Megatron-LM --grad-reduce-in-bf16 */
+			s->grad_accum_dtype = TW_BF16;
+			oprov(s, "grad_reduce_in_bf16", &u.grb, "", "true");
+			strat_prov(s, "grad_accum_dtype", STRAT_SRC_DERIVED,
+				   "grad_reduce_in_bf16: main grads and their reduction in bf16", "bf16");
+		} else if (s->framework == STRAT_MEGATRON && s->param_dtype == TW_BF16) {
 			s->grad_accum_dtype = TW_FP32;
 			strat_prov(s, "grad_accum_dtype", STRAT_SRC_DERIVED,
 				   "Megatron accumulates bf16 grads in fp32", "fp32");
@@ -1135,6 +1143,8 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 			     "needs framework megatron (DeepSpeed: zero_optimization.overlap_comm)");
 	if (s->framework != STRAT_MEGATRON && u.tpo.given)
 		return sfail(r, "tp_comm_overlap", "needs framework megatron");
+	if (u.grb.given && u.grb_v && (s->framework != STRAT_MEGATRON || s->param_dtype != TW_BF16))
+		return sfail(r, "grad_reduce_in_bf16", "needs framework megatron with precision bf16");
 	if (s->framework != STRAT_FSDP && u.fsdp_group.given)
 		return sfail(r, "fsdp.shard_group_size", "needs framework fsdp");
 

@@ -95,3 +95,11 @@ check "old deepspeed: per-parameter ZeRO-3 shown" \
 	'has "^zero3_code_path  *per-parameter fetch and reduce-scatter  *derived  *deepspeed_version < 0.5.5"'
 "$TWIN" config show -m llama2-7b -c dgx-h100 --gpus 8 -s ds-zero3 >"$out" 2>"$err"
 check "today's deepspeed: no zero3_code_path row" '! has "^zero3_code_path"'
+
+# Megatron's --grad-reduce-in-bf16: main grads and their reduction in bf16 instead of fp32
+echo '{"framework":"megatron","micro_batch":1,"global_batch":16}' >"$out.mg.json"
+"$TWIN" config show -m llama2-7b -c dgx-h100 --gpus 8 -s "$out.mg.json" >"$out" 2>"$err"
+check "megatron bf16: grads accumulated in fp32" 'row grad_accum_dtype fp32 derived'
+"$TWIN" config show -m llama2-7b -c dgx-h100 --gpus 8 -s "$out.mg.json" --set grad_reduce_in_bf16=true >"$out" 2>"$err"
+check "megatron grad_reduce_in_bf16: grads in bf16" 'row grad_accum_dtype bf16 derived && row grad_reduce_in_bf16 true set'
+rm -f "$out.mg.json"
