@@ -604,6 +604,15 @@ static int64_t unit_trainable(const struct pb *b, int64_t uid)
 	return lora_params(&c, l);
 }
 
+/* Whether the model code keeps q, k, v and gate, up as separate Linears: HF's Llama-family
+ * modules (RMSNorm and RoPE: Llama, Mistral, Qwen2, Gemma; torchtitan's too) do; Megatron's
+ * code and HF's GPT-2, Falcon and GPT-NeoX fuse them; MLA has its own projections. */
+static bool sep_proj(const struct pb *b)
+{
+	return b->eager && b->m->norm == MODEL_NORM_RMSNORM && b->m->pos == MODEL_POS_ROPE &&
+	       b->m->kv_lora_rank == 0;
+}
+
 /* Trainable parameter tensors of a unit: what DeepSpeed's per-tensor Python loops walk over.
  * The model code decides the split: HF modules keep q, k, v and gate, up as separate Linears,
  * Megatron fuses them (one QKV, one fc1); a bias or a LayerNorm bias is a tensor of its own;
@@ -637,9 +646,9 @@ static int64_t unit_tensors(const struct pb *b, int64_t uid, bool gathered)
 	int64_t l = (uid - 1) / b->upl, u = b->upl == 1 ? -1 : (uid - 1) % b->upl;
 	int64_t wb_mlp = m->mlp_bias ? bias : 1;
 	int64_t qkv = m->kv_lora_rank > 0 ? (m->q_lora_rank > 0 ? 3 : 1) + 3 /* MLA */
-		      : (b->eager ? 3 : 1) * (m->qkv_bias ? bias : 1);
+		      : (sep_proj(b) ? 3 : 1) * (m->qkv_bias ? bias : 1);
 	int64_t attn_in = nw + qkv, attn_out = (m->out_bias ? bias : 1) + (npl >= 2 ? nw : 0);
-	int64_t fc1 = (b->swiglu && b->eager ? 2 : 1) * wb_mlp, fc2 = wb_mlp, mlp;
+	int64_t fc1 = (b->swiglu && sep_proj(b) ? 2 : 1) * wb_mlp, fc2 = wb_mlp, mlp;
 	if (layer_moe(b, l)) {
 		/* router + each local expert's MLP + the shared experts' */
 		mlp = 1 + b->El * (fc1 + fc2) + (b->fs > 0 ? fc1 + fc2 : 0);
@@ -683,7 +692,7 @@ static int op_sac_mms(const struct pb *b, int64_t w[8], const char *names[8])
 	int n = 0;
 	int64_t wide = b->swiglu ? 2 : 1;
 #define MM(name_, width_) (names[n] = (name_), w[n++] = (width_))
-	if (b->eager) {
+	if (sep_proj(b)) {
 		MM("q_proj", b->qd), MM("k_proj", b->kvd), MM("v_proj", b->kvd), MM("out_proj", b->h);
 		if (b->swiglu)
 			MM("gate_proj", b->f), MM("up_proj", b->f);
@@ -778,6 +787,26 @@ static bool fsdp2(const struct pb *b)
 	return b->fsdp && b->s->fsdp_version == 2;
 }
 
+/* DeepSpeed fetches leaf modules, one all-gather each: a unit of separate Linears (q, k, v;
+ * gate, up) is several gathers, split as their weights are. Shares of the unit in w. */
+static int unit_parts(const struct pb *b, int64_t uid, double w[3])
+{
+	w[0] = 1;
+	if (!b->ds || b->upl == 1 || uid == 0 || uid == b->head_uid || !sep_proj(b))
+		return 1;
+	int64_t l = (uid - 1) / b->upl, u = (uid - 1) % b->upl;
+	if (u == 0) {
+		double all = (double)(b->qd + 2 * b->kvd);
+		w[0] = (double)b->qd / all, w[1] = w[2] = (double)b->kvd / all;
+		return 3;
+	}
+	if (u == 2 && b->swiglu && !layer_moe(b, l)) {
+		w[0] = w[1] = 0.5;
+		return 2;
+	}
+	return 1;
+}
+
 static void gather(struct pb *b, int64_t mid)
 {
 	if (b->shard != SH_PARAM || b->gbuf[mid] >= 0)
@@ -796,22 +825,33 @@ static void gather(struct pb *b, int64_t mid)
 				(double)part * (double)((b->mixed ? 4 : b->pbytes) + b->pbytes),
 				PLAN_STREAM_COMM, dep);
 	b->gcopied[mid] = false;
-	b->gop[mid] = coll(b, PLAN_ALL_GATHER, b->zgroup, PLAN_STREAM_COMM, "ag_params", part,
-			   b->pdt, dep);
+	/* DeepSpeed < 0.5.5 (_allgather_param; docs/strategy.md, "Old releases"): per parameter,
+	 * torch.cuda.synchronize(), a world-size loop of narrow() views in Python and all_gather
+	 * into that list, whose C++ side copies every rank's chunk out of a flat buffer;
+	 * fetch_sub_module then synchronizes again. A gather stands for a module's parameters;
+	 * the GPU zeroes the buffer and copies the chunks (3 passes). */
+	bool old = b->ds && b->s->ds_fetch_per_param;
+	double w[3];
+	int np = unit_parts(b, mid, w);
+	int64_t views = old ? 2 * b->nz * (unit_tensors(b, mid, true) / np) : 0, done = 0;
+	b->gop[mid] = PLAN_NONE;
+	for (int i = 0; i < np; i++) {
+		int64_t c = i == np - 1 ? part - done : (int64_t)((double)part * w[i]);
+		done += c;
+		uint32_t id = coll(b, PLAN_ALL_GATHER, b->zgroup, PLAN_STREAM_COMM, "ag_params", c,
+				   b->pdt, dep);
+		if (id == PLAN_NONE)
+			continue;
+		b->gop[mid] = id; /* the stream runs them in order: waiting on the last is enough */
+		if (old) {
+			b->p->ops[id].host_views = (uint32_t)(views < UINT32_MAX ? views : UINT32_MAX);
+			b->p->ops[id].flags |= PLAN_F_DEVSYNC;
+		}
+	}
 	b->live_gathered += n;
-	if (b->ds && b->s->ds_fetch_per_param && b->gop[mid] != PLAN_NONE) {
-		/* DeepSpeed < 0.5.5 (_allgather_param; docs/strategy.md, "Old releases"): per parameter,
-		 * torch.cuda.synchronize(), a world-size loop of narrow() views in Python and
-		 * all_gather into that list, whose C++ side copies every rank's chunk out of a flat
-		 * buffer; fetch_sub_module then synchronizes again. One collective stands for the
-		 * unit's parameters; the GPU zeroes the buffer and copies the chunks (3 passes). */
-		struct plan_op *op = &b->p->ops[b->gop[mid]];
-		int64_t views = 2 * b->nz * unit_tensors(b, mid, true);
-		op->host_views = (uint32_t)(views < UINT32_MAX ? views : UINT32_MAX);
-		op->flags |= PLAN_F_DEVSYNC;
+	if (old && b->gop[mid] != PLAN_NONE)
 		b->gop[mid] = compute_d(b, PLAN_K_ELEMWISE, "ag_copy_out", 0,
 					3.0 * (double)n * (double)b->pbytes, PLAN_STREAM_COMM, b->gop[mid]);
-	}
 }
 
 static void release(struct pb *b, int64_t mid)

@@ -869,6 +869,38 @@ static void test_zero3_prefetch(struct test_ctx *t)
 	free(j);
 }
 
+/* ZeRO-3 gathers DeepSpeed's leaf modules one by one: HF's Llama code has separate q, k, v
+ * and gate, up Linears (7 gathers a layer: q k v, o, gate up, down; the norms stay whole),
+ * Megatron's code fused ones (4); the split keeps every unit's elements. */
+static void test_zero3_leaf_modules(struct test_ctx *t)
+{
+	struct job *j = fx_job(8);
+	fx_degrees(j, 1, 1, 1, 1, 1);
+	j->strat.zero_stage = 3;
+	const enum strat_kernels code[2] = { STRAT_KERNELS_EAGER, STRAT_KERNELS_FUSED };
+	const int per_layer[2] = { 7, 4 };
+	double elems[2] = { 0, 0 };
+	for (int c = 0; c < 2; c++) {
+		j->strat.kernels = code[c];
+		struct plan p;
+		if (!build(j, 0, &p))
+			continue;
+		int fwd = 0;
+		for (size_t i = 0; i < p.nops; i++) {
+			const struct plan_op *o = &p.ops[i];
+			if (o->kind == PLAN_COLL && !strcmp(o->name, "ag_params") &&
+			    o->phase == PLAN_PHASE_FWD) {
+				fwd++;
+				elems[c] += (double)o->u.coll.count;
+			}
+		}
+		CHECK_EQ_INT(t, fwd, 1 + 32 * per_layer[c] + 1);
+		plan_release(&p);
+	}
+	CHECK_NEAR(t, elems[0], elems[1], 1e-12);
+	free(j);
+}
+
 /* DeepSpeed before 0.5.5 gathers parameter by parameter with torch.cuda.synchronize() around
  * the fetch and two per-rank host calls per parameter (a Python narrow, a C++ copy); before
  * 0.6.0 each gradient's reduce-scatter makes three (view, narrow, copy) per rank. The norms
@@ -885,29 +917,29 @@ static void test_zero3_old_deepspeed(struct test_ctx *t)
 		free(j);
 		return;
 	}
-	int64_t ag_views = 0, rs_views = 0;
-	int gathers = 0, synced = 0, copied = 0;
+	int64_t ag_views = 0, rs_views = 0, fwd = 0;
+	int gathers = 0, synced = 0, fwd_gathers = 0, fwd_copies = 0;
 	for (size_t i = 0; i < p.nops; i++) {
 		const struct plan_op *o = &p.ops[i];
+		bool f = o->phase == PLAN_PHASE_FWD;
 		if (o->kind == PLAN_COLL && !strcmp(o->name, "ag_params")) {
 			gathers++;
 			synced += (o->flags & PLAN_F_DEVSYNC) != 0;
 			ag_views += o->host_views;
-			copied += i + 1 < p.nops && !strcmp(p.ops[i + 1].name, "ag_copy_out");
+			fwd += f ? o->host_views : 0;
+			fwd_gathers += f;
 		}
+		fwd_copies += f && o->kind == PLAN_COMPUTE && !strcmp(o->name, "ag_copy_out");
 		if (o->kind == PLAN_COLL && o->u.coll.coll == PLAN_REDUCE_SCATTER)
 			rs_views += o->host_views;
 	}
-	/* forward gathers of one micro-batch: embedding (1 tensor), per layer q k v | o |
-	 * gate up | down (7 tensors: the norms stay), head (lm_head) */
-	int64_t fwd = 0;
-	for (size_t i = 0; i < p.nops; i++)
-		if (p.ops[i].kind == PLAN_COLL && !strcmp(p.ops[i].name, "ag_params") &&
-		    p.ops[i].phase == PLAN_PHASE_FWD)
-			fwd += p.ops[i].host_views;
+	/* forward of one micro-batch: one gather per leaf module, embedding, per layer q, k, v,
+	 * o, gate, up, down (the norms stay), the head's lm_head, each of one tensor; one copy-out
+	 * per unit (embedding, 4 per layer, head) */
 	CHECK(t, gathers > 0);
 	CHECK_EQ_INT(t, synced, gathers);
-	CHECK_EQ_INT(t, copied, gathers);
+	CHECK_EQ_INT(t, fwd_gathers, 1 + 32 * 7 + 1);
+	CHECK_EQ_INT(t, fwd_copies, 1 + 32 * 4 + 1);
 	CHECK_EQ_INT(t, fwd, 2 * 8 * (1 + 32 * 7 + 1));
 	CHECK(t, ag_views > fwd); /* backward gathers what was released */
 	CHECK_EQ_INT(t, rs_views, 3 * 8 * (32 * 9 + 3));
@@ -1444,6 +1476,7 @@ int main(void)
 	TEST_RUN(&t, test_zero_comm);
 	TEST_RUN(&t, test_zero3_prefetch);
 	TEST_RUN(&t, test_zero3_rs_views);
+	TEST_RUN(&t, test_zero3_leaf_modules);
 	TEST_RUN(&t, test_zero3_old_deepspeed);
 	TEST_RUN(&t, test_tp_comm_overlap_userbuffers);
 	TEST_RUN(&t, test_fsdp2_copies);
