@@ -370,10 +370,13 @@ static uint32_t batch_size(const struct role *ro, uint32_t k)
  * done. A range with nothing to wait for is no sync (the host would wait forever). */
 static void add_sync(struct role *ro, uint32_t from, uint32_t to, bool all)
 {
+	size_t cap = ro->sync_cap;
 	TW_GROW(ro->sync_from, ro->sync_cap, ro->nsync + 1);
+	if (ro->sync_cap != cap) { /* the other two arrays follow sync_from's capacity */
+		ro->sync_all = tw_realloc_array(ro->sync_all, ro->sync_cap, sizeof(*ro->sync_all));
+		ro->sync_op = tw_realloc_array(ro->sync_op, ro->sync_cap, sizeof(*ro->sync_op));
+	}
 	ro->sync_from[ro->nsync] = from;
-	ro->sync_all = tw_realloc(ro->sync_all, ro->sync_cap * sizeof(*ro->sync_all));
-	ro->sync_op = tw_realloc(ro->sync_op, ro->sync_cap * sizeof(*ro->sync_op));
 	ro->sync_op[ro->nsync] = to;
 	ro->sync_all[ro->nsync] = all;
 	if (batch_size(ro, ro->nsync) > 0)
