@@ -787,6 +787,12 @@ static bool fsdp2(const struct pb *b)
 	return b->fsdp && b->s->fsdp_version == 2;
 }
 
+/* DeepSpeed before 0.5.5: parameter by parameter, the device synchronized around each fetch */
+static bool ds_old_fetch(const struct pb *b)
+{
+	return b->ds && b->s->ds_fetch_per_param;
+}
+
 /* DeepSpeed fetches leaf modules, one all-gather each: a unit of separate Linears (q, k, v;
  * gate, up) is several gathers, split as their weights are. Shares of the unit in w. */
 static int unit_parts(const struct pb *b, int64_t uid, double w[3])
@@ -830,7 +836,7 @@ static void gather(struct pb *b, int64_t mid)
 	 * into that list, whose C++ side copies every rank's chunk out of a flat buffer;
 	 * fetch_sub_module then synchronizes again. A gather stands for a module's parameters;
 	 * the GPU zeroes the buffer and copies the chunks (3 passes). */
-	bool old = b->ds && b->s->ds_fetch_per_param;
+	bool old = ds_old_fetch(b);
 	double w[3];
 	int np = unit_parts(b, mid, w);
 	int64_t views = old ? 2 * b->nz * (unit_tensors(b, mid, true) / np) : 0, done = 0;
@@ -874,7 +880,7 @@ static void fetch(struct pb *b, int64_t mid, int64_t next)
 		return;
 	gather(b, mid);
 	/* old DeepSpeed's prefetch synchronized like its fetch: nothing to overlap */
-	if (next >= 0 && next < b->nunits && !(b->ds && b->s->ds_fetch_per_param)) {
+	if (next >= 0 && next < b->nunits && !ds_old_fetch(b)) {
 		int64_t dir = next > mid ? 1 : -1, pref = 0;
 		int64_t budget = b->fsdp ? 1 : b->s->max_live_parameters - b->live_gathered;
 		if (!b->fsdp && b->s->prefetch_bucket_size < budget)
