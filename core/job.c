@@ -55,6 +55,7 @@ enum tw_result job_load(const struct job_inputs *in, struct job *out, struct tw_
 
 static const char *const group_names[JOB_NUM_GROUPS] = {
 	"world", "tp", "cp", "dp", "dp_cp", "pp", "ep", "edp", "shard", "replica", "embedding",
+	"hpz", "node", "xnode",
 };
 
 const char *job_group_name(enum job_group g)
@@ -79,11 +80,30 @@ int64_t job_rank_of(const struct job *j, const struct job_coord *c)
 	return c->tp + s->tp * (c->cp + s->cp * (c->dp + s->dp * c->pp));
 }
 
-/* HYBRID_SHARD shard group size: ranks that shard one replica (within dp). */
+/* A block of g consecutive dp ranks, g dividing dp (dp otherwise). */
+static int64_t dp_block(const struct job *j, int64_t g)
+{
+	return g < 1 || g > j->strat.dp || j->strat.dp % g ? j->strat.dp : g;
+}
+
+/* HYBRID_SHARD / MiCS shard group size: ranks that shard one replica (within dp). */
 static int64_t shard_size(const struct job *j)
 {
-	int64_t g = j->strat.fsdp_shard_group > 0 ? j->strat.fsdp_shard_group : j->strat.dp;
-	return g > j->strat.dp || j->strat.dp % g ? j->strat.dp : g;
+	return dp_block(j, j->strat.shard_group);
+}
+
+/* The dp ranks of one node: ranks fill nodes in order, tp and cp vary fastest. */
+static int64_t node_dp(const struct job *j)
+{
+	int64_t inner = j->strat.tp * j->strat.cp, per = j->cluster.node.gpus;
+	return dp_block(j, per >= inner && inner > 0 ? per / inner : 1);
+}
+
+static int64_t block_of(const struct job *j, enum job_group g)
+{
+	return g == JOB_GROUP_HPZ ? dp_block(j, j->strat.zero_hpz > 1 ? j->strat.zero_hpz : 1)
+	       : g == JOB_GROUP_NODE || g == JOB_GROUP_XNODE ? node_dp(j)
+							       : shard_size(j);
 }
 
 int64_t job_group_size(const struct job *j, enum job_group g)
@@ -107,9 +127,12 @@ int64_t job_group_size(const struct job *j, enum job_group g)
 	case JOB_GROUP_EDP:
 		return s->ep > 0 ? s->dp / s->ep : s->dp;
 	case JOB_GROUP_SHARD:
-		return shard_size(j);
+	case JOB_GROUP_HPZ:
+	case JOB_GROUP_NODE:
+		return block_of(j, g);
 	case JOB_GROUP_REPLICA:
-		return s->dp / shard_size(j);
+	case JOB_GROUP_XNODE:
+		return s->dp / block_of(j, g);
 	case JOB_GROUP_EMB:
 		return s->pp > 1 ? 2 : 1;
 	default:
@@ -127,7 +150,7 @@ int64_t job_group_members(const struct job *j, enum job_group g, int64_t rank, i
 	int64_t n = job_group_size(j, g), k = 0, self = 0;
 	if (g == JOB_GROUP_EMB && c.pp != 0 && c.pp != s->pp - 1)
 		n = 1; /* a middle stage holds no embedding: its own group */
-	int64_t ep = s->ep > 0 ? s->ep : 1, sh = shard_size(j);
+	int64_t ep = s->ep > 0 ? s->ep : 1, sh = block_of(j, g);
 	for (int64_t i = 0; i < n; i++) {
 		m = c;
 		switch (g) {
@@ -157,9 +180,12 @@ int64_t job_group_members(const struct job *j, enum job_group g, int64_t rank, i
 			m.dp = (c.dp % ep) + i * ep;
 			break;
 		case JOB_GROUP_SHARD:
+		case JOB_GROUP_HPZ:
+		case JOB_GROUP_NODE:
 			m.dp = (c.dp / sh) * sh + i;
 			break;
 		case JOB_GROUP_REPLICA:
+		case JOB_GROUP_XNODE:
 			m.dp = (c.dp % sh) + i * sh;
 			break;
 		case JOB_GROUP_EMB:

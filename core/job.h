@@ -46,10 +46,14 @@ enum job_group {
 	JOB_GROUP_PP,
 	JOB_GROUP_EP,       /* expert-parallel: all-to-all */
 	JOB_GROUP_EDP,      /* expert data-parallel: replicas of the same experts */
-	JOB_GROUP_SHARD,    /* FSDP HYBRID_SHARD / ZeRO shard group */
-	JOB_GROUP_REPLICA,  /* FSDP HYBRID_SHARD replica group */
+	JOB_GROUP_SHARD,    /* FSDP HYBRID_SHARD / DeepSpeed MiCS shard group (strategy
+			     * shard_group consecutive dp ranks) */
+	JOB_GROUP_REPLICA,  /* their replica group: the same place in every shard group */
 	JOB_GROUP_EMB,      /* the first and the last pipeline stage (same tp, cp, dp): tied
 			     * embedding grads; a middle stage's rank is alone in its own */
+	JOB_GROUP_HPZ,      /* DeepSpeed hpZ: zero_hpz consecutive dp ranks */
+	JOB_GROUP_NODE,     /* the dp ranks of one node (DeepSpeed qgZ's intra-node all-to-all) */
+	JOB_GROUP_XNODE,    /* the same place in every node's dp ranks (its inter-node one) */
 	JOB_NUM_GROUPS
 };
 const char *job_group_name(enum job_group g);

@@ -71,7 +71,9 @@ enum { PLAN_F_RECOMPUTE = 1 /* forward work redone in backward */, PLAN_F_SEND =
        PLAN_F_DEVSYNC = 32 /* the host synchronizes the device before issuing it and waits
 			    * for it to finish (sim) */,
        PLAN_F_USERBUF = 64 /* a TP all-gather / reduce-scatter of Transformer Engine's
-			    * userbuffers: P2P copies over NVLink, not NCCL (sim) */ };
+			    * userbuffers: P2P copies over NVLink, not NCCL (sim) */,
+       PLAN_F_HOSTWAIT = 128 /* the host synchronizes the op's stream after issuing it:
+			      * it waits for the op and what ran before it there (sim) */ };
 
 /* P2P seq = PLAN_P2P_KINDS x (index among src->dst sends of the same kind) + kind, so that
  * activations, gradients and context-parallel KV blocks between one pair never cross. */

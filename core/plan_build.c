@@ -93,6 +93,7 @@ struct pb {
 	uint32_t *gop;          /* its all-gather */
 	bool *gcopied;          /* FSDP2: its gathered parameters copied out since the gather */
 	bool *keep_fwd;         /* kept gathered from forward to backward (reuse distance) */
+	int32_t *sbuf;          /* DeepSpeed hpZ: a module's secondary partition, -1: none yet */
 	int64_t upl;            /* gathering units per layer: 4 DeepSpeed (leaf modules), 1 FSDP */
 	int64_t head_uid, nunits;
 	int64_t u_lo, u_hi;     /* units of the chunk being run */
@@ -813,6 +814,14 @@ static int unit_parts(const struct pb *b, int64_t uid, double w[3])
 	return 1;
 }
 
+/* DeepSpeed hpZ: a module released once this step keeps a secondary partition over its hpZ
+ * group, and every later gather of it reads that instead (all_gather_coalesced's
+ * use_secondary_tensor): all but the first micro-batch's forward */
+static bool hpz_gather(const struct pb *b, int64_t mid)
+{
+	return b->ds && b->s->zero_hpz > 1 && b->sbuf[mid] >= 0;
+}
+
 static void gather(struct pb *b, int64_t mid)
 {
 	if (b->shard != SH_PARAM || b->gbuf[mid] >= 0)
@@ -822,7 +831,10 @@ static void gather(struct pb *b, int64_t mid)
 		return;
 	b->gbuf[mid] = mem_alloc(b, PLAN_MEM_GATHERED, PLAN_DEV_GPU, n * b->pbytes, "gathered",
 				 PLAN_STREAM_COMM);
-	int64_t part = (n + b->nz - 1) / b->nz;
+	bool sec = hpz_gather(b, mid);
+	enum job_group g = sec ? JOB_GROUP_HPZ : b->zgroup;
+	int64_t nz = sec ? job_group_size(b->j, g) : b->nz;
+	int64_t part = (n + nz - 1) / nz;
 	uint32_t dep = PLAN_NONE;
 	if (b->s->offload_param != STRAT_OFFLOAD_NONE) /* partition lives on the host */
 		dep = copy(b, PLAN_H2D, "param_h2d", part * b->pbytes, PLAN_NONE);
@@ -830,6 +842,17 @@ static void gather(struct pb *b, int64_t mid)
 		dep = compute_d(b, PLAN_K_ELEMWISE, "ag_copy_in", 0,
 				(double)part * (double)((b->mixed ? 4 : b->pbytes) + b->pbytes),
 				PLAN_STREAM_COMM, dep);
+	/* qwZ (CUDAQuantizer): the partitions concatenated, cast to fp16 (bf16 params), and
+	 * quantized to int8 with an fp32 scale per group of <= 8,000; the all-gather moves the
+	 * int8 values and the scales (folded into its bytes) */
+	bool qw = b->ds && b->s->zero_qweights;
+	enum tw_dtype dt = b->pdt;
+	double cast = b->pdt == TW_BF16 ? b->pbytes + 2.0 : 0; /* to fp16 and back, per element */
+	if (qw) {
+		dep = compute_d(b, PLAN_K_ELEMWISE, "quantize_params", 0,
+				(double)part * (2.0 * b->pbytes + cast + 3.0), PLAN_STREAM_COMM, dep);
+		dt = TW_INT8;
+	}
 	b->gcopied[mid] = false;
 	/* DeepSpeed < 0.5.5 (_allgather_param; docs/strategy.md, "Old releases"): per parameter,
 	 * torch.cuda.synchronize(), a world-size loop of narrow() views in Python and all_gather
@@ -844,8 +867,9 @@ static void gather(struct pb *b, int64_t mid)
 	for (int i = 0; i < np; i++) {
 		int64_t c = i == np - 1 ? part - done : (int64_t)((double)part * w[i]);
 		done += c;
-		uint32_t id = coll(b, PLAN_ALL_GATHER, b->zgroup, PLAN_STREAM_COMM, "ag_params", c,
-				   b->pdt, dep);
+		if (qw) /* one fp32 scale per 8,000 values, gathered beside them */
+			c += (c + 1999) / 2000;
+		uint32_t id = coll(b, PLAN_ALL_GATHER, g, PLAN_STREAM_COMM, "ag_params", c, dt, dep);
 		if (id == PLAN_NONE)
 			continue;
 		b->gop[mid] = id; /* the stream runs them in order: waiting on the last is enough */
@@ -858,15 +882,29 @@ static void gather(struct pb *b, int64_t mid)
 	if (old && b->gop[mid] != PLAN_NONE)
 		b->gop[mid] = compute_d(b, PLAN_K_ELEMWISE, "ag_copy_out", 0,
 					3.0 * (double)n * (double)b->pbytes, PLAN_STREAM_COMM, b->gop[mid]);
+	if (qw && b->gop[mid] != PLAN_NONE) /* the handle's wait: int8 to fp16 (to bf16) */
+		b->gop[mid] = compute_d(b, PLAN_K_ELEMWISE, "dequantize_params", 0,
+					(double)n * (3.0 + cast), PLAN_STREAM_COMM, b->gop[mid]);
 }
 
 static void release(struct pb *b, int64_t mid)
 {
 	if (b->shard != SH_PARAM || b->gbuf[mid] < 0)
 		return;
+	int64_t n = unit_params(b, mid) - unit_persistent(b, mid);
+	if (b->ds && b->s->zero_hpz > 1 && b->sbuf[mid] < 0) {
+		/* hpZ (_partition_param_sec): the first release of the step keeps this rank's
+		 * slice of the hpZ group, zeroed and copied from the gathered parameters, then
+		 * synchronizes the stream (the host waits) */
+		int64_t sec = (n + b->s->zero_hpz - 1) / b->s->zero_hpz;
+		b->sbuf[mid] = mem_alloc(b, PLAN_MEM_PARAMS, PLAN_DEV_GPU, sec * b->pbytes,
+					 "hpz_secondary", PLAN_STREAM_COMPUTE);
+		uint32_t id = elem(b, PLAN_K_ELEMWISE, "hpz_copy", 3.0 * (double)sec * b->pbytes);
+		b->p->ops[id].flags |= PLAN_F_HOSTWAIT;
+	}
 	mem_free(b, b->gbuf[mid], "gathered", PLAN_STREAM_COMPUTE);
 	b->gbuf[mid] = -1;
-	b->live_gathered -= unit_params(b, mid) - unit_persistent(b, mid);
+	b->live_gathered -= n;
 }
 
 /* Fetch a module before its compute, then prefetch the units that follow in execution order
@@ -970,6 +1008,34 @@ static void flush_dense(struct pb *b, struct red *r, bool all)
 	}
 }
 
+/* DeepSpeed qgZ (all_to_all_quant_reduce, reference/deepspeed.md §2.4): per gradient, an int4
+ * quantization swizzled by destination, an all-to-all among the node's ranks, a kernel that
+ * dequantizes, adds the node's L chunks and quantizes the sum, an all-to-all across nodes, and
+ * the dequantization with the sum of the nodes' chunks: the rank's partition. The fp32 scales
+ * (one per group of a row or column: < 1% of the bytes) are not counted. Every tensor goes through a Python loop of about 12 calls
+ * plus one add per node (host views, 4 to a call). Returns the last op. */
+static uint32_t quant_reduce(struct pb *b, const struct red *r, uint32_t dep)
+{
+	int64_t P = r->pending, L = job_group_size(b->j, JOB_GROUP_NODE);
+	int64_t nodes = job_group_size(b->j, JOB_GROUP_XNODE), pb = tw_dtype_bytes(b->comm_dt);
+	double P4 = (double)P / 2, local = P4 / (double)L; /* int4 bytes before and after the node */
+	dep = compute_d(b, PLAN_K_ELEMWISE, "quantize_grads", 0, (double)P * pb + P4,
+			PLAN_STREAM_COMM, dep);
+	uint32_t id = coll(b, PLAN_ALL_TO_ALL, JOB_GROUP_NODE, PLAN_STREAM_COMM, "a2a_grads_node",
+			   (int64_t)ceil(P4), TW_INT8, dep);
+	id = compute_d(b, PLAN_K_ELEMWISE, "quant_reduce_grads", 0, P4 + local, PLAN_STREAM_COMM,
+		       id != PLAN_NONE ? id : dep);
+	uint32_t x = coll(b, PLAN_ALL_TO_ALL, JOB_GROUP_XNODE, PLAN_STREAM_COMM, "a2a_grads_xnode",
+			  (int64_t)ceil(local), TW_INT8, id);
+	id = compute_d(b, PLAN_K_ELEMWISE, "dequantize_grads", 0,
+		       local + 3.0 * (double)P / (double)L * pb, PLAN_STREAM_COMM,
+		       x != PLAN_NONE ? x : id);
+	int64_t views = 4 * (12 + nodes) * r->tensors;
+	if (x != PLAN_NONE)
+		b->p->ops[x].host_views = (uint32_t)(views < UINT32_MAX ? views : UINT32_MAX);
+	return id;
+}
+
 /* ZeRO-3 / FSDP: reduce-scatter the waiting full gradients into the partition buffer. */
 static void reduce_scatter_pending(struct pb *b, struct red *r)
 {
@@ -977,7 +1043,7 @@ static void reduce_scatter_pending(struct pb *b, struct red *r)
 		return;
 	/* DeepSpeed's reduce_scatter_coalesced interleaves the grads' per-rank chunks into one
 	 * flat buffer first (torch.cat: a read and a write; reference/deepspeed.md §2.4) */
-	if (b->ds && b->s->reduce_scatter)
+	if (b->ds && b->s->reduce_scatter && !b->s->zero_qgrads)
 		elem(b, PLAN_K_ELEMWISE, "rs_interleave",
 		     (double)r->pending * 2.0 * tw_dtype_bytes(b->comm_dt));
 	uint32_t dep = b->last_compute;
@@ -987,8 +1053,10 @@ static void reduce_scatter_pending(struct pb *b, struct red *r)
 		dep = compute_d(b, PLAN_K_ELEMWISE, "rs_copy_in", 0,
 				(double)r->pending * (double)(b->pbytes + tw_dtype_bytes(b->comm_dt)),
 				PLAN_STREAM_COMM, dep);
-	uint32_t id = coll(b, PLAN_REDUCE_SCATTER, r->group, PLAN_STREAM_COMM, "rs_grads",
-			   (r->pending + r->n - 1) / r->n, b->comm_dt, dep);
+	uint32_t id = b->ds && b->s->zero_qgrads
+			      ? quant_reduce(b, r, dep)
+			      : coll(b, PLAN_REDUCE_SCATTER, r->group, PLAN_STREAM_COMM, "rs_grads",
+				     (r->pending + r->n - 1) / r->n, b->comm_dt, dep);
 	if (id != PLAN_NONE) {
 		b->last_red = id;
 		/* reduce_scatter_coalesced slices every tensor into one view per rank in Python
@@ -996,12 +1064,17 @@ static void reduce_scatter_pending(struct pb *b, struct red *r)
 		 * each gradient went alone: per rank a view(-1), a narrow() and the C++ copy of
 		 * the reduce_scatter list into a flat buffer */
 		int64_t views = (b->s->ds_rs_per_param ? 3 : 1) * r->tensors * r->n;
-		if (b->ds)
+		if (b->ds && !b->s->zero_qgrads)
 			b->p->ops[id].host_views = (uint32_t)(views < UINT32_MAX ? views : UINT32_MAX);
 	}
-	if (b->fsdp && b->s->fsdp_sharding == STRAT_FSDP_HYBRID_SHARD) {
+	/* the partitions of the replicas add up: HYBRID_SHARD after every reduce-scatter, MiCS
+	 * at the accumulation boundary (allreduce_mics_shard_grads, in the grad buffer's dtype) */
+	bool hsdp = b->fsdp && b->s->fsdp_sharding == STRAT_FSDP_HYBRID_SHARD;
+	bool mics = b->ds && b->s->mics_shard > 0 && b->micro == b->nmicro - 1;
+	if (hsdp || mics) {
 		id = coll(b, PLAN_ALL_REDUCE, JOB_GROUP_REPLICA, PLAN_STREAM_COMM, "ar_grads",
-			  (r->pending + r->n - 1) / r->n, b->comm_dt, b->last_red);
+			  (r->pending + r->n - 1) / r->n, hsdp ? b->comm_dt : b->s->grad_accum_dtype,
+			  b->last_red);
 		if (id != PLAN_NONE)
 			b->last_red = id;
 	}
@@ -2012,6 +2085,11 @@ static void optimizer_step(struct pb *b)
 	else if (b->ds && b->shard == SH_PARAM && b->persist_elems > 0)
 		coll(b, PLAN_ALL_GATHER, b->zgroup, PLAN_STREAM_COMPUTE, "ag_persistent",
 		     (b->persist_elems + N - 1) / N, b->pdt, PLAN_NONE);
+	for (int64_t i = 0; i < b->nunits; i++) /* _post_step drops hpZ's secondary partitions */
+		if (b->sbuf[i] >= 0) {
+			mem_free(b, b->sbuf[i], "hpz_secondary", PLAN_STREAM_COMPUTE);
+			b->sbuf[i] = -1;
+		}
 	if (b->ds && b->pp > 1) /* _aggregate_total_loss: the last stage broadcasts the loss */
 		coll(b, PLAN_BROADCAST, JOB_GROUP_PP, PLAN_STREAM_COMPUTE, "loss_broadcast", 1,
 		     TW_FP32, PLAN_NONE);
@@ -2160,12 +2238,16 @@ static void setup(struct pb *b)
 		b->shard = s->distributed_optimizer ? SH_OPT : SH_NONE;
 	else if (b->fsdp && s->fsdp_sharding != STRAT_FSDP_NO_SHARD)
 		b->shard = SH_PARAM;
-	if (b->fsdp && s->fsdp_sharding == STRAT_FSDP_HYBRID_SHARD)
+	if ((b->fsdp && s->fsdp_sharding == STRAT_FSDP_HYBRID_SHARD) ||
+	    (b->ds && b->shard == SH_PARAM && s->mics_shard > 0))
 		b->zgroup = JOB_GROUP_SHARD;
 	b->nz = job_group_size(j, b->zgroup);
 	if (b->nz < 1)
 		b->nz = 1;
-	b->dense = (struct red){.group = b->dgroup, .n = job_group_size(j, b->dgroup)};
+	/* sharded gradients are reduce-scattered over the parameters' shard group */
+	b->dense = b->shard == SH_PARAM ? (struct red){.group = b->zgroup, .n = b->nz}
+					: (struct red){.group = b->dgroup,
+						       .n = job_group_size(j, b->dgroup)};
 	b->expert = (struct red){.group = b->ep > 1 ? JOB_GROUP_EDP : b->dgroup,
 				 .n = job_group_size(j, b->ep > 1 ? JOB_GROUP_EDP : b->dgroup)};
 
@@ -2228,8 +2310,9 @@ static void setup(struct pb *b)
 	b->gop = TW_NEW_ARRAY(uint32_t, (size_t)nm);
 	b->gcopied = TW_NEW_ARRAY(bool, (size_t)nm);
 	b->keep_fwd = TW_NEW_ARRAY(bool, (size_t)nm);
+	b->sbuf = TW_NEW_ARRAY(int32_t, (size_t)nm);
 	for (int64_t i = 0; i < nm; i++) {
-		b->gbuf[i] = -1;
+		b->gbuf[i] = b->sbuf[i] = -1;
 		b->gop[i] = PLAN_NONE;
 	}
 	if (b->shard == SH_PARAM) {
@@ -2352,6 +2435,7 @@ static enum tw_result build_rank(const struct job *j, int64_t rank, struct plan 
 	free(b.gop);
 	free(b.gcopied);
 	free(b.keep_fwd);
+	free(b.sbuf);
 	free(b.act);
 	free(b.ckpt);
 	free(b.pg_op);

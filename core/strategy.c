@@ -683,6 +683,39 @@ static void oprov(struct strategy *s, const char *path, const struct oval *ov, c
 }
 
 /* An error about a strategy value: the label is where the value came from. */
+/* ZeRO++ and MiCS need the degrees: DeepSpeed builds their groups from consecutive global
+ * ranks (groups._create_zero_param_parallel_group, MiCS_CommGroups, qgZ's local / global
+ * all-to-all groups), which are data-parallel ranks only without tp and cp. */
+static enum tw_result check_zeropp(struct strat_rd *r)
+{
+	struct strategy *s = r->s;
+	const char *key = s->zero_hpz > 1	   ? "zero_optimization.zero_hpz_partition_size"
+			  : s->mics_shard > 0 ? "zero_optimization.mics_shard_size"
+			  : s->zero_qgrads    ? "zero_optimization.zero_quantized_gradients"
+					      : NULL;
+	if (!key)
+		return TW_OK;
+	if (s->tp * s->cp > 1)
+		return tw_errf(r->err, TW_ERR_INVALID,
+			       "%s: %s: modelled with tp = cp = 1 only (DeepSpeed forms its groups "
+			       "from consecutive ranks; here tp=%" PRId64 ", cp=%" PRId64 ")",
+			       strat_label(r, STRAT_TREE_DS, key), key, s->tp, s->cp);
+	int64_t g = s->zero_hpz > 1 ? s->zero_hpz : s->mics_shard;
+	if (g > 1 && (g > s->dp || s->dp % g))
+		return tw_errf(r->err, TW_ERR_INVALID,
+			       "%s: %s=%" PRId64 " does not divide the data-parallel size %" PRId64,
+			       strat_label(r, STRAT_TREE_DS, key), key, g, s->dp);
+	if (s->mics_shard > 0)
+		s->shard_group = s->mics_shard;
+	int64_t per_node = r->c && r->c->node.gpus > 0 ? r->c->node.gpus : s->dp;
+	if (s->zero_qgrads && s->dp <= per_node) {
+		s->zero_qgrads = false;
+		strat_prov(s, "zero_optimization.zero_quantized_gradients", STRAT_SRC_DERIVED,
+			   "one node: DeepSpeed reduce-scatters (qgZ needs more than one)", "false");
+	}
+	return TW_OK;
+}
+
 static enum tw_result sfail(struct strat_rd *r, const char *path, const char *fmt, ...)
 {
 	char rule[400];
@@ -1187,11 +1220,14 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 			while (g > 1 && s->dp % g)
 				g--;
 		}
-		s->fsdp_shard_group = s->fsdp_sharding == STRAT_FSDP_HYBRID_SHARD ? g : s->dp;
+		s->shard_group = s->fsdp_sharding == STRAT_FSDP_HYBRID_SHARD ? g : s->dp;
 		if (s->fsdp_sharding == STRAT_FSDP_HYBRID_SHARD)
 			oprov(s, "fsdp.shard_group_size", &u.fsdp_group,
-			      "data-parallel ranks of one node", "%" PRId64, s->fsdp_shard_group);
+			      "data-parallel ranks of one node", "%" PRId64, s->shard_group);
 	}
+
+	if (s->framework == STRAT_DEEPSPEED && s->zero_stage == 3)
+		TW_CHECK(check_zeropp(r));
 
 	/* batch */
 	s->seq_len = u.seq_len.given ? u.seq_v : (r->m && r->m->seq_len > 0 ? r->m->seq_len : 0);
@@ -1335,10 +1371,14 @@ struct cJSON *strategy_to_json(const struct strategy *s)
 	cJSON_AddBoolToObject(z, "offload_pin_memory", s->offload_pin_memory);
 	cJSON_AddBoolToObject(z, "offload_param_pin_memory", s->offload_param_pin_memory);
 	cJSON_AddNumberToObject(z, "offload_ratio", s->offload_ratio);
+	cJSON_AddNumberToObject(z, "hpz_partition_size", (double)(s->zero_hpz > 1 ? s->zero_hpz : 1));
+	cJSON_AddBoolToObject(z, "quantized_weights", s->zero_qweights);
+	cJSON_AddBoolToObject(z, "quantized_gradients", s->zero_qgrads);
+	cJSON_AddNumberToObject(z, "mics_shard_size", s->mics_shard > 0 ? (double)s->mics_shard : -1);
 	cJSON_AddBoolToObject(o, "distributed_optimizer", s->distributed_optimizer);
 	cJSON *f = cJSON_AddObjectToObject(o, "fsdp");
 	cJSON_AddStringToObject(f, "sharding_strategy", fsdp_names[s->fsdp_sharding]);
-	cJSON_AddNumberToObject(f, "shard_group_size", (double)s->fsdp_shard_group);
+	cJSON_AddNumberToObject(f, "shard_group_size", (double)s->shard_group);
 	cJSON_AddNumberToObject(f, "version", s->fsdp_version);
 	cJSON *a = cJSON_AddObjectToObject(o, "activations");
 	cJSON_AddStringToObject(a, "recompute", recompute_names[s->recompute]);

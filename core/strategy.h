@@ -90,6 +90,15 @@ struct strategy {
 	bool offload_param_pin_memory;  /* offload_param.pin_memory */
 	double offload_ratio;       /* ZeRO-3 partial optimizer offload, (0, 1] */
 	double gradient_clipping;
+	/* ZeRO++ and MiCS (ZeRO-3 only; reference/deepspeed.md §2.4): hpZ keeps a secondary
+	 * parameter partition over zero_hpz consecutive ranks, which every gather after the
+	 * step's first forward uses (1: off); qwZ gathers parameters as int8 with fp32 block
+	 * scales; qgZ reduces gradients with int4 all-to-alls, within then across nodes (only on
+	 * more than one node); MiCS shards the states within shard_group ranks and all-reduces
+	 * the grad partitions across the replicas at the accumulation boundary (0: off) */
+	int64_t zero_hpz;
+	bool zero_qweights, zero_qgrads;
+	int64_t mics_shard;
 
 	/* Megatron / FSDP */
 	bool distributed_optimizer;
@@ -103,7 +112,8 @@ struct strategy {
 	 * the GEMM next to it; off by default */
 	bool tp_comm_overlap;
 	enum strat_fsdp fsdp_sharding;
-	int64_t fsdp_shard_group;   /* HYBRID_SHARD: ranks per shard group (default gpus per node) */
+	int64_t shard_group;        /* ranks that shard one replica: FSDP HYBRID_SHARD (default the
+				     * data-parallel ranks of a node) or DeepSpeed MiCS; dp otherwise */
 	int fsdp_version;           /* 1: FSDP's flat parameters; 2: fully_shard (FSDP2), which
 				     * copies the shards in and the gathered parameters out around
 				     * each all-gather and the grads in before each reduce-scatter */

@@ -487,6 +487,72 @@ static enum tw_result parse_offload(struct strat_rd *r, const struct sec *zero, 
 	return TW_OK;
 }
 
+/* ZeRO++ (hpZ, qwZ, qgZ) and MiCS, which DeepSpeed builds only into its stage-3 optimizer
+ * (reference/deepspeed.md §2.4); below stage 3 they are read for their types. The checks that
+ * need the degrees are in strategy.c. */
+static enum tw_result parse_zeropp(struct strat_rd *r, const struct sec *z, int stage)
+{
+	struct strategy *s = r->s;
+	const char *dd = "DeepSpeed default";
+	int64_t hpz = 1, mics = -1;
+	bool qw = false, qg = false, hier = false;
+	s->zero_hpz = 1, s->zero_qweights = s->zero_qgrads = false, s->mics_shard = 0;
+	if (stage != 3) {
+		const char *const ints[] = {"zero_hpz_partition_size", "mics_shard_size", NULL};
+		const char *const bools[] = {"zero_quantized_weights", "zero_quantized_gradients",
+					     "mics_hierarchical_params_gather", NULL};
+		bool set = false;
+		for (int i = 0; ints[i]; i++) {
+			char p[96];
+			snprintf(p, sizeof(p), "zero_optimization.%s", ints[i]);
+			struct json_ctx c = {strat_label(r, STRAT_TREE_DS, p), "zero_optimization", r->err};
+			int64_t v = i == 0 ? 1 : -1;
+			TW_CHECK(json_get_int(&c, z->obj, ints[i], -1, INT64_MAX, &v, NULL));
+			set = set || (i == 0 ? v > 1 : v > 0);
+		}
+		for (int i = 0; bools[i]; i++) {
+			char p[96];
+			snprintf(p, sizeof(p), "zero_optimization.%s", bools[i]);
+			struct json_ctx c = {strat_label(r, STRAT_TREE_DS, p), "zero_optimization", r->err};
+			bool v = false;
+			TW_CHECK(json_get_bool(&c, z->obj, bools[i], &v, NULL));
+			set = set || v;
+		}
+		if (set)
+			tw_log(TW_LOG_WARN,
+			       "%s: ZeRO++ and MiCS settings work only with ZeRO stage 3; DeepSpeed "
+			       "ignores them at stage %d",
+			       r->ds_file, stage);
+		return TW_OK;
+	}
+	TW_CHECK(kint(z, "zero_hpz_partition_size", NULL, 0, INT64_MAX, 1, dd, &hpz));
+	TW_CHECK(kbool(z, "zero_quantized_weights", NULL, false, dd, &qw));
+	TW_CHECK(kbool(z, "zero_quantized_gradients", NULL, false, dd, &qg));
+	TW_CHECK(kint(z, "mics_shard_size", NULL, -1, INT64_MAX, -1, "DeepSpeed default (off)",
+		      &mics));
+	TW_CHECK(kbool(z, "mics_hierarchical_params_gather", NULL, false, dd, &hier));
+	s->zero_hpz = hpz > 1 ? hpz : 1;
+	s->zero_qweights = qw, s->zero_qgrads = qg;
+	s->mics_shard = mics > 0 ? mics : 0;
+	if (s->mics_shard > 0 && s->zero_hpz > 1)
+		return fail(z, "mics_shard_size",
+			    "MiCS together with hpZ (zero_hpz_partition_size > 1) is not modelled");
+	if (s->mics_shard > 0 && qg)
+		return fail(z, "zero_quantized_gradients",
+			    "qgZ reduces over the whole world and MiCS over its shard group: the "
+			    "two together are not modelled");
+	if (s->mics_shard > 0 && (s->offload_optimizer != STRAT_OFFLOAD_NONE ||
+				  s->offload_param != STRAT_OFFLOAD_NONE))
+		return fail(z, "mics_shard_size",
+			    "MiCS does not offload (DeepSpeed: Local sharding has no support for "
+			    "CPU offloading)");
+	if (s->mics_shard > 0 && hier)
+		warn_unmodelled(r, "zero_optimization.mics_hierarchical_params_gather");
+	if (item(z->obj, "zeropp_loco_param") && qg)
+		warn_unmodelled(r, "zero_optimization.zeropp_loco_param");
+	return TW_OK;
+}
+
 static enum tw_result parse_zero(struct strat_rd *r, const struct sec *top)
 {
 	struct strategy *s = r->s;
@@ -572,7 +638,6 @@ static enum tw_result parse_zero(struct strat_rd *r, const struct sec *top)
 	const char *const bools[] = {"allgather_partitions", "load_from_fp32_weights",
 				     "elastic_checkpoint", "ignore_unused_parameters",
 				     "round_robin_gradients", "memory_efficient_linear",
-				     "mics_hierarchical_params_gather",
 				     "zero_quantized_nontrainable_weights", NULL};
 	for (int i = 0; bools[i]; i++) {
 		char p[96];
@@ -604,33 +669,11 @@ static enum tw_result parse_zero(struct strat_rd *r, const struct sec *top)
 		dprov(r, "zero_optimization.stage3_prefetch_bucket_size", STRAT_SRC_DERIVED,
 		      "stage3_allgather_sequential sets it to 1", "1");
 	}
-	bool q = false;
-	const char *const zpp[] = {"zero_quantized_weights", "zero_quantized_gradients", NULL};
-	for (int i = 0; zpp[i]; i++) {
-		char p[96];
-		snprintf(p, sizeof(p), "zero_optimization.%s", zpp[i]);
-		struct json_ctx c = {strat_label(r, STRAT_TREE_DS, p), "zero_optimization", r->err};
-		q = false;
-		TW_CHECK(json_get_bool(&c, z.obj, zpp[i], &q, NULL));
-		if (q)
-			warn_unmodelled(r, p);
-	}
-	int64_t hpz = 1, mics = -1;
-	{
-		struct json_ctx c = {strat_label(r, STRAT_TREE_DS, "zero_optimization.zero_hpz_partition_size"),
-				     "zero_optimization", r->err};
-		TW_CHECK(json_get_int(&c, z.obj, "zero_hpz_partition_size", 0, INT64_MAX, &hpz, NULL));
-		c.file = strat_label(r, STRAT_TREE_DS, "zero_optimization.mics_shard_size");
-		TW_CHECK(json_get_int(&c, z.obj, "mics_shard_size", -1, INT64_MAX, &mics, NULL));
-	}
-	if (hpz > 1)
-		warn_unmodelled(r, "zero_optimization.zero_hpz_partition_size (hpZ)");
-	if (mics > 0)
-		warn_unmodelled(r, "zero_optimization.mics_shard_size (MiCS)");
 	if (item(z.obj, "zenflow"))
 		warn_unmodelled(r, "zero_optimization.zenflow");
 
 	TW_CHECK(parse_offload(r, &z, (int)stage));
+	TW_CHECK(parse_zeropp(r, &z, (int)stage));
 
 	/* ZeRO-1/2 force contiguous gradients under CPU offload (§1.4) */
 	if ((stage == 1 || stage == 2) && s->offload_optimizer != STRAT_OFFLOAD_NONE &&

@@ -1058,9 +1058,10 @@ static enum tw_result role_prepare(struct eng *e, struct role *ro)
 		 * .cuda() of pageable memory synchronizes the stream; Megatron's broadcast_data
 		 * reads the sizes back with .cpu()): the host waits for the GPU there. Not for the
 		 * interleaved schedule, for the reason above. A device-synced op: the host waits
-		 * for it too (the module's fetch is complete before its forward is issued). */
+		 * for it too (the module's fetch is complete before its forward is issued), and
+		 * for an op whose stream it synchronizes (hpZ's secondary copy). */
 		if (serial && (((op->flags & PLAN_F_BATCH) && op->kind == PLAN_COPY) ||
-			       (op->flags & PLAN_F_DEVSYNC)))
+			       (op->flags & (PLAN_F_DEVSYNC | PLAN_F_HOSTWAIT))))
 			add_sync(ro, (uint32_t)i, (uint32_t)i, (op->flags & PLAN_F_DEVSYNC) != 0);
 	}
 	/* the last batch of p2p ops */

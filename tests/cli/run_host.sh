@@ -74,6 +74,27 @@ for s in z0 z1 z2 z3 tp2 pp2 ds-tp2-pp2 z2-offload z3-offload; do
 	check_run "run host, 4 ranks, $s" "$tmp/$s.json" $? "$db" 1
 done
 
+# ZeRO++ (hpZ over rank pairs, int8 weight gathers, int4 gradient all-to-alls) on 2 nodes of
+# 2 ranks, and MiCS over 2-rank shard groups: every collective of their groups verified
+for s in zpp mics; do
+	db=$tmp/$s.db
+	timeout 120 $MPIRUN "$TWIN" run -m tiny -c host-cpu --gpus 4 -s "$FIX/$s.json" --backend host \
+		--set node.gpus=2 --set net.max_nodes=2 --set net.fabric=ethernet --set net.nic_gbps=100 \
+		--set net.nics_per_node=1 --steps 1 --warmup 0 --db "$db" --json >"$tmp/$s.json" \
+		2>"$tmp/$s.json.err"
+	check_run "run host, 4 ranks, $s" "$tmp/$s.json" $? "$db" 1
+done
+if [ "$have_sqlite" = 1 ]; then
+	n=$(sqlite3 "$tmp/zpp.db" "SELECT count(*) FROM events e JOIN names n ON n.id = e.name_id WHERE n.name IN ('a2a_grads_node', 'a2a_grads_xnode', 'hpz_copy')")
+	r=$(sqlite3 "$tmp/zpp.db" "SELECT count(*) FROM events e JOIN names n ON n.id = e.name_id WHERE n.name = 'rs_grads'")
+	a=$(sqlite3 "$tmp/mics.db" "SELECT count(*) FROM events e JOIN names n ON n.id = e.name_id WHERE n.name = 'ar_grads'")
+	if [ "${n:-0}" -gt 0 ] && [ "$r" = 0 ] && [ "${a:-0}" -gt 0 ]; then
+		ok "run host, qgZ all-to-alls instead of reduce-scatters ($n ops), MiCS all-reduces ($a)"
+	else
+		nok "run host, ZeRO++ / MiCS ops" "qgZ/hpZ ops '$n', reduce-scatters '$r', MiCS all-reduces '$a'"
+	fi
+fi
+
 # a tied model over 4 pipeline stages: the first and the last stage all-reduce their embedding
 # grads (ar_embed), the middle ones are alone in their embedding groups
 db=$tmp/tied.db

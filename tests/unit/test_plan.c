@@ -948,6 +948,135 @@ static void test_zero3_old_deepspeed(struct test_ctx *t)
 	free(j);
 }
 
+/* ZeRO++ and MiCS (reference/deepspeed.md §2.4). hpZ: the first micro-batch's forward gathers
+ * over the data-parallel group and keeps a secondary partition of each module (a copy the host
+ * waits for), every later gather reads it over the hpZ group; qwZ: every gather moves int8 with
+ * its scales, quantized before and dequantized after; qgZ: no reduce-scatter, an int4
+ * all-to-all within the node and one across nodes; MiCS: gathers and reduce-scatters over the
+ * shard group, the replicas' all-reduce at the accumulation boundary only; FSDP HYBRID_SHARD:
+ * reduce-scatter over the shard group, the all-reduce over the replicas after each. */
+static void test_zero3_zeropp_mics(struct test_ctx *t)
+{
+	struct job *j = fx_job(32);
+	fx_degrees(j, 1, 1, 1, 1, 2);
+	j->strat.zero_stage = 3;
+	j->strat.overlap_comm = true;
+	j->strat.zero_hpz = 8, j->strat.zero_qweights = true;
+	struct plan p;
+	if (build(j, 0, &p)) {
+		int first = 0, later = 0, wrong = 0, notint8 = 0, quant = 0, dequant = 0, copies = 0;
+		int waited = 0, dq_first = 0;
+		int64_t sec_bytes = 0;
+		for (size_t i = 0; i < p.nops; i++) {
+			const struct plan_op *o = &p.ops[i];
+			bool f0 = o->phase == PLAN_PHASE_FWD && o->micro == 0;
+			if (o->kind == PLAN_COLL && !strcmp(o->name, "ag_params")) {
+				first += f0;
+				later += !f0;
+				wrong += o->u.coll.group != (f0 ? JOB_GROUP_DP : JOB_GROUP_HPZ);
+				notint8 += o->u.coll.dtype != TW_INT8;
+			}
+			if (o->kind == PLAN_COMPUTE && !strcmp(o->name, "quantize_params"))
+				quant++;
+			if (o->kind == PLAN_COMPUTE && !strcmp(o->name, "dequantize_params")) {
+				dequant++;
+				dq_first += f0;
+			}
+			if (o->kind == PLAN_COMPUTE && !strcmp(o->name, "hpz_copy")) {
+				copies++;
+				waited += (o->flags & PLAN_F_HOSTWAIT) != 0;
+			}
+		}
+		for (size_t i = 0; i < p.nops; i++)
+			if (p.ops[i].kind == PLAN_ALLOC && !strcmp(p.ops[i].name, "hpz_secondary"))
+				sec_bytes += p.ops[i].u.mem.bytes;
+		CHECK(t, first > 0 && later > first);
+		CHECK_EQ_INT(t, wrong, 0);
+		CHECK_EQ_INT(t, notint8, 0);
+		CHECK(t, quant > 0);
+		CHECK_EQ_INT(t, quant, dequant);
+		/* a secondary per module gathered in the first forward, each waited for */
+		CHECK_EQ_INT(t, copies, dq_first);
+		CHECK_EQ_INT(t, waited, copies);
+		/* the secondaries hold an eighth of the non-persistent parameters, 2 bytes each */
+		int64_t layer = 4096LL * 4096 * 4 + 3LL * 4096 * 11008, emb = 32000LL * 4096;
+		int64_t want = 2 * (32 * layer + 2 * emb) / 8;
+		printf("#   hpZ secondary %lld bytes, expected %lld\n", (long long)sec_bytes,
+		       (long long)want);
+		CHECK(t, llabs(sec_bytes - want) <= 2 * 8 * 200);
+		plan_release(&p);
+	}
+	/* qgZ on 4 nodes: int4 all-to-alls, nothing reduce-scattered */
+	j->strat.zero_hpz = 1, j->strat.zero_qweights = false, j->strat.zero_qgrads = true;
+	if (build(j, 0, &p)) {
+		int64_t node = 0, xnode = 0, nn = 0, nx = 0;
+		for (size_t i = 0; i < p.nops; i++) {
+			const struct plan_op *o = &p.ops[i];
+			if (o->kind != PLAN_COLL)
+				continue;
+			if (!strcmp(o->name, "a2a_grads_node")) {
+				CHECK_EQ_INT(t, o->u.coll.group, JOB_GROUP_NODE);
+				node += o->u.coll.count, nn++;
+			}
+			if (!strcmp(o->name, "a2a_grads_xnode")) {
+				CHECK_EQ_INT(t, o->u.coll.group, JOB_GROUP_XNODE);
+				xnode += o->u.coll.count, nx++;
+			}
+		}
+		CHECK_EQ_INT(t, count_coll(&p, PLAN_REDUCE_SCATTER, JOB_GROUP_DP, -1), 0);
+		CHECK(t, nn > 0 && nn == nx);
+		/* two micro-batches of every trainable parameter, half a byte each, then an eighth */
+		double psit = 32.0 * (double)(4096LL * 4096 * 4 + 3LL * 4096 * 11008 + 2 * 4096) +
+			      2.0 * 32000 * 4096 + 4096;
+		CHECK_NEAR(t, (double)node, psit, 1e-6);
+		CHECK_NEAR(t, (double)xnode, psit / 8, 1e-6);
+		plan_release(&p);
+	}
+	/* MiCS over 8-rank shard groups, two micro-batches */
+	j->strat.zero_qgrads = false, j->strat.mics_shard = j->strat.shard_group = 8;
+	if (build(j, 0, &p)) {
+		int ar0 = 0, ar1 = 0;
+		int64_t rs = 0, ar = 0;
+		for (size_t i = 0; i < p.nops; i++) {
+			const struct plan_op *o = &p.ops[i];
+			if (o->kind != PLAN_COLL)
+				continue;
+			if (!strcmp(o->name, "ar_grads")) {
+				CHECK_EQ_INT(t, o->u.coll.group, JOB_GROUP_REPLICA);
+				ar0 += o->micro == 0, ar1 += o->micro == 1;
+				ar += o->u.coll.count;
+			}
+			if (!strcmp(o->name, "rs_grads") && o->micro == 1)
+				rs += o->u.coll.count;
+		}
+		CHECK(t, count_coll(&p, PLAN_ALL_GATHER, JOB_GROUP_SHARD, -1) > 0);
+		CHECK_EQ_INT(t, count_coll(&p, PLAN_ALL_GATHER, JOB_GROUP_DP, -1), 0);
+		CHECK(t, count_coll(&p, PLAN_REDUCE_SCATTER, JOB_GROUP_SHARD, -1) > 0);
+		CHECK_EQ_INT(t, ar0, 0);
+		CHECK(t, ar1 > 0);
+		CHECK_EQ_INT(t, ar, rs); /* the last micro-batch's partitions, all of them */
+		plan_release(&p);
+	}
+	check_group_match(t, j, 0, 9, JOB_GROUP_REPLICA);
+	/* FSDP HYBRID_SHARD: reduce-scatter within the shard group, all-reduce across replicas */
+	j->strat.mics_shard = 0;
+	j->strat.framework = STRAT_FSDP;
+	j->strat.fsdp_sharding = STRAT_FSDP_HYBRID_SHARD;
+	j->strat.schedule = STRAT_SCHED_1F1B;
+	if (build(j, 0, &p)) {
+		int64_t rs = 0, ar = 0;
+		count_named(&p, "rs_grads", &rs);
+		count_named(&p, "ar_grads", &ar);
+		CHECK(t, count_coll(&p, PLAN_REDUCE_SCATTER, JOB_GROUP_SHARD, -1) > 0);
+		CHECK_EQ_INT(t, count_coll(&p, PLAN_REDUCE_SCATTER, JOB_GROUP_DP, -1), 0);
+		CHECK_EQ_INT(t, count_coll(&p, PLAN_ALL_REDUCE, JOB_GROUP_REPLICA, -1),
+			     count_coll(&p, PLAN_REDUCE_SCATTER, JOB_GROUP_SHARD, -1));
+		CHECK_EQ_INT(t, rs, ar);
+		plan_release(&p);
+	}
+	free(j);
+}
+
 /* Megatron-Core --tp-comm-overlap: the sequence-parallel all-gathers and reduce-scatters go
  * through Transformer Engine's userbuffers (PLAN_F_USERBUF); without it, and every other
  * collective, through NCCL. */
@@ -1478,6 +1607,7 @@ int main(void)
 	TEST_RUN(&t, test_zero3_rs_views);
 	TEST_RUN(&t, test_zero3_leaf_modules);
 	TEST_RUN(&t, test_zero3_old_deepspeed);
+	TEST_RUN(&t, test_zero3_zeropp_mics);
 	TEST_RUN(&t, test_tp_comm_overlap_userbuffers);
 	TEST_RUN(&t, test_fsdp2_copies);
 	TEST_RUN(&t, test_recompute_op);

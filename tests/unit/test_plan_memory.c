@@ -87,7 +87,7 @@ static void test_zero_divides(struct test_ctx *t)
 	}
 	/* HYBRID_SHARD over 4-rank shard groups: shards are twice as large */
 	j->strat.fsdp_sharding = STRAT_FSDP_HYBRID_SHARD;
-	j->strat.fsdp_shard_group = 4;
+	j->strat.shard_group = 4;
 	if (fx_mem(j, 0, &b))
 		CHECK_EQ_INT(t, b.max_cat[GPU][PLAN_MEM_OPTIM], 8 * PSI_7B / 4);
 	/* Megatron distributed optimizer: 6 + 12/d bytes per parameter of states */

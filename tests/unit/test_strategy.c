@@ -499,6 +499,59 @@ static void test_ds_refusals(struct test_ctx *T)
 	fx_done(&f);
 }
 
+/* ZeRO++ and MiCS: read at stage 3 with DeepSpeed's defaults, ignored below it; the groups
+ * DeepSpeed forms from consecutive ranks must be data-parallel ones that divide dp; qgZ on one
+ * node is DeepSpeed's reduce-scatter. */
+static void test_zeropp_mics(struct test_ctx *T)
+{
+	struct fx f;
+	fx_init(&f);
+#define Z3(x) "{\"train_micro_batch_size_per_gpu\":1,\"zero_optimization\":{\"stage\":3" x "}}"
+	CHECK_OK(T, &f, run(&f, Z3(""), NULL, 32, NULL, 0));
+	CHECK_EQ_INT(T, f.s.zero_hpz, 1);
+	CHECK(T, !f.s.zero_qweights && !f.s.zero_qgrads);
+	CHECK_EQ_INT(T, f.s.mics_shard, 0);
+	CHECK_SRC(T, &f.s, "zero_optimization.zero_hpz_partition_size", "default");
+	CHECK_OK(T, &f, run(&f, Z3(",\"zero_hpz_partition_size\":8,\"zero_quantized_weights\":true,"
+				   "\"zero_quantized_gradients\":true"), NULL, 32, NULL, 0));
+	CHECK_EQ_INT(T, f.s.zero_hpz, 8);
+	CHECK(T, f.s.zero_qweights && f.s.zero_qgrads);
+	CHECK_SRC(T, &f.s, "zero_optimization.zero_hpz_partition_size", "file");
+	/* one node: qgZ is off, as DeepSpeed falls back to its reduce-scatter */
+	CHECK_OK(T, &f, run(&f, Z3(",\"zero_quantized_gradients\":true"), NULL, 8, NULL, 0));
+	CHECK(T, !f.s.zero_qgrads);
+	CHECK_SRC(T, &f.s, "zero_optimization.zero_quantized_gradients", "derived");
+	CHECK_OK(T, &f, run(&f, Z3(",\"mics_shard_size\":16"), NULL, 32, NULL, 0));
+	CHECK_EQ_INT(T, f.s.mics_shard, 16);
+	CHECK_EQ_INT(T, f.s.shard_group, 16);
+	/* below stage 3 DeepSpeed ignores them (a warning says so) */
+	CHECK_OK(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1,\"zero_optimization\":{"
+				"\"stage\":2,\"zero_hpz_partition_size\":8,\"mics_shard_size\":8}}",
+			    NULL, 32, NULL, 0));
+	CHECK_EQ_INT(T, f.s.zero_hpz, 1);
+	CHECK_EQ_INT(T, f.s.mics_shard, 0);
+	/* refusals */
+	CHECK_FAILS(T, &f, run(&f, Z3(",\"zero_hpz_partition_size\":3"), NULL, 32, NULL, 0),
+		    "zero_hpz_partition_size=3 does not divide the data-parallel size 32");
+	CHECK_FAILS(T, &f, run(&f, Z3(",\"mics_shard_size\":64"), NULL, 32, NULL, 0),
+		    "mics_shard_size=64 does not divide");
+	CHECK_FAILS(T, &f, run(&f, Z3(",\"zero_hpz_partition_size\":8"), "{\"tp\":2}", 32, NULL, 0),
+		    "modelled with tp = cp = 1 only");
+	CHECK_FAILS(T, &f, run(&f, Z3(",\"mics_shard_size\":8,\"zero_hpz_partition_size\":8"), NULL,
+			       32, NULL, 0),
+		    "MiCS together with hpZ");
+	CHECK_FAILS(T, &f, run(&f, Z3(",\"mics_shard_size\":8,\"zero_quantized_gradients\":true"),
+			       NULL, 32, NULL, 0),
+		    "qgZ reduces over the whole world");
+	CHECK_FAILS(T, &f, run(&f, Z3(",\"mics_shard_size\":8,\"offload_optimizer\":{\"device\":"
+				      "\"cpu\"}"), NULL, 32, NULL, 0),
+		    "Local sharding has no support for CPU offloading");
+	CHECK_FAILS(T, &f, run(&f, Z3(",\"zero_quantized_weights\":1"), NULL, 32, NULL, 0),
+		    "zero_quantized_weights");
+#undef Z3
+	fx_done(&f);
+}
+
 static void test_model_refusals(struct test_ctx *T)
 {
 	struct fx f;
@@ -675,7 +728,7 @@ static void test_ours(struct test_ctx *T)
 	CHECK_OK(T, &f, run(&f, NULL, "{\"framework\":\"fsdp\",\"fsdp\":{\"sharding_strategy\":"
 				      "\"HYBRID_SHARD\"}}", 32, NULL, 0));
 	CHECK_EQ_INT(T, f.s.fsdp_sharding, STRAT_FSDP_HYBRID_SHARD);
-	CHECK_EQ_INT(T, f.s.fsdp_shard_group, 8);
+	CHECK_EQ_INT(T, f.s.shard_group, 8);
 	CHECK_EQ_INT(T, f.s.zero_stage, 3);
 	CHECK_EQ_INT(T, f.s.schedule, STRAT_SCHED_1F1B);
 	CHECK_FAILS(T, &f, run(&f, NULL, "{\"framework\":\"fsdp\",\"fsdp\":{\"sharding_strategy\":"
@@ -793,6 +846,7 @@ int main(void)
 	TEST_RUN(&t, test_aliases);
 	TEST_RUN(&t, test_strict_sections);
 	TEST_RUN(&t, test_ds_refusals);
+	TEST_RUN(&t, test_zeropp_mics);
 	TEST_RUN(&t, test_model_refusals);
 	TEST_RUN(&t, test_set);
 	TEST_RUN(&t, test_ours);
