@@ -78,7 +78,7 @@ static void cand_desc(enum strat_framework f, const struct search_cand *c, char 
 		 (long long)c->tp, (long long)c->pp, (long long)c->vp, (long long)c->cp, (long long)c->dp,
 		 (long long)c->ep,
 		 (long long)c->micro,
-		 search_shard_name(f, c->zero), recompute_label(c, rl, sizeof(rl)),
+		 search_cand_shard(f, c), recompute_label(c, rl, sizeof(rl)),
 		 c->offload == STRAT_OFFLOAD_CPU ? " offload cpu" : "");
 }
 
@@ -98,7 +98,7 @@ static void print_text(const struct job *base, const struct search_space *sp,
 		       i + 1, (long long)c->tp, (long long)c->pp, (long long)c->vp, (long long)c->cp,
 		       (long long)c->dp, (long long)c->ep,
 		       (long long)c->micro, (long long)c->grad_accum,
-		       search_shard_name(sp->framework, c->zero), recompute_label(c, rl, sizeof(rl)),
+		       search_cand_shard(sp->framework, c), recompute_label(c, rl, sizeof(rl)),
 		       c->offload == STRAT_OFFLOAD_CPU ? "cpu" : "-", (double)c->step_ns * 1e-9,
 		       c->tokens_s_gpu, 100 * c->mfu, gib(c->peak_bytes), gib(c->capacity_bytes));
 	}
@@ -123,7 +123,8 @@ static cJSON *cand_json(enum strat_framework f, const struct search_cand *c)
 	cJSON_AddNumberToObject(o, "micro_batch", (double)c->micro);
 	cJSON_AddNumberToObject(o, "grad_accum", (double)c->grad_accum);
 	cJSON_AddNumberToObject(o, "zero_stage", c->zero);
-	cJSON_AddStringToObject(o, "shard", search_shard_name(f, c->zero));
+	cJSON_AddStringToObject(o, "shard", search_cand_shard(f, c));
+	cJSON_AddBoolToObject(o, "zeropp", c->zeropp);
 	cJSON_AddStringToObject(o, "recompute", strat_recompute_name(c->recompute));
 	cJSON_AddNumberToObject(o, "recompute_num_layers", (double)c->recompute_layers);
 	cJSON_AddStringToObject(o, "offload_optimizer", c->offload == STRAT_OFFLOAD_CPU ? "cpu" : "none");

@@ -35,6 +35,11 @@ const char *search_shard_name(enum strat_framework f, int zero)
 	return zero >= 0 && zero <= 3 ? ds[zero] : "?";
 }
 
+const char *search_cand_shard(enum strat_framework f, const struct search_cand *c)
+{
+	return c->zeropp ? "zero 3++" : search_shard_name(f, c->zero);
+}
+
 
 static double now_s(void)
 {
@@ -78,6 +83,13 @@ static void cand_sets(const struct job *base, const struct search_space *sp, str
 		add_set(c, bf16 ? "bf16.enabled=true" : "fp16.enabled=true");
 		if (c->offload == STRAT_OFFLOAD_CPU)
 			add_set(c, "zero_optimization.offload_optimizer.device=cpu");
+		if (c->zeropp) { /* DeepSpeed's ZeRO++ tutorial: hpZ over a node */
+			int64_t per = base->cluster.node.gpus > 0 ? base->cluster.node.gpus : 1;
+			add_set(c, "zero_optimization.zero_hpz_partition_size=%lld",
+				(long long)(per < c->dp ? per : c->dp));
+			add_set(c, "zero_optimization.zero_quantized_weights=true");
+			add_set(c, "zero_optimization.zero_quantized_gradients=true");
+		}
 		break;
 	case STRAT_MEGATRON:
 		add_set(c, "framework=megatron");
@@ -297,6 +309,7 @@ static void keep_top(struct search_result *res, int top, const struct search_can
 struct task {
 	int64_t tp, pp, dp, ep, cp;
 	int zero;
+	bool zeropp;
 	enum strat_offload offload;
 	const int64_t *mics;
 	int nm;
@@ -420,6 +433,7 @@ static void run_task(struct shared *sh, struct task *t)
 				if (c.vp > 1 && c.grad_accum % t->pp != 0)
 					continue;
 				c.zero = t->zero;
+				c.zeropp = t->zeropp;
 				c.recompute = (enum strat_recompute)r;
 				if (block) {
 					/* half of a model chunk's layers, or the pinned N */
@@ -549,7 +563,7 @@ static void *sim_worker(void *p)
 					"micro %lld %s recompute %s (layers %lld): %s",
 					(long long)c->tp, (long long)c->pp, (long long)c->vp, (long long)c->cp,
 					(long long)c->dp, (long long)c->ep, (long long)c->micro,
-					search_shard_name(sh->sp->framework, c->zero), strat_recompute_name(c->recompute),
+					search_cand_shard(sh->sp->framework, c), strat_recompute_name(c->recompute),
 					(long long)c->recompute_layers, e.msg);
 			}
 		} else {
@@ -755,10 +769,16 @@ enum tw_result search_run(const struct job *base, const struct search_space *spa
 				int64_t dp = gpus / (tp * pp * cp), eps[MAX_DIVS];
 				int nep = ep_choices(&sp, m, dp, eps);
 				for (int e = 0; e < nep; e++) {
-					for (int z = zlo; z <= zhi; z++) {
+					for (int z = zlo; z <= zhi; z++)
+					for (int zpp = 0; zpp < 2; zpp++) {
 						if ((sp.pin_zero >= 0 && sp.pin_zero != z) ||
 						    (sp.framework == STRAT_FSDP && z == 1))
 							continue; /* FSDP shardings map to 0, 2, 3 */
+						/* ZeRO++ for DeepSpeed ZeRO-3 across nodes, where DeepSpeed
+						 * forms its groups (tp = cp = 1), without offload */
+						if (zpp && (sp.framework != STRAT_DEEPSPEED || z != 3 || tp * cp > 1 ||
+							    pass || gpus <= base->cluster.node.gpus))
+							continue;
 						TW_GROW(tasks, cap, ntasks + 1);
 						struct task *t = &tasks[ntasks++];
 						memset(t, 0, sizeof(*t));
@@ -768,6 +788,7 @@ enum tw_result search_run(const struct job *base, const struct search_space *spa
 						t->ep = eps[e];
 						t->cp = cp;
 						t->zero = z;
+						t->zeropp = zpp;
 						t->offload = pass ? STRAT_OFFLOAD_CPU : STRAT_OFFLOAD_NONE;
 						t->mics = mics[slot];
 						t->nm = nmics[slot];

@@ -336,6 +336,49 @@ static void test_context_parallel(struct test_ctx *T)
 	free(base);
 }
 
+/* ZeRO++ for DeepSpeed ZeRO-3 across nodes with tp = cp = 1: its candidates resolve to hpZ over a
+ * node, int8 weight gathers and int4 gradient all-to-alls; on a slow fabric they lead; one node
+ * searches none. */
+static void test_zeropp(struct test_ctx *T)
+{
+	struct job *base = load_base("llama2-7b", "dgx-a100-80g", 32);
+	if (!base)
+		return;
+	base->cluster.net.nics_per_node = 1, base->cluster.net.nic_gbps = 100;
+	struct search_space sp;
+	space(&sp, 64, 20, false);
+	struct search_result r;
+	struct tw_err err = { 0 };
+	CHECK_EQ_INT(T, search_run(base, &sp, &r, &err), TW_OK);
+	CHECK(T, r.ntop > 0);
+	int zpp = 0;
+	for (int i = 0; i < r.ntop; i++) {
+		const struct search_cand *c = &r.top[i];
+		if (!c->zeropp)
+			continue;
+		zpp++;
+		CHECK(T, c->zero == 3 && c->tp == 1 && c->cp == 1);
+		struct job *j = TW_NEW(struct job);
+		if (search_job(base, &sp, c, j, &err) == TW_OK) {
+			CHECK_EQ_INT(T, j->strat.zero_hpz, 8);
+			CHECK(T, j->strat.zero_qweights && j->strat.zero_qgrads);
+		}
+		free(j);
+	}
+	CHECK(T, zpp > 0);
+	CHECK(T, r.top[0].zeropp);
+	search_result_release(&r);
+	struct job *one = load_base("llama2-7b", "dgx-a100-80g", 8);
+	if (one) {
+		CHECK_EQ_INT(T, search_run(one, &sp, &r, &err), TW_OK);
+		for (int i = 0; i < r.ntop; i++)
+			CHECK(T, !r.top[i].zeropp);
+		search_result_release(&r);
+	}
+	free(one);
+	free(base);
+}
+
 static void test_refusals(struct test_ctx *T)
 {
 	struct tw_err err = { 0 };
@@ -390,6 +433,7 @@ int main(void)
 	TEST_RUN(&T, test_interleaved);
 	TEST_RUN(&T, test_expert_parallel);
 	TEST_RUN(&T, test_context_parallel);
+	TEST_RUN(&T, test_zeropp);
 	TEST_RUN(&T, test_refusals);
 	return test_done(&T);
 }
