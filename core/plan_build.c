@@ -895,12 +895,18 @@ static void release(struct pb *b, int64_t mid)
 	if (b->ds && b->s->zero_hpz > 1 && b->sbuf[mid] < 0) {
 		/* hpZ (_partition_param_sec): the first release of the step keeps this rank's
 		 * slice of the hpZ group, zeroed and copied from the gathered parameters, then
-		 * synchronizes the stream (the host waits) */
+		 * synchronizes the stream (the host waits); under parameter offload the slice
+		 * lives in host memory (remote_device), copied there */
 		int64_t sec = (n + b->s->zero_hpz - 1) / b->s->zero_hpz;
-		b->sbuf[mid] = mem_alloc(b, PLAN_MEM_PARAMS, PLAN_DEV_GPU, sec * b->pbytes,
-					 "hpz_secondary", PLAN_STREAM_COMPUTE);
-		uint32_t id = elem(b, PLAN_K_ELEMWISE, "hpz_copy", 3.0 * (double)sec * b->pbytes);
-		b->p->ops[id].flags |= PLAN_F_HOSTWAIT;
+		enum plan_device dev = b->s->offload_param != STRAT_OFFLOAD_NONE ? PLAN_DEV_HOST
+										 : PLAN_DEV_GPU;
+		b->sbuf[mid] = mem_alloc(b, PLAN_MEM_PARAMS, dev, sec * b->pbytes, "hpz_secondary",
+					 PLAN_STREAM_COMPUTE);
+		uint32_t id = dev == PLAN_DEV_GPU
+				      ? elem(b, PLAN_K_ELEMWISE, "hpz_copy", 3.0 * (double)sec * b->pbytes)
+				      : copy(b, PLAN_D2H, "hpz_copy", sec * b->pbytes, b->last_compute);
+		if (id != PLAN_NONE)
+			b->p->ops[id].flags |= PLAN_F_HOSTWAIT;
 	}
 	mem_free(b, b->gbuf[mid], "gathered", PLAN_STREAM_COMPUTE);
 	b->gbuf[mid] = -1;

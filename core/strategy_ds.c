@@ -525,6 +525,16 @@ static enum tw_result parse_zeropp(struct strat_rd *r, const struct sec *z, int 
 			       r->ds_file, stage);
 		return TW_OK;
 	}
+	/* the releases before them refuse the keys (their pydantic config forbids extras) */
+	const char *const zpp[] = {"zero_hpz_partition_size", "zero_quantized_weights",
+				   "zero_quantized_gradients", NULL};
+	for (int i = 0; zpp[i]; i++)
+		if (item(z->obj, zpp[i]) && r->version < STRAT_VERSION(0, 10, 0))
+			return fail(z, zpp[i], "ZeRO++ arrived in DeepSpeed 0.10.0 (deepspeed_version "
+					       "is %s; its config refuses the key)", s->deepspeed_version);
+	if (item(z->obj, "mics_shard_size") && r->version < STRAT_VERSION(0, 9, 2))
+		return fail(z, "mics_shard_size", "MiCS arrived in DeepSpeed 0.9.2 (deepspeed_version "
+						  "is %s; its config refuses the key)", s->deepspeed_version);
 	TW_CHECK(kint(z, "zero_hpz_partition_size", NULL, 0, INT64_MAX, 1, dd, &hpz));
 	TW_CHECK(kbool(z, "zero_quantized_weights", NULL, false, dd, &qw));
 	TW_CHECK(kbool(z, "zero_quantized_gradients", NULL, false, dd, &qg));

@@ -1006,6 +1006,23 @@ static void test_zero3_zeropp_mics(struct test_ctx *t)
 		CHECK(t, llabs(sec_bytes - want) <= 2 * 8 * 200);
 		plan_release(&p);
 	}
+	/* under parameter offload the secondary partitions are host memory, copied D2H */
+	j->strat.offload_param = STRAT_OFFLOAD_CPU;
+	if (build(j, 0, &p)) {
+		int d2h = 0, host = 0, n = 0;
+		for (size_t i = 0; i < p.nops; i++) {
+			const struct plan_op *o = &p.ops[i];
+			if (o->kind == PLAN_COPY && !strcmp(o->name, "hpz_copy"))
+				d2h += o->u.copy.dir == PLAN_D2H && (o->flags & PLAN_F_HOSTWAIT);
+			if (o->kind == PLAN_ALLOC && !strcmp(o->name, "hpz_secondary"))
+				n++, host += o->u.mem.dev == PLAN_DEV_HOST;
+		}
+		CHECK(t, n > 0);
+		CHECK_EQ_INT(t, d2h, n);
+		CHECK_EQ_INT(t, host, n);
+		plan_release(&p);
+	}
+	j->strat.offload_param = STRAT_OFFLOAD_NONE;
 	/* qgZ on 4 nodes: int4 all-to-alls, nothing reduce-scattered */
 	j->strat.zero_hpz = 1, j->strat.zero_qweights = false, j->strat.zero_qgrads = true;
 	if (build(j, 0, &p)) {

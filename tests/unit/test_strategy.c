@@ -548,6 +548,15 @@ static void test_zeropp_mics(struct test_ctx *T)
 		    "Local sharding has no support for CPU offloading");
 	CHECK_FAILS(T, &f, run(&f, Z3(",\"zero_quantized_weights\":1"), NULL, 32, NULL, 0),
 		    "zero_quantized_weights");
+	/* releases before them refuse the keys */
+	CHECK_FAILS(T, &f, run(&f, Z3(",\"zero_hpz_partition_size\":8"),
+			       "{\"deepspeed_version\":\"0.9.5\"}", 32, NULL, 0),
+		    "ZeRO++ arrived in DeepSpeed 0.10.0");
+	CHECK_FAILS(T, &f, run(&f, Z3(",\"mics_shard_size\":8"), "{\"deepspeed_version\":\"0.9.1\"}",
+			       32, NULL, 0),
+		    "MiCS arrived in DeepSpeed 0.9.2");
+	CHECK_OK(T, &f, run(&f, Z3(",\"mics_shard_size\":8"), "{\"deepspeed_version\":\"0.9.2\"}", 32,
+			    NULL, 0));
 #undef Z3
 	fx_done(&f);
 }
