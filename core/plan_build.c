@@ -2265,10 +2265,8 @@ static void setup(struct pb *b)
 			int64_t per = L / (P * b->vp);
 			b->first[c] = (c * P + sidx) * per;
 			b->nl[c] = per;
-		} else { /* uneven: the first L % pp stages take one more */
-			int64_t per = L / P, extra = L % P;
-			b->first[c] = sidx * per + (sidx < extra ? sidx : extra);
-			b->nl[c] = per + (sidx < extra ? 1 : 0);
+		} else { /* DeepSpeed's uniform partition, Megatron's first/last stage layers */
+			strategy_stage_layers(s, L, sidx, &b->first[c], &b->nl[c]);
 		}
 		b->nlayers += b->nl[c];
 	}

@@ -136,7 +136,8 @@ static const char *const our_keys[] = {
 	"flash_attention", "fp8", "tf32", "kernels",
 	"precision", "optimizer", "distributed_optimizer", "fsdp", "lora", "seq_len", "micro_batch",
 	"global_batch", "grad_accum", "hf_trainer", "ds_config", "host_op_us",
-	"overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap", "grad_reduce_in_bf16", NULL};
+	"overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap", "grad_reduce_in_bf16",
+	"first_stage_layers", "last_stage_layers", NULL};
 
 static bool is_our_key(const char *k)
 {
@@ -363,13 +364,13 @@ struct ours {
 	struct oval framework, version, tp, pp, cp, cp_kind, kernels, ep, vp, sp, schedule,
 		recompute, flash, fp8, tf32, precision, optimizer, distopt, fsdp_sharding, fsdp_group,
 		fsdp_version, fsdp_reduce, lora_rank, lora_targets, seq_len, host_op, ogr, opg, tpo, rnl,
-		grb;
+		grb, fsl, lsl;
 	bool ogr_v, opg_v, tpo_v, grb_v;
 	double host_op_v;
 	int framework_i, schedule_i, recompute_i, cp_kind_i, kernels_i, precision_i, optimizer_i,
 		fsdp_i, fsdp_reduce_i;
 	int64_t tp_v, pp_v, cp_v, ep_v, vp_v, seq_v, fsdp_group_v, fsdp_version_v, lora_rank_v,
-		rnl_v;
+		rnl_v, fsl_v, lsl_v;
 	bool sp_v, flash_v, fp8_v, tf32_v, distopt_v;
 	char version_v[16];
 	unsigned lora_targets_v;
@@ -469,6 +470,8 @@ static enum tw_result parse_ours(struct strat_rd *r, const cJSON *o, struct ours
 	TW_CHECK(oenum(r, o, NULL, "schedule", schedule_names, &u->schedule_i, &u->schedule));
 	TW_CHECK(oenum(r, o, NULL, "recompute", recompute_names, &u->recompute_i, &u->recompute));
 	TW_CHECK(oint(r, o, NULL, "recompute_num_layers", 1, INT64_MAX, &u->rnl_v, &u->rnl));
+	TW_CHECK(oint(r, o, NULL, "first_stage_layers", 1, INT64_MAX, &u->fsl_v, &u->fsl));
+	TW_CHECK(oint(r, o, NULL, "last_stage_layers", 1, INT64_MAX, &u->lsl_v, &u->lsl));
 	TW_CHECK(obool(r, o, NULL, "flash_attention", &u->flash_v, &u->flash));
 	TW_CHECK(obool(r, o, NULL, "fp8", &u->fp8_v, &u->fp8));
 	TW_CHECK(obool(r, o, NULL, "tf32", &u->tf32_v, &u->tf32));
@@ -960,10 +963,24 @@ static enum tw_result check_model(struct strat_rd *r)
 			     "strategy.pp=%" PRId64 " is larger than model.layers=%" PRId64
 			     " (%s): every stage needs a layer",
 			     s->pp, m->layers, mn);
-	if (m->layers > 0 && s->framework != STRAT_DEEPSPEED && m->layers % s->pp)
+	bool uneven = s->first_stage_layers > 0 || s->last_stage_layers > 0;
+	if (m->layers > 0 && uneven) {
+		/* Megatron-Core: the middle stages share what the first and the last leave */
+		int64_t rest = m->layers - s->first_stage_layers - s->last_stage_layers;
+		int64_t mid = s->pp - (s->first_stage_layers > 0) - (s->last_stage_layers > 0);
+		if (rest < 0 || (mid == 0 && rest != 0) || (mid > 0 && (rest < mid || rest % mid)))
+			return sfail(r, s->first_stage_layers > 0 ? "first_stage_layers"
+								  : "last_stage_layers",
+				     "first_stage_layers=%" PRId64 " and last_stage_layers=%" PRId64
+				     " leave %" PRId64 " of model.layers=%" PRId64 " (%s) for %" PRId64
+				     " other stages: they must split it equally, a layer or more each",
+				     s->first_stage_layers, s->last_stage_layers, rest, m->layers, mn,
+				     mid);
+	} else if (m->layers > 0 && s->framework != STRAT_DEEPSPEED && m->layers % s->pp)
 		return sfail(r, "pp",
 			     "strategy.pp=%" PRId64 " does not divide model.layers=%" PRId64
-			     " (%s): %s needs equal stages",
+			     " (%s): %s needs equal stages (Megatron: or first_stage_layers / "
+			     "last_stage_layers)",
 			     s->pp, m->layers, mn, fw_name(s->framework));
 	if (s->vp > 1 && m->layers > 0 && (m->layers / s->pp) % s->vp)
 		return sfail(r, "vp",
@@ -1229,6 +1246,23 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 	if (s->framework == STRAT_DEEPSPEED && s->zero_stage == 3)
 		TW_CHECK(check_zeropp(r));
 
+	/* uneven first and last pipeline stages (Megatron-Core) */
+	s->first_stage_layers = u.fsl.given ? u.fsl_v : 0;
+	s->last_stage_layers = u.lsl.given ? u.lsl_v : 0;
+	if (u.fsl.given || u.lsl.given) {
+		const char *k = u.fsl.given ? "first_stage_layers" : "last_stage_layers";
+		if (s->framework != STRAT_MEGATRON)
+			return sfail(r, k, "%s is Megatron's (DeepSpeed partitions its stages itself)", k);
+		if (s->pp < 2)
+			return sfail(r, k, "%s needs pp >= 2 (pp=%" PRId64 ")", k, s->pp);
+		if (s->vp > 1)
+			return sfail(r, k, "%s is modelled with vp 1 (vp=%" PRId64 ")", k, s->vp);
+		oprov(s, "first_stage_layers", &u.fsl, "an equal share", "%" PRId64,
+		      s->first_stage_layers);
+		oprov(s, "last_stage_layers", &u.lsl, "an equal share", "%" PRId64,
+		      s->last_stage_layers);
+	}
+
 	/* batch */
 	s->seq_len = u.seq_len.given ? u.seq_v : (r->m && r->m->seq_len > 0 ? r->m->seq_len : 0);
 	s->lora_rank = u.has_lora ? u.lora_rank_v : 0;
@@ -1320,6 +1354,24 @@ enum tw_result strategy_resolve(const struct strat_inputs *in, const struct mode
 
 /* ---- output ----------------------------------------------------------------------------------- */
 
+void strategy_stage_layers(const struct strategy *s, int64_t layers, int64_t stage,
+			   int64_t *first, int64_t *count)
+{
+	int64_t P = s->pp > 0 ? s->pp : 1;
+	int64_t f = s->first_stage_layers, l = s->last_stage_layers;
+	if (P > 1 && (f > 0 || l > 0)) {
+		int64_t mid = P - (f > 0) - (l > 0);
+		int64_t per = mid > 0 ? (layers - f - l) / mid : 0;
+		int64_t f0 = f > 0 ? f : per, l0 = l > 0 ? l : per;
+		*first = stage == 0 ? 0 : f0 + (stage - 1) * per;
+		*count = stage == 0 ? f0 : stage == P - 1 ? l0 : per;
+		return;
+	}
+	int64_t per = layers / P, extra = layers % P;
+	*first = stage * per + (stage < extra ? stage : extra);
+	*count = per + (stage < extra ? 1 : 0);
+}
+
 struct cJSON *strategy_to_json(const struct strategy *s)
 {
 	cJSON *o = cJSON_CreateObject();
@@ -1383,6 +1435,8 @@ struct cJSON *strategy_to_json(const struct strategy *s)
 	cJSON *a = cJSON_AddObjectToObject(o, "activations");
 	cJSON_AddStringToObject(a, "recompute", recompute_names[s->recompute]);
 	cJSON_AddNumberToObject(a, "recompute_num_layers", (double)s->recompute_num_layers);
+	cJSON_AddNumberToObject(o, "first_stage_layers", (double)s->first_stage_layers);
+	cJSON_AddNumberToObject(o, "last_stage_layers", (double)s->last_stage_layers);
 	cJSON_AddBoolToObject(a, "partition_activations", s->partition_activations);
 	cJSON_AddBoolToObject(a, "cpu_checkpointing", s->cpu_checkpointing);
 	cJSON_AddBoolToObject(a, "flash_attention", s->flash_attention);

@@ -62,6 +62,9 @@ struct strategy {
 	enum strat_cp_kind cp_kind;
 	bool sequence_parallel;     /* Megatron SP (with tp) */
 	enum strat_schedule schedule;
+	/* Megatron-Core --decoder-first/last-pipeline-num-layers: the first and the last stage
+	 * hold this many layers and the middle ones share the rest equally; 0: an equal share */
+	int64_t first_stage_layers, last_stage_layers;
 
 	/* batch: DeepSpeed's rule train_batch = micro * grad_accum * dp */
 	int64_t micro_batch, grad_accum, global_batch;
@@ -166,5 +169,10 @@ const char *strat_src_name(enum strat_src s);
 const char *strat_kernels_name(enum strat_kernels k); /* "fused", "eager" */
 const char *strat_recompute_name(enum strat_recompute r); /* "none", "selective", "full", "op" */
 struct cJSON *strategy_to_json(const struct strategy *s);
+/* The layers pipeline stage `stage` holds (1F1B, one model chunk): its first global layer and
+ * count. Megatron and FSDP: equal shares, or first/last_stage_layers; DeepSpeed: the first
+ * layers % pp stages take one more (its uniform partition). */
+void strategy_stage_layers(const struct strategy *s, int64_t layers, int64_t stage,
+			   int64_t *first, int64_t *count);
 
 #endif

@@ -1094,6 +1094,37 @@ static void test_zero3_zeropp_mics(struct test_ctx *t)
 	free(j);
 }
 
+/* Megatron-Core's uneven first and last stages: every layer is on exactly one stage (the
+ * step's FLOPs are the formula's), the first stage holds first_stage_layers of them, the last
+ * last_stage_layers, the middle ones an equal share. */
+static void test_uneven_stages(struct test_ctx *t)
+{
+	struct job *j = fx_job(4);
+	fx_megatron(j);
+	fx_degrees(j, 1, 4, 1, 1, 4);
+	j->model.layers = 30; /* 30 = 6 + 2 x 9 + 6 */
+	j->strat.first_stage_layers = 6, j->strat.last_stage_layers = 6;
+	double want = formula_flops_per_token(&j->model, j->seq) * (double)j->tokens_per_step;
+	CHECK_NEAR(t, sum_model_flops(j), want, 1e-9);
+	const int64_t per[4] = {6, 9, 9, 6};
+	for (int64_t st = 0; st < 4; st++) {
+		struct job_coord c = {0, 0, 0, st};
+		struct plan p;
+		if (!build(j, job_rank_of(j, &c), &p))
+			continue;
+		int32_t lo = INT32_MAX, hi = -1;
+		for (size_t i = 0; i < p.nops; i++)
+			if (p.ops[i].layer >= 0) {
+				lo = p.ops[i].layer < lo ? p.ops[i].layer : lo;
+				hi = p.ops[i].layer > hi ? p.ops[i].layer : hi;
+			}
+		CHECK_EQ_INT(t, hi - lo + 1, per[st]);
+		CHECK_EQ_INT(t, lo, st == 0 ? 0 : 6 + (st - 1) * 9);
+		plan_release(&p);
+	}
+	free(j);
+}
+
 /* Megatron-Core --tp-comm-overlap: the sequence-parallel all-gathers and reduce-scatters go
  * through Transformer Engine's userbuffers (PLAN_F_USERBUF); without it, and every other
  * collective, through NCCL. */
@@ -1625,6 +1656,7 @@ int main(void)
 	TEST_RUN(&t, test_zero3_leaf_modules);
 	TEST_RUN(&t, test_zero3_old_deepspeed);
 	TEST_RUN(&t, test_zero3_zeropp_mics);
+	TEST_RUN(&t, test_uneven_stages);
 	TEST_RUN(&t, test_tp_comm_overlap_userbuffers);
 	TEST_RUN(&t, test_fsdp2_copies);
 	TEST_RUN(&t, test_recompute_op);

@@ -743,6 +743,23 @@ static void test_ours(struct test_ctx *T)
 	CHECK_FAILS(T, &f, run(&f, NULL, "{\"framework\":\"fsdp\",\"fsdp\":{\"sharding_strategy\":"
 					 "\"HYBRID_SHARD\",\"shard_group_size\":3}}", 32, NULL, 0),
 		    "shard_group_size=3 does not divide dp=32");
+	/* Megatron-Core's uneven first / last stages (llama2-70b: 80 layers) */
+	CHECK_OK(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"pp\":3,\"first_stage_layers\":"
+				      "26,\"last_stage_layers\":26}", 24, NULL, 0));
+	CHECK_EQ_INT(T, f.s.first_stage_layers, 26);
+	CHECK_SRC(T, &f.s, "last_stage_layers", "file");
+	CHECK_OK(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"pp\":3,\"last_stage_layers\":"
+				      "20}", 24, NULL, 0)); /* 60 left: 30 each for the other two */
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"pp\":4,\"first_stage_layers\":"
+					 "25,\"last_stage_layers\":26}", 32, NULL, 0),
+		    "leave 29 of model.layers=80 (llama2-70b) for 2 other stages");
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"pp\":3}", 24, NULL, 0),
+		    "or first_stage_layers / last_stage_layers");
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"pp\":2,\"first_stage_layers\":40}", 16, NULL, 0),
+		    "first_stage_layers is Megatron's");
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"first_stage_layers\":40}",
+			       16, NULL, 0),
+		    "needs pp >= 2");
 	/* LoRA */
 	CHECK_OK(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1}",
 			    "{\"lora\":{\"rank\":16,\"targets\":[\"q_proj\",\"v\",\"down_proj\"]}}", 8,
