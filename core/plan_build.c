@@ -822,7 +822,11 @@ static bool hpz_gather(const struct pb *b, int64_t mid)
 	return b->ds && b->s->zero_hpz > 1 && b->sbuf[mid] >= 0;
 }
 
-static void gather(struct pb *b, int64_t mid)
+/* coalesced: DeepSpeed gathers several parameters in one call (a prefetch, a module of more than
+ * one): its AllGatherCoalescedHandle.wait then slices each parameter out of every rank's chunk
+ * in Python (a view per rank and parameter) and torch.cat's them into the parameter (a copy of
+ * the module beside the gathered buffer, on the gather's stream) */
+static void gather(struct pb *b, int64_t mid, bool coalesced)
 {
 	if (b->shard != SH_PARAM || b->gbuf[mid] >= 0)
 		return;
@@ -876,6 +880,9 @@ static void gather(struct pb *b, int64_t mid)
 		if (old) {
 			b->p->ops[id].host_views = (uint32_t)(views < UINT32_MAX ? views : UINT32_MAX);
 			b->p->ops[id].flags |= PLAN_F_DEVSYNC;
+		} else if (b->ds && coalesced) {
+			int64_t v = nz * (unit_tensors(b, mid, true) / np);
+			b->p->ops[id].host_views = (uint32_t)(v < UINT32_MAX ? v : UINT32_MAX);
 		}
 	}
 	b->live_gathered += n;
@@ -885,6 +892,13 @@ static void gather(struct pb *b, int64_t mid)
 	if (qw && b->gop[mid] != PLAN_NONE) /* the handle's wait: int8 to fp16 (to bf16) */
 		b->gop[mid] = compute_d(b, PLAN_K_ELEMWISE, "dequantize_params", 0,
 					(double)n * (3.0 + cast), PLAN_STREAM_COMM, b->gop[mid]);
+	if (!old && b->ds && coalesced && b->gop[mid] != PLAN_NONE) {
+		int32_t cat = mem_alloc(b, PLAN_MEM_GATHERED, PLAN_DEV_GPU, n * b->pbytes, "ag_cat",
+					PLAN_STREAM_COMM);
+		b->gop[mid] = compute_d(b, PLAN_K_ELEMWISE, "ag_cat", 0,
+					2.0 * (double)n * (double)b->pbytes, PLAN_STREAM_COMM, b->gop[mid]);
+		mem_free(b, cat, "ag_cat", PLAN_STREAM_COMM);
+	}
 }
 
 static void release(struct pb *b, int64_t mid)
@@ -922,19 +936,26 @@ static void fetch(struct pb *b, int64_t mid, int64_t next)
 {
 	if (b->shard != SH_PARAM)
 		return;
-	gather(b, mid);
+	/* a module's own fetch is coalesced when one of its leaf modules has several tensors */
+	double w[3];
+	gather(b, mid, unit_tensors(b, mid, true) > unit_parts(b, mid, w));
 	/* old DeepSpeed's prefetch synchronized like its fetch: nothing to overlap */
 	if (next >= 0 && next < b->nunits && !ds_old_fetch(b)) {
-		int64_t dir = next > mid ? 1 : -1, pref = 0;
+		int64_t dir = next > mid ? 1 : -1, pref = 0, tensors = 0, last = next - dir;
 		int64_t budget = b->fsdp ? 1 : b->s->max_live_parameters - b->live_gathered;
 		if (!b->fsdp && b->s->prefetch_bucket_size < budget)
 			budget = b->s->prefetch_bucket_size;
+		/* the units the coordinator pops, then one coalesced call for all of them
+		 * (unless it is one tensor) */
 		for (int64_t u = next; u >= b->u_lo && u <= b->u_hi && pref < budget; u += dir) {
+			last = u;
 			if (b->gbuf[u] >= 0)
 				continue; /* available: popped from the queue, nothing to fetch */
-			gather(b, u);
 			pref += b->fsdp ? 1 : unit_params(b, u) - unit_persistent(b, u);
+			tensors += unit_tensors(b, u, true);
 		}
+		for (int64_t u = next; u != last + dir; u += dir)
+			gather(b, u, tensors > 1);
 	}
 	if (fsdp2(b) && b->gop[mid] != PLAN_NONE && !b->gcopied[mid]) {
 		/* FSDP2's wait_for_unshard splits the gathered buffer into the parameters on the

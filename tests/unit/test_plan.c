@@ -791,16 +791,20 @@ static void test_zero3_rs_views(struct test_ctx *t)
 		struct plan p;
 		if (!build(j, 0, &p))
 			continue;
-		int64_t views = 0, others = 0;
+		int64_t views = 0, others = 0, ag = 0;
 		for (size_t i = 0; i < p.nops; i++) {
 			const struct plan_op *o = &p.ops[i];
 			if (o->kind == PLAN_COLL && o->u.coll.coll == PLAN_REDUCE_SCATTER)
 				views += o->host_views;
+			else if (o->kind == PLAN_COLL && o->u.coll.coll == PLAN_ALL_GATHER)
+				ag += o->host_views;
 			else
 				others += o->host_views;
 		}
 		CHECK_EQ_INT(t, views, 2 * 8 * (32 * per_layer[c] + 3));
 		CHECK_EQ_INT(t, others, 0);
+		/* coalesced gathers slice every tensor per rank (test_zero3_coalesced) */
+		CHECK(t, ag > 0 && ag % 8 == 0);
 		plan_release(&p);
 	}
 	/* ZeRO-2 reduces a flat bucket: no per-rank lists */
@@ -816,6 +820,20 @@ static void test_zero3_rs_views(struct test_ctx *t)
 	free(j);
 }
 
+/* whether op d is an all-gather issued after op `last`, or a kernel on the gather's stream
+ * (DeepSpeed's torch.cat out of a coalesced gather) that follows one */
+static bool fresh_gather(const struct plan *p, const struct plan_op *d, size_t last)
+{
+	if (d->kind == PLAN_COLL)
+		return d->u.coll.coll == PLAN_ALL_GATHER && d->id > last;
+	if (d->kind != PLAN_COMPUTE || d->stream == PLAN_STREAM_COMPUTE)
+		return false;
+	for (uint32_t k = 0; k < d->ndeps; k++)
+		if (fresh_gather(p, &p->ops[p->deps[d->dep_off + k]], last))
+			return true;
+	return false;
+}
+
 /* forward compute ops that wait on an all-gather issued after the previous compute op:
  * fetches that were not prefetched */
 static int fresh_waits(const struct plan *p)
@@ -824,13 +842,12 @@ static int fresh_waits(const struct plan *p)
 	size_t last = 0;
 	for (size_t i = 0; i < p->nops; i++) {
 		const struct plan_op *o = &p->ops[i];
-		if (o->kind != PLAN_COMPUTE || o->phase != PLAN_PHASE_FWD)
+		if (o->kind != PLAN_COMPUTE || o->phase != PLAN_PHASE_FWD ||
+		    o->stream != PLAN_STREAM_COMPUTE)
 			continue;
 		bool fresh = false;
-		for (uint32_t k = 0; k < o->ndeps; k++) {
-			const struct plan_op *d = &p->ops[p->deps[o->dep_off + k]];
-			fresh |= d->kind == PLAN_COLL && d->u.coll.coll == PLAN_ALL_GATHER && d->id > last;
-		}
+		for (uint32_t k = 0; k < o->ndeps; k++)
+			fresh |= fresh_gather(p, &p->ops[p->deps[o->dep_off + k]], last);
 		n += fresh;
 		last = i;
 	}
@@ -1120,6 +1137,44 @@ static void test_uneven_stages(struct test_ctx *t)
 			}
 		CHECK_EQ_INT(t, hi - lo + 1, per[st]);
 		CHECK_EQ_INT(t, lo, st == 0 ? 0 : 6 + (st - 1) * 9);
+		plan_release(&p);
+	}
+	free(j);
+}
+
+/* Today's DeepSpeed gathers several parameters in one call when it prefetches (or a module has
+ * more than one): AllGatherCoalescedHandle.wait slices every parameter out of each rank's chunk
+ * (a view per rank and tensor) and torch.cat's it into the parameter, a copy beside the gathered
+ * buffer. A fetch of a single-tensor module alone (no prefetch) does neither. */
+static void test_zero3_coalesced(struct test_ctx *t)
+{
+	struct job *j = fx_job(8);
+	j->strat.zero_stage = 3;
+	j->strat.kernels = STRAT_KERNELS_EAGER; /* q, k, v and gate, up as separate modules */
+	for (int pf = 0; pf < 2; pf++) {
+		j->strat.prefetch_bucket_size = pf ? 50000000 : 0;
+		struct plan p;
+		if (!build(j, 0, &p))
+			continue;
+		int cats = 0, cat_mem = 0, with_views = 0;
+		int64_t views = 0;
+		for (size_t i = 0; i < p.nops; i++) {
+			const struct plan_op *o = &p.ops[i];
+			cats += o->kind == PLAN_COMPUTE && !strcmp(o->name, "ag_cat");
+			cat_mem += o->kind == PLAN_ALLOC && !strcmp(o->name, "ag_cat");
+			if (o->kind == PLAN_COLL && o->u.coll.coll == PLAN_ALL_GATHER && o->host_views) {
+				with_views++;
+				views += o->host_views;
+				CHECK_EQ_INT(t, o->host_views % 8, 0); /* a view per rank */
+			}
+		}
+		if (pf) {
+			CHECK(t, cats > 0 && cats <= with_views);
+			CHECK_EQ_INT(t, cat_mem, cats);
+		} else {
+			CHECK_EQ_INT(t, cats, 0);
+			CHECK_EQ_INT(t, views, 0);
+		}
 		plan_release(&p);
 	}
 	free(j);
@@ -1656,6 +1711,7 @@ int main(void)
 	TEST_RUN(&t, test_zero3_leaf_modules);
 	TEST_RUN(&t, test_zero3_old_deepspeed);
 	TEST_RUN(&t, test_zero3_zeropp_mics);
+	TEST_RUN(&t, test_zero3_coalesced);
 	TEST_RUN(&t, test_uneven_stages);
 	TEST_RUN(&t, test_tp_comm_overlap_userbuffers);
 	TEST_RUN(&t, test_fsdp2_copies);
