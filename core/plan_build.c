@@ -1039,8 +1039,9 @@ static void flush_dense(struct pb *b, struct red *r, bool all)
  * quantization swizzled by destination, an all-to-all among the node's ranks, a kernel that
  * dequantizes, adds the node's L chunks and quantizes the sum, an all-to-all across nodes, and
  * the dequantization with the sum of the nodes' chunks: the rank's partition. The fp32 scales
- * (one per group of a row or column: < 1% of the bytes) are not counted. Every tensor goes through a Python loop of about 12 calls
- * plus one add per node (host views, 4 to a call). Returns the last op. */
+ * (one per group of a row or column: < 1% of the bytes) are not counted. Every tensor goes
+ * through a Python loop of about 12 calls plus one add per node (host views, 4 to a call).
+ * Returns the last op. */
 static uint32_t quant_reduce(struct pb *b, const struct red *r, uint32_t dep)
 {
 	int64_t P = r->pending, L = job_group_size(b->j, JOB_GROUP_NODE);
