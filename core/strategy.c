@@ -935,6 +935,12 @@ static enum tw_result batch_megatron(struct strat_rd *r)
 }
 
 /* Rules between the strategy and the model. */
+/* both uneven stage sizes given */
+static bool uneven2(const struct strategy *s)
+{
+	return s->first_stage_layers > 0 && s->last_stage_layers > 0;
+}
+
 static enum tw_result check_model(struct strat_rd *r)
 {
 	struct strategy *s = r->s;
@@ -968,13 +974,23 @@ static enum tw_result check_model(struct strat_rd *r)
 		/* Megatron-Core: the middle stages share what the first and the last leave */
 		int64_t rest = m->layers - s->first_stage_layers - s->last_stage_layers;
 		int64_t mid = s->pp - (s->first_stage_layers > 0) - (s->last_stage_layers > 0);
-		if (rest < 0 || (mid == 0 && rest != 0) || (mid > 0 && (rest < mid || rest % mid)))
-			return sfail(r, s->first_stage_layers > 0 ? "first_stage_layers"
-								  : "last_stage_layers",
-				     "first_stage_layers=%" PRId64 " and last_stage_layers=%" PRId64
-				     " leave %" PRId64 " of model.layers=%" PRId64 " (%s) for %" PRId64
-				     " other stages: they must split it equally, a layer or more each",
-				     s->first_stage_layers, s->last_stage_layers, rest, m->layers, mn,
+		const char *k = s->first_stage_layers > 0 ? "first_stage_layers" : "last_stage_layers";
+		char given[96];
+		if (uneven2(s))
+			snprintf(given, sizeof(given),
+				 "first_stage_layers=%" PRId64 " and last_stage_layers=%" PRId64,
+				 s->first_stage_layers, s->last_stage_layers);
+		else
+			snprintf(given, sizeof(given), "%s=%" PRId64, k,
+				 s->first_stage_layers > 0 ? s->first_stage_layers
+							   : s->last_stage_layers);
+		if (mid == 0 && rest != 0)
+			return sfail(r, k, "%s with pp=%" PRId64 " leave no other stage, so they must "
+				     "add up to model.layers=%" PRId64 " (%s)", given, s->pp, m->layers, mn);
+		if (rest < mid || (mid > 0 && rest % mid))
+			return sfail(r, k, "%s leave%s %" PRId64 " of model.layers=%" PRId64 " (%s) for "
+				     "the other %" PRId64 " stages: they must split it equally, a layer "
+				     "or more each", given, uneven2(s) ? "" : "s", rest, m->layers, mn,
 				     mid);
 	} else if (m->layers > 0 && s->framework != STRAT_DEEPSPEED && m->layers % s->pp)
 		return sfail(r, "pp",

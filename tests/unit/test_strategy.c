@@ -752,7 +752,7 @@ static void test_ours(struct test_ctx *T)
 				      "20}", 24, NULL, 0)); /* 60 left: 30 each for the other two */
 	CHECK_FAILS(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"pp\":4,\"first_stage_layers\":"
 					 "25,\"last_stage_layers\":26}", 32, NULL, 0),
-		    "leave 29 of model.layers=80 (llama2-70b) for 2 other stages");
+		    "leave 29 of model.layers=80 (llama2-70b) for the other 2 stages");
 	CHECK_FAILS(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"pp\":3}", 24, NULL, 0),
 		    "or first_stage_layers / last_stage_layers");
 	CHECK_FAILS(T, &f, run(&f, NULL, "{\"pp\":2,\"first_stage_layers\":40}", 16, NULL, 0),
