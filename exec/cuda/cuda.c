@@ -48,6 +48,7 @@ struct cu {
 	bool nccl;
 	cudaEvent_t *ev_start, *ev_end, base;
 	int *where;              /* stream index an op ran on this step, -1: host or not issued */
+	int64_t last_on[NUM_ST]; /* the last op issued on each stream this step, -1: none */
 	int64_t base_host_ns;    /* host time (since t0) of the base event */
 	int64_t base_cupti_ns;   /* CUPTI time at the same moment */
 	bool cupti;
@@ -325,6 +326,8 @@ static enum tw_result cuda_step_begin(void *self, int step, struct tw_err *err)
 	size_t nops = c->env->plan->nops;
 	for (size_t i = 0; i < nops; i++)
 		c->where[i] = -1;
+	for (int i = 0; i < NUM_ST; i++)
+		c->last_on[i] = -1;
 	CU(cudaMemset(c->bad, 0xff, (nops ? nops : 1) * sizeof(*c->bad)));
 	CU(cudaEventRecord(c->base, c->st[PLAN_STREAM_COMPUTE]));
 	CU(cudaEventSynchronize(c->base));
@@ -662,10 +665,32 @@ static enum tw_result wait_deps(struct cu *c, const struct plan_op *op, int si, 
 	return TW_OK;
 }
 
+static enum tw_result wait_op(struct cu *c, uint32_t id, struct tw_err *err);
+
+/* The host syncs the framework makes (the plan's flags; the simulator's engine reads the same):
+ * a device-synced op (old DeepSpeed's ZeRO-3 fetch) waits for everything issued before it, and
+ * it, a stream-synced op (hpZ's secondary copy) and a micro-batch's blocking input copy are
+ * waited for once issued. */
+static bool host_waits_for(const struct plan_op *op)
+{
+	return (op->flags & (PLAN_F_DEVSYNC | PLAN_F_HOSTWAIT)) ||
+	       ((op->flags & PLAN_F_BATCH) && op->kind == PLAN_COPY);
+}
+
+static enum tw_result device_sync(struct cu *c, struct tw_err *err)
+{
+	for (int i = 0; i < NUM_ST; i++)
+		if (c->last_on[i] >= 0)
+			TW_CHECK(wait_op(c, (uint32_t)c->last_on[i], err));
+	return TW_OK;
+}
+
 static enum tw_result cuda_issue(void *self, const struct plan_op *op, struct exec_span *span,
 				 struct tw_err *err)
 {
 	struct cu *c = self;
+	if (op->flags & PLAN_F_DEVSYNC)
+		TW_CHECK(device_sync(c, err));
 	bool host = (op->kind == PLAN_COMPUTE && op->stream == PLAN_STREAM_HOST) ||
 		    (op->kind == PLAN_COPY &&
 		     (op->u.copy.dir == PLAN_NVME_READ || op->u.copy.dir == PLAN_NVME_WRITE));
@@ -726,6 +751,7 @@ static enum tw_result cuda_issue(void *self, const struct plan_op *op, struct ex
 	if (rc != TW_OK)
 		return rc;
 	c->where[op->id] = si;
+	c->last_on[si] = op->id;
 	if (op->kind == PLAN_COLL)
 		TW_CHECK(coll_check(c, op, si, err));
 	else if (op->kind == PLAN_P2P && !(op->flags & PLAN_F_SEND) && c->env->verify) {
@@ -736,6 +762,8 @@ static enum tw_result cuda_issue(void *self, const struct plan_op *op, struct ex
 		if (r)
 			return cuda_failed((cudaError_t)r, "twin_k_check_bytes", err);
 	}
+	if (host_waits_for(op))
+		TW_CHECK(wait_op(c, op->id, err));
 	return TW_OK;
 }
 
