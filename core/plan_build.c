@@ -847,8 +847,8 @@ static void gather(struct pb *b, int64_t mid, bool coalesced)
 				(double)part * (double)((b->mixed ? 4 : b->pbytes) + b->pbytes),
 				PLAN_STREAM_COMM, dep);
 	/* qwZ (CUDAQuantizer): the partitions concatenated, cast to fp16 (bf16 params), and
-	 * quantized to int8 with an fp32 scale per group of <= 8,000; the all-gather moves the
-	 * int8 values and the scales (folded into its bytes) */
+	 * quantized to int8 with an fp32 scale per group of <= 8,000; one all-gather moves the
+	 * int8 values, a second the scales */
 	bool qw = b->ds && b->s->zero_qweights;
 	enum tw_dtype dt = b->pdt;
 	double cast = b->pdt == TW_BF16 ? b->pbytes + 2.0 : 0; /* to fp16 and back, per element */
@@ -871,11 +871,14 @@ static void gather(struct pb *b, int64_t mid, bool coalesced)
 	for (int i = 0; i < np; i++) {
 		int64_t c = i == np - 1 ? part - done : (int64_t)((double)part * w[i]);
 		done += c;
-		if (qw) /* one fp32 scale per 8,000 values, gathered beside them */
-			c += (c + 1999) / 2000;
 		uint32_t id = coll(b, PLAN_ALL_GATHER, g, PLAN_STREAM_COMM, "ag_params", c, dt, dep);
 		if (id == PLAN_NONE)
 			continue;
+		if (qw) { /* one fp32 scale per 8,000 values */
+			uint32_t sc = coll(b, PLAN_ALL_GATHER, g, PLAN_STREAM_COMM, "ag_scales",
+					   (c + 7999) / 8000, TW_FP32, dep);
+			id = sc != PLAN_NONE ? sc : id;
+		}
 		b->gop[mid] = id; /* the stream runs them in order: waiting on the last is enough */
 		if (old) {
 			b->p->ops[id].host_views = (uint32_t)(views < UINT32_MAX ? views : UINT32_MAX);

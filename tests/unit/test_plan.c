@@ -982,6 +982,7 @@ static void test_zero3_zeropp_mics(struct test_ctx *t)
 	struct plan p;
 	if (build(j, 0, &p)) {
 		int first = 0, later = 0, wrong = 0, notint8 = 0, quant = 0, dequant = 0, copies = 0;
+		int scales = 0;
 		int waited = 0, dq_first = 0;
 		int64_t sec_bytes = 0;
 		for (size_t i = 0; i < p.nops; i++) {
@@ -992,6 +993,11 @@ static void test_zero3_zeropp_mics(struct test_ctx *t)
 				later += !f0;
 				wrong += o->u.coll.group != (f0 ? JOB_GROUP_DP : JOB_GROUP_HPZ);
 				notint8 += o->u.coll.dtype != TW_INT8;
+			}
+			/* the scales in a gather of their own, an fp32 per 8,000 values */
+			if (o->kind == PLAN_COLL && !strcmp(o->name, "ag_scales")) {
+				scales++;
+				CHECK(t, o->u.coll.dtype == TW_FP32 && o->u.coll.count > 0);
 			}
 			if (o->kind == PLAN_COMPUTE && !strcmp(o->name, "quantize_params"))
 				quant++;
@@ -1010,6 +1016,7 @@ static void test_zero3_zeropp_mics(struct test_ctx *t)
 		CHECK(t, first > 0 && later > first);
 		CHECK_EQ_INT(t, wrong, 0);
 		CHECK_EQ_INT(t, notint8, 0);
+		CHECK_EQ_INT(t, scales, first + later);
 		CHECK(t, quant > 0);
 		CHECK_EQ_INT(t, quant, dequant);
 		/* a secondary per module gathered in the first forward, each waited for */
