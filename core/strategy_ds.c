@@ -560,6 +560,14 @@ static enum tw_result parse_zeropp(struct strat_rd *r, const struct sec *z, int 
 		warn_unmodelled(r, "zero_optimization.mics_hierarchical_params_gather");
 	if (item(z->obj, "zeropp_loco_param") && qg)
 		warn_unmodelled(r, "zero_optimization.zeropp_loco_param");
+	bool qnt = false;
+	struct json_ctx c = {strat_label(r, STRAT_TREE_DS,
+					 "zero_optimization.zero_quantized_nontrainable_weights"),
+			     "zero_optimization", r->err};
+	if (!strat_is_auto(item(z->obj, "zero_quantized_nontrainable_weights")))
+		TW_CHECK(json_get_bool(&c, z->obj, "zero_quantized_nontrainable_weights", &qnt, NULL));
+	if (qnt)
+		warn_unmodelled(r, "zero_optimization.zero_quantized_nontrainable_weights");
 	return TW_OK;
 }
 
