@@ -55,7 +55,7 @@ enum tw_result job_load(const struct job_inputs *in, struct job *out, struct tw_
 
 static const char *const group_names[JOB_NUM_GROUPS] = {
 	"world", "tp", "cp", "dp", "dp_cp", "pp", "ep", "edp", "shard", "replica", "embedding",
-	"hpz", "node", "xnode",
+	"hpz", "node", "xnode", "shard_xnode",
 };
 
 const char *job_group_name(enum job_group g)
@@ -133,6 +133,8 @@ int64_t job_group_size(const struct job *j, enum job_group g)
 	case JOB_GROUP_REPLICA:
 	case JOB_GROUP_XNODE:
 		return s->dp / block_of(j, g);
+	case JOB_GROUP_SHARD_XNODE:
+		return shard_size(j) / node_dp(j) > 1 ? shard_size(j) / node_dp(j) : 1;
 	case JOB_GROUP_EMB:
 		return s->pp > 1 ? 2 : 1;
 	default:
@@ -188,6 +190,11 @@ int64_t job_group_members(const struct job *j, enum job_group g, int64_t rank, i
 		case JOB_GROUP_XNODE:
 			m.dp = (c.dp % sh) + i * sh;
 			break;
+		case JOB_GROUP_SHARD_XNODE: { /* within the shard group, a node apart */
+			int64_t shard = shard_size(j), L = node_dp(j);
+			m.dp = (c.dp / shard) * shard + c.dp % L + i * L;
+			break;
+		}
 		case JOB_GROUP_EMB:
 			if (n > 1)
 				m.pp = i == 0 ? 0 : s->pp - 1;

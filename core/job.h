@@ -54,6 +54,9 @@ enum job_group {
 	JOB_GROUP_HPZ,      /* DeepSpeed hpZ: zero_hpz consecutive dp ranks */
 	JOB_GROUP_NODE,     /* the dp ranks of one node (DeepSpeed qgZ's intra-node all-to-all) */
 	JOB_GROUP_XNODE,    /* the same place in every node's dp ranks (its inter-node one) */
+	JOB_GROUP_SHARD_XNODE, /* the same place in every node of a MiCS shard group (its
+				* hierarchical gather's inter-node step; the intra-node one is
+				* JOB_GROUP_NODE) */
 	JOB_NUM_GROUPS
 };
 const char *job_group_name(enum job_group g);

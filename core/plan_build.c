@@ -858,6 +858,13 @@ static void gather(struct pb *b, int64_t mid, bool coalesced)
 		dt = TW_INT8;
 	}
 	b->gcopied[mid] = false;
+	/* MiCS's handle needs no slicing: its gathers write the parameters in place */
+	bool mics = b->ds && b->s->mics_shard > 0;
+	coalesced = coalesced && !mics;
+	/* MiCS's hierarchical gather: across the shard group's nodes into this rank's slots,
+	 * the result placed (a clone and a copy), then within the node */
+	bool hier = mics && b->s->mics_hier && !sec;
+	int64_t k = hier ? job_group_size(b->j, JOB_GROUP_SHARD_XNODE) : 1;
 	/* DeepSpeed < 0.5.5 (_allgather_param; docs/strategy.md, "Old releases"): per parameter,
 	 * torch.cuda.synchronize(), a world-size loop of narrow() views in Python and all_gather
 	 * into that list, whose C++ side copies every rank's chunk out of a flat buffer;
@@ -871,7 +878,16 @@ static void gather(struct pb *b, int64_t mid, bool coalesced)
 	for (int i = 0; i < np; i++) {
 		int64_t c = i == np - 1 ? part - done : (int64_t)((double)part * w[i]);
 		done += c;
-		uint32_t id = coll(b, PLAN_ALL_GATHER, g, PLAN_STREAM_COMM, "ag_params", c, dt, dep);
+		uint32_t pre = dep;
+		if (hier) {
+			pre = coll(b, PLAN_ALL_GATHER, JOB_GROUP_SHARD_XNODE, PLAN_STREAM_COMM,
+				   "ag_params_xnode", c, dt, dep);
+			pre = compute_d(b, PLAN_K_ELEMWISE, "ag_place", 0,
+					4.0 * (double)c * (double)k * b->pbytes, PLAN_STREAM_COMM,
+					pre != PLAN_NONE ? pre : dep);
+		}
+		uint32_t id = coll(b, PLAN_ALL_GATHER, hier ? JOB_GROUP_NODE : g, PLAN_STREAM_COMM,
+				   "ag_params", c * k, dt, pre);
 		if (id == PLAN_NONE)
 			continue;
 		if (qw) { /* one fp32 scale per 8,000 values */

@@ -711,6 +711,23 @@ static enum tw_result check_zeropp(struct strat_rd *r)
 	if (s->mics_shard > 0)
 		s->shard_group = s->mics_shard;
 	int64_t per_node = r->c && r->c->node.gpus > 0 ? r->c->node.gpus : s->dp;
+	/* MiCS's hierarchical gather (create_mics_comm_groups) needs a shard group over whole
+	 * nodes */
+	if (s->mics_hier && s->mics_shard <= per_node)
+		return tw_errf(r->err, TW_ERR_INVALID,
+			       "%s: mics_shard_size=%" PRId64 " stays within a node of %" PRId64
+			       " GPUs (DeepSpeed: sharding spans on single node, no need for hierarchy "
+			       "allgather)",
+			       strat_label(r, STRAT_TREE_DS,
+					   "zero_optimization.mics_hierarchical_params_gather"),
+			       s->mics_shard, per_node);
+	if (s->mics_hier && s->mics_shard % per_node)
+		return tw_errf(r->err, TW_ERR_INVALID,
+			       "%s: mics_shard_size=%" PRId64 " is not whole nodes of %" PRId64
+			       " GPUs, which the hierarchical gather needs",
+			       strat_label(r, STRAT_TREE_DS,
+					   "zero_optimization.mics_hierarchical_params_gather"),
+			       s->mics_shard, per_node);
 	if (s->zero_qgrads && s->dp <= per_node) {
 		s->zero_qgrads = false;
 		strat_prov(s, "zero_optimization.zero_quantized_gradients", STRAT_SRC_DERIVED,
@@ -1443,6 +1460,7 @@ struct cJSON *strategy_to_json(const struct strategy *s)
 	cJSON_AddBoolToObject(z, "quantized_weights", s->zero_qweights);
 	cJSON_AddBoolToObject(z, "quantized_gradients", s->zero_qgrads);
 	cJSON_AddNumberToObject(z, "mics_shard_size", s->mics_shard > 0 ? (double)s->mics_shard : -1);
+	cJSON_AddBoolToObject(z, "mics_hierarchical_params_gather", s->mics_hier);
 	cJSON_AddBoolToObject(o, "distributed_optimizer", s->distributed_optimizer);
 	cJSON *f = cJSON_AddObjectToObject(o, "fsdp");
 	cJSON_AddStringToObject(f, "sharding_strategy", fsdp_names[s->fsdp_sharding]);

@@ -102,6 +102,7 @@ struct strategy {
 	int64_t zero_hpz;
 	bool zero_qweights, zero_qgrads;
 	int64_t mics_shard;
+	bool mics_hier;             /* mics_hierarchical_params_gather: across nodes, then within */
 
 	/* Megatron / FSDP */
 	bool distributed_optimizer;

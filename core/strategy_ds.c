@@ -497,6 +497,7 @@ static enum tw_result parse_zeropp(struct strat_rd *r, const struct sec *z, int 
 	int64_t hpz = 1, mics = -1;
 	bool qw = false, qg = false, hier = false;
 	s->zero_hpz = 1, s->zero_qweights = s->zero_qgrads = false, s->mics_shard = 0;
+	s->mics_hier = false;
 	if (stage != 3) {
 		const char *const ints[] = {"zero_hpz_partition_size", "mics_shard_size", NULL};
 		const char *const bools[] = {"zero_quantized_weights", "zero_quantized_gradients",
@@ -556,8 +557,12 @@ static enum tw_result parse_zeropp(struct strat_rd *r, const struct sec *z, int 
 		return fail(z, "mics_shard_size",
 			    "MiCS does not offload (DeepSpeed: Local sharding has no support for "
 			    "CPU offloading)");
-	if (s->mics_shard > 0 && hier)
-		warn_unmodelled(r, "zero_optimization.mics_hierarchical_params_gather");
+	s->mics_hier = s->mics_shard > 0 && hier;
+	if (s->mics_shard > 0 && qw) { /* MiCS's own gathers take no quantize flag */
+		s->zero_qweights = false;
+		dprov(r, "zero_optimization.zero_quantized_weights", STRAT_SRC_DERIVED,
+		      "MiCS gathers unquantized (its all_gather_coalesced)", "false");
+	}
 	if (item(z->obj, "zeropp_loco_param") && qg)
 		warn_unmodelled(r, "zero_optimization.zeropp_loco_param");
 	bool qnt = false;

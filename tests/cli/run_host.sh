@@ -75,8 +75,9 @@ for s in z0 z1 z2 z3 tp2 pp2 ds-tp2-pp2 z2-offload z3-offload; do
 done
 
 # ZeRO++ (hpZ over rank pairs, int8 weight gathers, int4 gradient all-to-alls) on 2 nodes of
-# 2 ranks, and MiCS over 2-rank shard groups: every collective of their groups verified
-for s in zpp mics; do
+# 2 ranks, MiCS over 2-rank shard groups and MiCS over both nodes gathered hierarchically:
+# every collective of their groups verified
+for s in zpp mics mics-hier; do
 	db=$tmp/$s.db
 	timeout 120 $MPIRUN "$TWIN" run -m tiny -c host-cpu --gpus 4 -s "$FIX/$s.json" --backend host \
 		--set node.gpus=2 --set net.max_nodes=2 --set net.fabric=ethernet --set net.nic_gbps=100 \

@@ -1099,6 +1099,37 @@ static void test_zero3_zeropp_mics(struct test_ctx *t)
 		plan_release(&p);
 	}
 	check_group_match(t, j, 0, 9, JOB_GROUP_REPLICA);
+	/* MiCS over 16-rank (two-node) shard groups, hierarchical: across the two nodes into this
+	 * rank's slots, placed, then within the node; MiCS's handle slices nothing */
+	j->strat.mics_shard = j->strat.shard_group = 16, j->strat.mics_hier = true;
+	if (build(j, 0, &p)) {
+		int x = 0, n = 0, place = 0, cats = 0;
+		for (size_t i = 0; i < p.nops; i++) {
+			const struct plan_op *o = &p.ops[i];
+			if (o->kind == PLAN_COLL && !strcmp(o->name, "ag_params_xnode")) {
+				CHECK_EQ_INT(t, o->u.coll.group, JOB_GROUP_SHARD_XNODE);
+				const struct plan_op *nx = NULL;
+				for (size_t k = i + 1; k < p.nops && !nx; k++)
+					if (p.ops[k].kind == PLAN_COLL && !strcmp(p.ops[k].name, "ag_params"))
+						nx = &p.ops[k];
+				CHECK(t, nx && nx->u.coll.group == JOB_GROUP_NODE &&
+					     nx->u.coll.count == 2 * o->u.coll.count);
+				x++;
+			}
+			n += o->kind == PLAN_COLL && !strcmp(o->name, "ag_params");
+			place += o->kind == PLAN_COMPUTE && !strcmp(o->name, "ag_place");
+			cats += o->kind == PLAN_COMPUTE && !strcmp(o->name, "ag_cat");
+		}
+		CHECK(t, x > 0);
+		CHECK_EQ_INT(t, x, n);
+		CHECK_EQ_INT(t, place, x);
+		CHECK_EQ_INT(t, cats, 0);
+		CHECK_EQ_INT(t, job_group_size(j, JOB_GROUP_SHARD_XNODE), 2);
+		plan_release(&p);
+	}
+	check_group_match(t, j, 0, 8, JOB_GROUP_SHARD_XNODE);
+	check_group_match(t, j, 17, 25, JOB_GROUP_SHARD_XNODE);
+	j->strat.mics_hier = false;
 	/* FSDP HYBRID_SHARD: reduce-scatter within the shard group, all-reduce across replicas */
 	j->strat.mics_shard = 0;
 	j->strat.framework = STRAT_FSDP;

@@ -524,6 +524,18 @@ static void test_zeropp_mics(struct test_ctx *T)
 	CHECK_OK(T, &f, run(&f, Z3(",\"mics_shard_size\":16"), NULL, 32, NULL, 0));
 	CHECK_EQ_INT(T, f.s.mics_shard, 16);
 	CHECK_EQ_INT(T, f.s.shard_group, 16);
+	/* MiCS's hierarchical gather needs whole nodes; MiCS gathers without qwZ */
+	CHECK_OK(T, &f, run(&f, Z3(",\"mics_shard_size\":16,\"mics_hierarchical_params_gather\":true,"
+				   "\"zero_quantized_weights\":true"), NULL, 32, NULL, 0));
+	CHECK(T, f.s.mics_hier);
+	CHECK(T, !f.s.zero_qweights);
+	CHECK_SRC(T, &f.s, "zero_optimization.zero_quantized_weights", "derived");
+	CHECK_FAILS(T, &f, run(&f, Z3(",\"mics_shard_size\":8,\"mics_hierarchical_params_gather\":true"),
+			       NULL, 32, NULL, 0),
+		    "no need for hierarchy allgather");
+	CHECK_FAILS(T, &f, run(&f, Z3(",\"mics_shard_size\":4,\"mics_hierarchical_params_gather\":true"),
+			       NULL, 32, NULL, 0),
+		    "no need for hierarchy allgather");
 	/* below stage 3 DeepSpeed ignores them (a warning says so) */
 	CHECK_OK(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1,\"zero_optimization\":{"
 				"\"stage\":2,\"zero_hpz_partition_size\":8,\"mics_shard_size\":8}}",
