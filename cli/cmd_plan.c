@@ -125,6 +125,7 @@ static cJSON *cand_json(enum strat_framework f, const struct search_cand *c)
 	cJSON_AddNumberToObject(o, "zero_stage", c->zero);
 	cJSON_AddStringToObject(o, "shard", search_cand_shard(f, c));
 	cJSON_AddBoolToObject(o, "zeropp", c->zeropp);
+	cJSON_AddBoolToObject(o, "mics", c->mics);
 	cJSON_AddStringToObject(o, "recompute", strat_recompute_name(c->recompute));
 	cJSON_AddNumberToObject(o, "recompute_num_layers", (double)c->recompute_layers);
 	cJSON_AddStringToObject(o, "offload_optimizer", c->offload == STRAT_OFFLOAD_CPU ? "cpu" : "none");

@@ -37,7 +37,7 @@ const char *search_shard_name(enum strat_framework f, int zero)
 
 const char *search_cand_shard(enum strat_framework f, const struct search_cand *c)
 {
-	return c->zeropp ? "zero 3++" : search_shard_name(f, c->zero);
+	return c->zeropp ? "zero 3++" : c->mics ? "mics" : search_shard_name(f, c->zero);
 }
 
 
@@ -83,13 +83,16 @@ static void cand_sets(const struct job *base, const struct search_space *sp, str
 		add_set(c, bf16 ? "bf16.enabled=true" : "fp16.enabled=true");
 		if (c->offload == STRAT_OFFLOAD_CPU)
 			add_set(c, "zero_optimization.offload_optimizer.device=cpu");
+		int64_t per = base->cluster.node.gpus > 0 ? base->cluster.node.gpus : 1;
 		if (c->zeropp) { /* DeepSpeed's ZeRO++ tutorial: hpZ over a node */
-			int64_t per = base->cluster.node.gpus > 0 ? base->cluster.node.gpus : 1;
 			add_set(c, "zero_optimization.zero_hpz_partition_size=%lld",
 				(long long)(per < c->dp ? per : c->dp));
 			add_set(c, "zero_optimization.zero_quantized_weights=true");
 			add_set(c, "zero_optimization.zero_quantized_gradients=true");
 		}
+		if (c->mics) /* states sharded within a node, replicated across */
+			add_set(c, "zero_optimization.mics_shard_size=%lld",
+				(long long)(per < c->dp ? per : c->dp));
 		break;
 	case STRAT_MEGATRON:
 		add_set(c, "framework=megatron");
@@ -309,7 +312,7 @@ static void keep_top(struct search_result *res, int top, const struct search_can
 struct task {
 	int64_t tp, pp, dp, ep, cp;
 	int zero;
-	bool zeropp;
+	bool zeropp, use_mics;
 	enum strat_offload offload;
 	const int64_t *mics;
 	int nm;
@@ -434,6 +437,7 @@ static void run_task(struct shared *sh, struct task *t)
 					continue;
 				c.zero = t->zero;
 				c.zeropp = t->zeropp;
+				c.mics = t->use_mics;
 				c.recompute = (enum strat_recompute)r;
 				if (block) {
 					/* half of a model chunk's layers, or the pinned N */
@@ -770,13 +774,14 @@ enum tw_result search_run(const struct job *base, const struct search_space *spa
 				int nep = ep_choices(&sp, m, dp, eps);
 				for (int e = 0; e < nep; e++) {
 					for (int z = zlo; z <= zhi; z++)
-					for (int zpp = 0; zpp < 2; zpp++) {
+					for (int var = 0; var < 3; var++) {
 						if ((sp.pin_zero >= 0 && sp.pin_zero != z) ||
 						    (sp.framework == STRAT_FSDP && z == 1))
 							continue; /* FSDP shardings map to 0, 2, 3 */
-						/* ZeRO++ for DeepSpeed ZeRO-3 across nodes, where DeepSpeed
-						 * forms its groups (tp = cp = 1), without offload */
-						if (zpp && (sp.framework != STRAT_DEEPSPEED || z != 3 || tp * cp > 1 ||
+						/* ZeRO++ (1) and MiCS within a node (2) for DeepSpeed ZeRO-3
+						 * across nodes, where DeepSpeed forms their groups (tp = cp =
+						 * 1), without offload */
+						if (var && (sp.framework != STRAT_DEEPSPEED || z != 3 || tp * cp > 1 ||
 							    pass || gpus <= base->cluster.node.gpus))
 							continue;
 						TW_GROW(tasks, cap, ntasks + 1);
@@ -788,7 +793,8 @@ enum tw_result search_run(const struct job *base, const struct search_space *spa
 						t->ep = eps[e];
 						t->cp = cp;
 						t->zero = z;
-						t->zeropp = zpp;
+						t->zeropp = var == 1;
+						t->use_mics = var == 2;
 						t->offload = pass ? STRAT_OFFLOAD_CPU : STRAT_OFFLOAD_NONE;
 						t->mics = mics[slot];
 						t->nm = nmics[slot];

@@ -92,6 +92,7 @@ struct search_cand {
 					optimizer; fsdp: 3 FULL_SHARD, 2 SHARD_GRAD_OP, 0 NO_SHARD */
 	bool zeropp;                 /* deepspeed ZeRO-3 with ZeRO++: hpZ over a node's ranks,
 					int8 weight gathers, int4 gradient all-to-alls */
+	bool mics;                   /* deepspeed ZeRO-3 as MiCS, sharded within a node */
 	enum strat_recompute recompute;
 	int64_t recompute_layers;    /* full recompute of the first N layers of each model chunk
 					(Megatron's block method); 0: every layer */
@@ -142,7 +143,8 @@ enum tw_result search_job(const struct job *base, const struct search_space *sp,
 void search_result_release(struct search_result *res);
 /* "zero 3", "distopt", "FULL_SHARD", ... for printing */
 const char *search_shard_name(enum strat_framework f, int zero);
-/* The candidate's sharding as printed: search_shard_name, "zero 3++" with ZeRO++. */
+/* The candidate's sharding as printed: search_shard_name, "zero 3++" with ZeRO++, "mics"
+ * for MiCS. */
 const char *search_cand_shard(enum strat_framework f, const struct search_cand *c);
 
 #endif

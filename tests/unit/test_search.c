@@ -336,9 +336,9 @@ static void test_context_parallel(struct test_ctx *T)
 	free(base);
 }
 
-/* ZeRO++ for DeepSpeed ZeRO-3 across nodes with tp = cp = 1: its candidates resolve to hpZ over a
- * node, int8 weight gathers and int4 gradient all-to-alls; on a slow fabric they lead; one node
- * searches none. */
+/* ZeRO++ and MiCS for DeepSpeed ZeRO-3 across nodes with tp = cp = 1: their candidates resolve to
+ * hpZ over a node, int8 weight gathers and int4 gradient all-to-alls, or MiCS shard groups of a
+ * node; on a slow fabric ZeRO++ leads; one node searches neither. */
 static void test_zeropp(struct test_ctx *T)
 {
 	struct job *base = load_base("llama2-7b", "dgx-a100-80g", 32);
@@ -351,9 +351,17 @@ static void test_zeropp(struct test_ctx *T)
 	struct tw_err err = { 0 };
 	CHECK_EQ_INT(T, search_run(base, &sp, &r, &err), TW_OK);
 	CHECK(T, r.ntop > 0);
-	int zpp = 0;
+	int zpp = 0, mics = 0;
 	for (int i = 0; i < r.ntop; i++) {
 		const struct search_cand *c = &r.top[i];
+		if (c->mics) { /* MiCS within a node */
+			mics++;
+			CHECK(T, !c->zeropp);
+			struct job *j = TW_NEW(struct job);
+			if (search_job(base, &sp, c, j, &err) == TW_OK)
+				CHECK_EQ_INT(T, j->strat.mics_shard, 8);
+			free(j);
+		}
 		if (!c->zeropp)
 			continue;
 		zpp++;
@@ -366,13 +374,14 @@ static void test_zeropp(struct test_ctx *T)
 		free(j);
 	}
 	CHECK(T, zpp > 0);
+	CHECK(T, mics > 0);
 	CHECK(T, r.top[0].zeropp);
 	search_result_release(&r);
 	struct job *one = load_base("llama2-7b", "dgx-a100-80g", 8);
 	if (one) {
 		CHECK_EQ_INT(T, search_run(one, &sp, &r, &err), TW_OK);
 		for (int i = 0; i < r.ntop; i++)
-			CHECK(T, !r.top[i].zeropp);
+			CHECK(T, !r.top[i].zeropp && !r.top[i].mics);
 		search_result_release(&r);
 	}
 	free(one);
