@@ -48,8 +48,6 @@ static const char *framework_desc(const struct strategy *s, char *buf, size_t le
 	return buf;
 }
 
-static const char *const recompute_str[] = {"none", "selective", "full"};
-
 static void header(const struct job *j)
 {
 	const struct strategy *s = &j->strat;
@@ -62,7 +60,7 @@ static void header(const struct job *j)
 	       s->sequence_parallel ? " +SP" : "");
 	printf("batch        micro %lld x %lld micro-batches, seq %lld, %s, recompute %s%s%s\n",
 	       (long long)s->micro_batch, (long long)s->grad_accum, (long long)j->seq,
-	       tw_dtype_name(s->param_dtype), recompute_str[s->recompute],
+	       tw_dtype_name(s->param_dtype), strat_recompute_name(s->recompute),
 	       s->flash_attention ? ", flash attention" : "",
 	       s->lora_rank > 0 ? ", LoRA" : "");
 }

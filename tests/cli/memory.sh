@@ -44,3 +44,9 @@ if "$TWIN" simulate $job --ds-config examples/ds_configs/zero3.json --memory >"$
 else
 	check "simulate --memory fails with one line" test "$(wc -l <"$tmp/simerr")" -eq 1
 fi
+
+# every recompute mode is named in the header (op was read past the end of a name table)
+for r in none selective full op; do
+	"$TWIN" memory -m llama3-8b -c dgx-h100 --gpus 8 -s torchtitan-fsdp2 --set recompute=$r >"$tmp/rc" 2>&1
+	check "memory header names recompute $r" grep -q "recompute $r, " "$tmp/rc"
+done
