@@ -814,6 +814,20 @@ static int unit_parts(const struct pb *b, int64_t uid, double w[3])
 	return 1;
 }
 
+/* DeepSpeed zero_quantized_nontrainable_weights with LoRA: the gathered (base) weights are
+ * frozen, so their partitions (and hpZ secondaries) are kept as int8 with fp32 scales and
+ * gathered as such, quantized once when partitioned */
+static bool frozen_int8(const struct pb *b)
+{
+	return b->ds && b->s->zero_qfrozen && b->lora;
+}
+
+/* bytes per element of a parameter partition this rank keeps */
+static int part_bytes(const struct pb *b)
+{
+	return frozen_int8(b) ? 1 : b->pbytes;
+}
+
 /* DeepSpeed hpZ: a module released once this step keeps a secondary partition over its hpZ
  * group, and every later gather of it reads that instead (all_gather_coalesced's
  * use_secondary_tensor): all but the first micro-batch's forward */
@@ -841,7 +855,7 @@ static void gather(struct pb *b, int64_t mid, bool coalesced)
 	int64_t part = (n + nz - 1) / nz;
 	uint32_t dep = PLAN_NONE;
 	if (b->s->offload_param != STRAT_OFFLOAD_NONE) /* partition lives on the host */
-		dep = copy(b, PLAN_H2D, "param_h2d", part * b->pbytes, PLAN_NONE);
+		dep = copy(b, PLAN_H2D, "param_h2d", part * part_bytes(b), PLAN_NONE);
 	if (fsdp2(b)) /* foreach copy of the shards (cast from the fp32 master) into the input */
 		dep = compute_d(b, PLAN_K_ELEMWISE, "ag_copy_in", 0,
 				(double)part * (double)((b->mixed ? 4 : b->pbytes) + b->pbytes),
@@ -849,10 +863,12 @@ static void gather(struct pb *b, int64_t mid, bool coalesced)
 	/* qwZ (CUDAQuantizer): the partitions concatenated, cast to fp16 (bf16 params), and
 	 * quantized to int8 with an fp32 scale per group of <= 8,000; one all-gather moves the
 	 * int8 values, a second the scales */
-	bool qw = b->ds && b->s->zero_qweights;
+	bool qw = b->ds && (b->s->zero_qweights || frozen_int8(b));
 	enum tw_dtype dt = b->pdt;
 	double cast = b->pdt == TW_BF16 ? b->pbytes + 2.0 : 0; /* to fp16 and back, per element */
-	if (qw) {
+	if (qw && frozen_int8(b)) {
+		dt = TW_INT8; /* already int8: nothing to quantize */
+	} else if (qw) {
 		dep = compute_d(b, PLAN_K_ELEMWISE, "quantize_params", 0,
 				(double)part * (2.0 * b->pbytes + cast + 3.0), PLAN_STREAM_COMM, dep);
 		dt = TW_INT8;
@@ -933,11 +949,12 @@ static void release(struct pb *b, int64_t mid)
 		int64_t sec = (n + b->s->zero_hpz - 1) / b->s->zero_hpz;
 		enum plan_device dev = b->s->offload_param != STRAT_OFFLOAD_NONE ? PLAN_DEV_HOST
 										 : PLAN_DEV_GPU;
-		b->sbuf[mid] = mem_alloc(b, PLAN_MEM_PARAMS, dev, sec * b->pbytes, "hpz_secondary",
+		int sb = part_bytes(b);
+		b->sbuf[mid] = mem_alloc(b, PLAN_MEM_PARAMS, dev, sec * sb, "hpz_secondary",
 					 PLAN_STREAM_COMPUTE);
 		uint32_t id = dev == PLAN_DEV_GPU
-				      ? elem(b, PLAN_K_ELEMWISE, "hpz_copy", 3.0 * (double)sec * b->pbytes)
-				      : copy(b, PLAN_D2H, "hpz_copy", sec * b->pbytes, b->last_compute);
+				      ? elem(b, PLAN_K_ELEMWISE, "hpz_copy", 3.0 * (double)sec * sb)
+				      : copy(b, PLAN_D2H, "hpz_copy", sec * sb, b->last_compute);
 		if (id != PLAN_NONE)
 			b->p->ops[id].flags |= PLAN_F_HOSTWAIT;
 	}
@@ -1994,7 +2011,8 @@ static void alloc_states(struct pb *b)
 	}
 	int64_t pn = b->shard == SH_PARAM ? N : 1;      /* parameter partitions */
 	int64_t on = b->shard >= SH_OPT ? N : 1;        /* optimizer partitions */
-	mem_alloc(b, PLAN_MEM_PARAMS, pd, P / pn * pb, "params", st);
+	mem_alloc(b, PLAN_MEM_PARAMS, pd, P / pn * (b->shard == SH_PARAM ? part_bytes(b) : pb),
+		  "params", st);
 	if (b->shard == SH_PARAM && b->persist_elems > 0)
 		mem_alloc(b, PLAN_MEM_PARAMS, PLAN_DEV_GPU, b->persist_elems * pb,
 			  "persistent_params", st);

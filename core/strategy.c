@@ -1459,6 +1459,7 @@ struct cJSON *strategy_to_json(const struct strategy *s)
 	cJSON_AddNumberToObject(z, "hpz_partition_size", (double)(s->zero_hpz > 1 ? s->zero_hpz : 1));
 	cJSON_AddBoolToObject(z, "quantized_weights", s->zero_qweights);
 	cJSON_AddBoolToObject(z, "quantized_gradients", s->zero_qgrads);
+	cJSON_AddBoolToObject(z, "quantized_nontrainable_weights", s->zero_qfrozen);
 	cJSON_AddNumberToObject(z, "mics_shard_size", s->mics_shard > 0 ? (double)s->mics_shard : -1);
 	cJSON_AddBoolToObject(z, "mics_hierarchical_params_gather", s->mics_hier);
 	cJSON_AddBoolToObject(o, "distributed_optimizer", s->distributed_optimizer);

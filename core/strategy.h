@@ -101,6 +101,8 @@ struct strategy {
 	 * the grad partitions across the replicas at the accumulation boundary (0: off) */
 	int64_t zero_hpz;
 	bool zero_qweights, zero_qgrads;
+	bool zero_qfrozen;          /* zero_quantized_nontrainable_weights: frozen parameters
+				     * (LoRA's base weights) kept and gathered as int8 */
 	int64_t mics_shard;
 	bool mics_hier;             /* mics_hierarchical_params_gather: across nodes, then within */
 

@@ -496,11 +496,12 @@ static enum tw_result parse_zeropp(struct strat_rd *r, const struct sec *z, int 
 	const char *dd = "DeepSpeed default";
 	int64_t hpz = 1, mics = -1;
 	bool qw = false, qg = false, hier = false;
-	s->zero_hpz = 1, s->zero_qweights = s->zero_qgrads = false, s->mics_shard = 0;
-	s->mics_hier = false;
+	s->zero_hpz = 1, s->zero_qweights = s->zero_qgrads = s->zero_qfrozen = false;
+	s->mics_shard = 0, s->mics_hier = false;
 	if (stage != 3) {
 		const char *const ints[] = {"zero_hpz_partition_size", "mics_shard_size", NULL};
 		const char *const bools[] = {"zero_quantized_weights", "zero_quantized_gradients",
+					     "zero_quantized_nontrainable_weights",
 					     "mics_hierarchical_params_gather", NULL};
 		bool set = false;
 		for (int i = 0; ints[i]; i++) {
@@ -533,12 +534,19 @@ static enum tw_result parse_zeropp(struct strat_rd *r, const struct sec *z, int 
 		if (item(z->obj, zpp[i]) && r->version < STRAT_VERSION(0, 10, 0))
 			return fail(z, zpp[i], "ZeRO++ arrived in DeepSpeed 0.10.0 (deepspeed_version "
 					       "is %s; its config refuses the key)", s->deepspeed_version);
+	if (item(z->obj, "zero_quantized_nontrainable_weights") &&
+	    r->version < STRAT_VERSION(0, 10, 2))
+		return fail(z, "zero_quantized_nontrainable_weights",
+			    "it arrived in DeepSpeed 0.10.2 (deepspeed_version is %s; its config "
+			    "refuses the key)", s->deepspeed_version);
 	if (item(z->obj, "mics_shard_size") && r->version < STRAT_VERSION(0, 9, 2))
 		return fail(z, "mics_shard_size", "MiCS arrived in DeepSpeed 0.9.2 (deepspeed_version "
 						  "is %s; its config refuses the key)", s->deepspeed_version);
 	TW_CHECK(kint(z, "zero_hpz_partition_size", NULL, 0, INT64_MAX, 1, dd, &hpz));
 	TW_CHECK(kbool(z, "zero_quantized_weights", NULL, false, dd, &qw));
 	TW_CHECK(kbool(z, "zero_quantized_gradients", NULL, false, dd, &qg));
+	TW_CHECK(kbool(z, "zero_quantized_nontrainable_weights", NULL, false, dd,
+		       &s->zero_qfrozen));
 	TW_CHECK(kint(z, "mics_shard_size", NULL, -1, INT64_MAX, -1, "DeepSpeed default (off)",
 		      &mics));
 	TW_CHECK(kbool(z, "mics_hierarchical_params_gather", NULL, false, dd, &hier));
@@ -563,16 +571,13 @@ static enum tw_result parse_zeropp(struct strat_rd *r, const struct sec *z, int 
 		dprov(r, "zero_optimization.zero_quantized_weights", STRAT_SRC_DERIVED,
 		      "MiCS gathers unquantized (its all_gather_coalesced)", "false");
 	}
+	if (s->mics_shard > 0 && s->zero_qfrozen) {
+		s->zero_qfrozen = false;
+		dprov(r, "zero_optimization.zero_quantized_nontrainable_weights", STRAT_SRC_DERIVED,
+		      "MiCS gathers unquantized (its all_gather_coalesced)", "false");
+	}
 	if (item(z->obj, "zeropp_loco_param") && qg)
 		warn_unmodelled(r, "zero_optimization.zeropp_loco_param");
-	bool qnt = false;
-	struct json_ctx c = {strat_label(r, STRAT_TREE_DS,
-					 "zero_optimization.zero_quantized_nontrainable_weights"),
-			     "zero_optimization", r->err};
-	if (!strat_is_auto(item(z->obj, "zero_quantized_nontrainable_weights")))
-		TW_CHECK(json_get_bool(&c, z->obj, "zero_quantized_nontrainable_weights", &qnt, NULL));
-	if (qnt)
-		warn_unmodelled(r, "zero_optimization.zero_quantized_nontrainable_weights");
 	return TW_OK;
 }
 
@@ -660,8 +665,7 @@ static enum tw_result parse_zero(struct strat_rd *r, const struct sec *top)
 	bool b = false;
 	const char *const bools[] = {"allgather_partitions", "load_from_fp32_weights",
 				     "elastic_checkpoint", "ignore_unused_parameters",
-				     "round_robin_gradients", "memory_efficient_linear",
-				     "zero_quantized_nontrainable_weights", NULL};
+				     "round_robin_gradients", "memory_efficient_linear", NULL};
 	for (int i = 0; bools[i]; i++) {
 		char p[96];
 		snprintf(p, sizeof(p), "zero_optimization.%s", bools[i]);

@@ -96,6 +96,14 @@ if [ "$have_sqlite" = 1 ]; then
 	fi
 fi
 
+# LoRA's frozen base weights kept and gathered as int8, with hpZ over rank pairs
+db=$tmp/qfrozen.db
+timeout 120 $MPIRUN "$TWIN" run -m tiny -c host-cpu --gpus 4 -s lora-zero3 --backend host \
+	--set zero_optimization.zero_quantized_nontrainable_weights=true \
+	--set zero_optimization.zero_hpz_partition_size=2 --set zero_optimization.reduce_bucket_size=200000 \
+	--steps 1 --warmup 0 --db "$db" --json >"$tmp/qfrozen.json" 2>"$tmp/qfrozen.json.err"
+check_run "run host, 4 ranks, LoRA with int8 frozen weights and hpZ" "$tmp/qfrozen.json" $? "$db" 1
+
 # a tied model over 4 pipeline stages: the first and the last stage all-reduce their embedding
 # grads (ar_embed), the middle ones are alone in their embedding groups
 db=$tmp/tied.db

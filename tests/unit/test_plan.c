@@ -1218,6 +1218,40 @@ static void test_zero3_coalesced(struct test_ctx *t)
 	free(j);
 }
 
+/* zero_quantized_nontrainable_weights with LoRA: the frozen base weights' partitions are int8
+ * (half the bf16 bytes) and their gathers move int8 (and scales) that need no quantization,
+ * only the dequantization after. */
+static void test_zero3_frozen_int8(struct test_ctx *t)
+{
+	struct job *j = fx_job(8);
+	j->strat.zero_stage = 3;
+	j->strat.lora_rank = 8, j->strat.lora_targets = STRAT_LORA_Q | STRAT_LORA_V;
+	int64_t params[2] = {0, 0};
+	for (int q = 0; q < 2; q++) {
+		j->strat.zero_qfrozen = q;
+		struct plan p;
+		if (!build(j, 0, &p))
+			continue;
+		int ag = 0, int8 = 0, quant = 0, dequant = 0;
+		for (size_t i = 0; i < p.nops; i++) {
+			const struct plan_op *o = &p.ops[i];
+			if (o->kind == PLAN_COLL && !strcmp(o->name, "ag_params"))
+				ag++, int8 += o->u.coll.dtype == TW_INT8;
+			quant += o->kind == PLAN_COMPUTE && !strcmp(o->name, "quantize_params");
+			dequant += o->kind == PLAN_COMPUTE && !strcmp(o->name, "dequantize_params");
+			if (o->kind == PLAN_ALLOC && !strcmp(o->name, "params"))
+				params[q] = o->u.mem.bytes;
+		}
+		CHECK(t, ag > 0);
+		CHECK_EQ_INT(t, int8, q ? ag : 0);
+		CHECK_EQ_INT(t, quant, 0);
+		CHECK(t, q ? dequant > 0 : dequant == 0);
+		plan_release(&p);
+	}
+	CHECK_EQ_INT(t, params[0], 2 * params[1]);
+	free(j);
+}
+
 /* Megatron-Core --tp-comm-overlap: the sequence-parallel all-gathers and reduce-scatters go
  * through Transformer Engine's userbuffers (PLAN_F_USERBUF); without it, and every other
  * collective, through NCCL. */
@@ -1750,6 +1784,7 @@ int main(void)
 	TEST_RUN(&t, test_zero3_old_deepspeed);
 	TEST_RUN(&t, test_zero3_zeropp_mics);
 	TEST_RUN(&t, test_zero3_coalesced);
+	TEST_RUN(&t, test_zero3_frozen_int8);
 	TEST_RUN(&t, test_uneven_stages);
 	TEST_RUN(&t, test_tp_comm_overlap_userbuffers);
 	TEST_RUN(&t, test_fsdp2_copies);

@@ -560,6 +560,15 @@ static void test_zeropp_mics(struct test_ctx *T)
 		    "Local sharding has no support for CPU offloading");
 	CHECK_FAILS(T, &f, run(&f, Z3(",\"zero_quantized_weights\":1"), NULL, 32, NULL, 0),
 		    "zero_quantized_weights");
+	/* frozen weights as int8 (with LoRA); since 0.10.2; MiCS gathers them unquantized */
+	CHECK_OK(T, &f, run(&f, Z3(",\"zero_quantized_nontrainable_weights\":true"), NULL, 32, NULL, 0));
+	CHECK(T, f.s.zero_qfrozen);
+	CHECK_FAILS(T, &f, run(&f, Z3(",\"zero_quantized_nontrainable_weights\":true"),
+			       "{\"deepspeed_version\":\"0.10.1\"}", 32, NULL, 0),
+		    "it arrived in DeepSpeed 0.10.2");
+	CHECK_OK(T, &f, run(&f, Z3(",\"zero_quantized_nontrainable_weights\":true,\"mics_shard_size\":8"),
+			    NULL, 32, NULL, 0));
+	CHECK(T, !f.s.zero_qfrozen);
 	/* releases before them refuse the keys */
 	CHECK_FAILS(T, &f, run(&f, Z3(",\"zero_hpz_partition_size\":8"),
 			       "{\"deepspeed_version\":\"0.9.5\"}", 32, NULL, 0),
