@@ -137,7 +137,8 @@ static const char *const our_keys[] = {
 	"precision", "optimizer", "distributed_optimizer", "fsdp", "lora", "seq_len", "micro_batch",
 	"global_batch", "grad_accum", "hf_trainer", "ds_config", "host_op_us",
 	"overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap", "grad_reduce_in_bf16",
-	"first_stage_layers", "last_stage_layers", NULL};
+	"first_stage_layers", "last_stage_layers", "account_for_embedding_in_pipeline_split",
+	"account_for_loss_in_pipeline_split", NULL};
 
 static bool is_our_key(const char *k)
 {
@@ -364,8 +365,8 @@ struct ours {
 	struct oval framework, version, tp, pp, cp, cp_kind, kernels, ep, vp, sp, schedule,
 		recompute, flash, fp8, tf32, precision, optimizer, distopt, fsdp_sharding, fsdp_group,
 		fsdp_version, fsdp_reduce, lora_rank, lora_targets, seq_len, host_op, ogr, opg, tpo, rnl,
-		grb, fsl, lsl;
-	bool ogr_v, opg_v, tpo_v, grb_v;
+		grb, fsl, lsl, afe, afl;
+	bool ogr_v, opg_v, tpo_v, grb_v, afe_v, afl_v;
 	double host_op_v;
 	int framework_i, schedule_i, recompute_i, cp_kind_i, kernels_i, precision_i, optimizer_i,
 		fsdp_i, fsdp_reduce_i;
@@ -472,6 +473,8 @@ static enum tw_result parse_ours(struct strat_rd *r, const cJSON *o, struct ours
 	TW_CHECK(oint(r, o, NULL, "recompute_num_layers", 1, INT64_MAX, &u->rnl_v, &u->rnl));
 	TW_CHECK(oint(r, o, NULL, "first_stage_layers", 1, INT64_MAX, &u->fsl_v, &u->fsl));
 	TW_CHECK(oint(r, o, NULL, "last_stage_layers", 1, INT64_MAX, &u->lsl_v, &u->lsl));
+	TW_CHECK(obool(r, o, NULL, "account_for_embedding_in_pipeline_split", &u->afe_v, &u->afe));
+	TW_CHECK(obool(r, o, NULL, "account_for_loss_in_pipeline_split", &u->afl_v, &u->afl));
 	TW_CHECK(obool(r, o, NULL, "flash_attention", &u->flash_v, &u->flash));
 	TW_CHECK(obool(r, o, NULL, "fp8", &u->fp8_v, &u->fp8));
 	TW_CHECK(obool(r, o, NULL, "tf32", &u->tf32_v, &u->tf32));
@@ -1279,21 +1282,60 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 	if (s->framework == STRAT_DEEPSPEED && s->zero_stage == 3)
 		TW_CHECK(check_zeropp(r));
 
-	/* uneven first and last pipeline stages (Megatron-Core) */
+	/* uneven first and last pipeline stages (Megatron-Core), given or from counting the
+	 * embedding and the loss as a layer each of the split */
 	s->first_stage_layers = u.fsl.given ? u.fsl_v : 0;
 	s->last_stage_layers = u.lsl.given ? u.lsl_v : 0;
-	if (u.fsl.given || u.lsl.given) {
-		const char *k = u.fsl.given ? "first_stage_layers" : "last_stage_layers";
+	bool afe = u.afe.given && u.afe_v, afl = u.afl.given && u.afl_v;
+	if ((afe || afl) && (u.fsl.given || u.lsl.given))
+		return sfail(r, afe ? "account_for_embedding_in_pipeline_split"
+				    : "account_for_loss_in_pipeline_split",
+			     "first_stage_layers / last_stage_layers cannot be given with "
+			     "account_for_embedding_in_pipeline_split or "
+			     "account_for_loss_in_pipeline_split (Megatron refuses both)");
+	if ((afe || afl) && r->m && r->m->layers > 0 && s->pp > 1 && s->vp <= 1 &&
+	    s->framework == STRAT_MEGATRON) {
+		int64_t n = r->m->layers + afe + afl;
+		if (n % s->pp)
+			return sfail(r, afe ? "account_for_embedding_in_pipeline_split"
+					    : "account_for_loss_in_pipeline_split",
+				     "model.layers=%" PRId64 " plus the %s counted as a layer (%" PRId64
+				     ") must be divisible by pp=%" PRId64 " (Megatron)",
+				     r->m->layers, afe && afl ? "embedding and the loss"
+						   : afe ? "embedding" : "loss",
+				     n, s->pp);
+		oprov(s, "account_for_embedding_in_pipeline_split", &u.afe, "", "%s",
+		      afe ? "true" : "false");
+		oprov(s, "account_for_loss_in_pipeline_split", &u.afl, "", "%s",
+		      afl ? "true" : "false");
+		if (afe)
+			s->first_stage_layers = n / s->pp - 1;
+		if (afl)
+			s->last_stage_layers = n / s->pp - 1;
+		strat_prov(s, "first_stage_layers", STRAT_SRC_DERIVED,
+			   afe ? "the embedding counts as a layer" : "an equal share", "%" PRId64,
+			   s->first_stage_layers);
+		strat_prov(s, "last_stage_layers", STRAT_SRC_DERIVED,
+			   afl ? "the loss counts as a layer" : "an equal share", "%" PRId64,
+			   s->last_stage_layers);
+	}
+	if (u.fsl.given || u.lsl.given || afe || afl) {
+		const char *k = u.fsl.given   ? "first_stage_layers"
+				: u.lsl.given ? "last_stage_layers"
+				: afe	      ? "account_for_embedding_in_pipeline_split"
+					      : "account_for_loss_in_pipeline_split";
 		if (s->framework != STRAT_MEGATRON)
 			return sfail(r, k, "%s is Megatron's (DeepSpeed partitions its stages itself)", k);
 		if (s->pp < 2)
 			return sfail(r, k, "%s needs pp >= 2 (pp=%" PRId64 ")", k, s->pp);
 		if (s->vp > 1)
 			return sfail(r, k, "%s is modelled with vp 1 (vp=%" PRId64 ")", k, s->vp);
-		oprov(s, "first_stage_layers", &u.fsl, "an equal share", "%" PRId64,
-		      s->first_stage_layers);
-		oprov(s, "last_stage_layers", &u.lsl, "an equal share", "%" PRId64,
-		      s->last_stage_layers);
+		if (!afe && !afl) {
+			oprov(s, "first_stage_layers", &u.fsl, "an equal share", "%" PRId64,
+			      s->first_stage_layers);
+			oprov(s, "last_stage_layers", &u.lsl, "an equal share", "%" PRId64,
+			      s->last_stage_layers);
+		}
 	}
 
 	/* batch */

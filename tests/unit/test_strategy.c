@@ -781,6 +781,24 @@ static void test_ours(struct test_ctx *T)
 	CHECK_FAILS(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"first_stage_layers\":40}",
 			       16, NULL, 0),
 		    "needs pp >= 2");
+	/* ... or derived by counting the embedding and the loss as a layer each (Megatron-Core):
+	 * 80 + 2 over pp 2 is 41 a stage, 40 transformer layers each */
+	CHECK_OK(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"pp\":2,"
+				      "\"account_for_embedding_in_pipeline_split\":true,"
+				      "\"account_for_loss_in_pipeline_split\":true}", 16, NULL, 0));
+	CHECK_EQ_INT(T, f.s.first_stage_layers, 40);
+	CHECK_EQ_INT(T, f.s.last_stage_layers, 40);
+	CHECK_SRC(T, &f.s, "first_stage_layers", "derived");
+	CHECK_OK(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"pp\":3,"
+				      "\"account_for_embedding_in_pipeline_split\":true}", 24, NULL, 0));
+	CHECK_EQ_INT(T, f.s.first_stage_layers, 26); /* 81 / 3 = 27 a stage */
+	CHECK_EQ_INT(T, f.s.last_stage_layers, 0);  /* an equal share: 27 */
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"pp\":4,"
+					 "\"account_for_loss_in_pipeline_split\":true}", 32, NULL, 0),
+		    "plus the loss counted as a layer (81) must be divisible by pp=4");
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"pp\":2,\"first_stage_layers\":"
+					 "40,\"account_for_loss_in_pipeline_split\":true}", 16, NULL, 0),
+		    "Megatron refuses both");
 	/* LoRA */
 	CHECK_OK(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1}",
 			    "{\"lora\":{\"rank\":16,\"targets\":[\"q_proj\",\"v\",\"down_proj\"]}}", 8,
