@@ -1004,6 +1004,9 @@ static enum tw_result check_model(struct strat_rd *r)
 			snprintf(given, sizeof(given), "%s=%" PRId64, k,
 				 s->first_stage_layers > 0 ? s->first_stage_layers
 							   : s->last_stage_layers);
+		if (rest < 0)
+			return sfail(r, k, "%s exceed%s model.layers=%" PRId64 " (%s)", given,
+				     uneven2(s) ? "" : "s", m->layers, mn);
 		if (mid == 0 && rest != 0)
 			return sfail(r, k, "%s with pp=%" PRId64 " leave no other stage, so they must "
 				     "add up to model.layers=%" PRId64 " (%s)", given, s->pp, m->layers, mn);
