@@ -27,8 +27,9 @@ static void usage(FILE *f)
 		   "profile analyze).\n"
 		   "\n"
 		   "      --full              simulate every rank (default: one per role); stragglers\n"
-		   "                          (--set 'stragglers=[{\"gpu\":3,\"compute_scale\":0.8,\"link_scale\":1}]')\n"
-		   "                          show their effect only here\n"
+		   "                          imply it: --set 'stragglers=[{\"gpu\":3,\"compute_scale\":0.8}]'\n"
+		   "                          (GPU 3 at 80%%), [{\"node\":1,\"link\":\"nic\",\"link_scale\":0.5}]\n"
+		   "                          (node 1's NICs at half speed)\n"
 		   "      --memory            also print the memory report (twin memory)\n"
 		   "      --trace OUT.json    write the predicted timeline as Chrome trace JSON (Perfetto)\n"
 		   "      --db FILE           store the run and its trace in the SQLite store\n"
@@ -88,7 +89,8 @@ static void print_text(const struct job *j, const struct sim_options *o, const s
 	       g->dp, g->cp, g->ep, g->grad_accum, g->micro_batch, j->seq,
 	       strat_kernels_name(g->kernels));
 	printf("simulated %s: %" PRId64 " rank%s, %" PRId64 " events in %.3f s (%.3g events/s)\n\n",
-	       o->full ? "every rank" : "one rank per role", st->ranks_simulated,
+	       !st->full ? "one rank per role" : o->full ? "every rank" : "every rank (stragglers given)",
+	       st->ranks_simulated,
 	       st->ranks_simulated == 1 ? "" : "s", st->events, (double)st->wall_ns * 1e-9,
 	       st->wall_ns > 0 ? (double)st->events / ((double)st->wall_ns * 1e-9) : 0.0);
 	printf("step time            %.4f s\n", s->step_s);
@@ -113,7 +115,7 @@ static cJSON *to_json(const struct job *j, const struct sim_options *o, const st
 	cJSON_AddStringToObject(out, "cluster", j->cluster.name);
 	cJSON_AddNumberToObject(out, "gpus", (double)j->gpus);
 	cJSON_AddNumberToObject(out, "nodes", j->nodes);
-	cJSON_AddStringToObject(out, "mode", o->full ? "full" : "symmetric");
+	cJSON_AddStringToObject(out, "mode", st->full ? "full" : "symmetric");
 	cJSON_AddStringToObject(out, "model_code", strat_kernels_name(j->strat.kernels));
 	cJSON_AddNumberToObject(out, "step_time_s", s->step_s);
 	cJSON_AddNumberToObject(out, "tokens_per_s", s->tokens_s);

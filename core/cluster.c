@@ -19,6 +19,7 @@ static const char *const fabric_names[] = {"infiniband", "roce", "ethernet", "no
 static const char *const topo_names[] = {"rail_fat_tree", "fat_tree", "single_switch", NULL};
 static const char *const intra_names[] = {"nvswitch", "nvlink_mesh", "pcie", "host", NULL};
 static const char *const cpu_names[] = {"intel", "amd", "arm", NULL};
+static const char *const links_names[] = {"all", "nvlink", "nic", "pcie", NULL};
 
 const char *cluster_fabric_name(enum cluster_fabric f)
 {
@@ -35,6 +36,16 @@ const char *cluster_intra_name(enum cluster_intra i)
 const char *cluster_cpu_name(enum cluster_cpu v)
 {
 	return (unsigned)v <= CLUSTER_CPU_ARM ? cpu_names[v] : "?";
+}
+const char *cluster_links_name(enum cluster_links l)
+{
+	return (unsigned)l <= CLUSTER_LINKS_PCIE ? links_names[l] : "?";
+}
+
+bool cluster_straggler_covers(const struct cluster *c, const struct cluster_straggler *s, int64_t g)
+{
+	int64_t per = c->node.gpus > 0 ? c->node.gpus : 1;
+	return s->by_node ? g / per == s->node : g == s->gpu;
 }
 
 /* ---- field tables ----------------------------------------------------------------------- */
@@ -322,19 +333,34 @@ static enum tw_result parse_stragglers(const struct json_ctx *root_jc, const cJS
 		snprintf(prefix, sizeof(prefix), "stragglers[%d]", i);
 		struct json_ctx jc = {root_jc->file, prefix, root_jc->err};
 		if (!cJSON_IsObject(it))
-			return json_fail(root_jc, prefix, "must be an object {\"gpu\", \"compute_scale\", \"link_scale\"}");
-		const char *allowed[] = {"gpu", "compute_scale", "link_scale", NULL};
+			return json_fail(root_jc, prefix, "must be an object {\"gpu\" or \"node\", "
+					 "\"compute_scale\", \"link_scale\", \"link\"}");
+		const char *allowed[] = {"gpu", "node", "compute_scale", "link_scale", "link", NULL};
 		TW_CHECK(check_keys(&jc, it, allowed));
-		int64_t gpu = 0;
-		bool p1 = false, p2 = false, p3 = false;
-		TW_CHECK(json_get_int(&jc, it, "gpu", -1000000000, 1000000000, &gpu, &p1));
-		TW_CHECK(json_get_num(&jc, it, "compute_scale", -HUGE_VAL, HUGE_VAL,
-				      &c->stragglers[i].compute_scale, &p2));
-		TW_CHECK(json_get_num(&jc, it, "link_scale", -HUGE_VAL, HUGE_VAL,
-				      &c->stragglers[i].link_scale, &p3));
-		if (!p1 || !p2 || !p3)
-			return missing(&jc, !p1 ? "gpu" : !p2 ? "compute_scale" : "link_scale");
-		c->stragglers[i].gpu = (int)gpu;
+		struct cluster_straggler *s = &c->stragglers[i];
+		int64_t gpu = -1, node = -1;
+		int links = CLUSTER_LINKS_ALL;
+		bool pg = false, pn = false, pc = false, pl = false, pk = false;
+		TW_CHECK(json_get_int(&jc, it, "gpu", -1000000000, 1000000000, &gpu, &pg));
+		TW_CHECK(json_get_int(&jc, it, "node", -1000000000, 1000000000, &node, &pn));
+		TW_CHECK(json_get_num(&jc, it, "compute_scale", -HUGE_VAL, HUGE_VAL, &s->compute_scale, &pc));
+		TW_CHECK(json_get_num(&jc, it, "link_scale", -HUGE_VAL, HUGE_VAL, &s->link_scale, &pl));
+		TW_CHECK(json_get_enum(&jc, it, "link", links_names, &links, &pk));
+		if (pg == pn)
+			return json_fail(&jc, pg ? "node" : "gpu",
+					 pg ? "give gpu or node, not both" : "missing (or node): which GPU is slow");
+		if (pk && !pl)
+			return json_fail(&jc, "link", "needs link_scale: how much slower those links run");
+		if (!pc && !pl)
+			return json_fail(&jc, "compute_scale", "missing (or link_scale): how much slower");
+		s->by_node = pn;
+		s->gpu = pg ? (int)gpu : -1;
+		s->node = pn ? (int)node : -1;
+		if (!pc)
+			s->compute_scale = 1.0;
+		if (!pl)
+			s->link_scale = 1.0;
+		s->links = (enum cluster_links)links;
 		i++;
 	}
 	c->n_stragglers = n;
@@ -538,22 +564,20 @@ enum tw_result cluster_validate(const struct cluster *c, const char *file, struc
 									    eff_tables[i].off),
 					 err));
 
-	/* stragglers: inside the largest job, each GPU once, slower not faster */
+	/* stragglers: inside the largest job, slower not faster */
 	int64_t max_gpus = (int64_t)c->node.gpus * c->net.max_nodes;
 	for (int i = 0; i < c->n_stragglers; i++) {
-		int g = c->stragglers[i].gpu;
-		if (g < 0 || g >= max_gpus)
-			return BAD("%s: stragglers[%d].gpu: must be in [0, %lld), got %d", file, i,
-				   (long long)max_gpus, g);
-		for (int j = 0; j < i; j++)
-			if (c->stragglers[j].gpu == g)
-				return BAD("%s: stragglers[%d].gpu: GPU %d is listed twice", file, i, g);
-		if (!(c->stragglers[i].compute_scale > 0 && c->stragglers[i].compute_scale <= 1))
+		const struct cluster_straggler *s = &c->stragglers[i];
+		int64_t v = s->by_node ? s->node : s->gpu, lim = s->by_node ? c->net.max_nodes : max_gpus;
+		if (v < 0 || v >= lim)
+			return BAD("%s: stragglers[%d].%s: must be in [0, %lld), got %lld", file, i,
+				   s->by_node ? "node" : "gpu", (long long)lim, (long long)v);
+		if (!(s->compute_scale > 0 && s->compute_scale <= 1))
 			return BAD("%s: stragglers[%d].compute_scale: must be in (0, 1], got %g", file, i,
-				   c->stragglers[i].compute_scale);
-		if (!(c->stragglers[i].link_scale > 0 && c->stragglers[i].link_scale <= 1))
+				   s->compute_scale);
+		if (!(s->link_scale > 0 && s->link_scale <= 1))
 			return BAD("%s: stragglers[%d].link_scale: must be in (0, 1], got %g", file, i,
-				   c->stragglers[i].link_scale);
+				   s->link_scale);
 	}
 	return TW_OK;
 }
@@ -655,11 +679,17 @@ enum tw_result cluster_check_gpus(const struct cluster *c, int64_t gpus, int *no
 			       "--gpus %lld: needs %lld nodes of %d GPUs, but %s holds at most "
 			       "net.max_nodes = %d",
 			       (long long)gpus, (long long)n, per, c->name, c->net.max_nodes);
-	for (int i = 0; i < c->n_stragglers; i++)
-		if (c->stragglers[i].gpu >= gpus)
+	for (int i = 0; i < c->n_stragglers; i++) {
+		const struct cluster_straggler *s = &c->stragglers[i];
+		if (!s->by_node && s->gpu >= gpus)
 			return tw_errf(err, TW_ERR_INVALID,
 				       "stragglers[%d].gpu: GPU %d is outside the job of %lld GPUs", i,
-				       c->stragglers[i].gpu, (long long)gpus);
+				       s->gpu, (long long)gpus);
+		if (s->by_node && s->node >= n)
+			return tw_errf(err, TW_ERR_INVALID,
+				       "stragglers[%d].node: node %d is outside the job of %lld node%s", i,
+				       s->node, (long long)n, n == 1 ? "" : "s");
+	}
 	if (nodes)
 		*nodes = (int)n;
 	return TW_OK;
@@ -746,10 +776,12 @@ struct cJSON *cluster_to_json(const struct cluster *c)
 	}
 	cJSON *st = cJSON_AddArrayToObject(o, "stragglers");
 	for (int i = 0; i < c->n_stragglers; i++) {
+		const struct cluster_straggler *g = &c->stragglers[i];
 		cJSON *s = cJSON_CreateObject();
-		cJSON_AddNumberToObject(s, "gpu", c->stragglers[i].gpu);
-		cJSON_AddNumberToObject(s, "compute_scale", c->stragglers[i].compute_scale);
-		cJSON_AddNumberToObject(s, "link_scale", c->stragglers[i].link_scale);
+		cJSON_AddNumberToObject(s, g->by_node ? "node" : "gpu", g->by_node ? g->node : g->gpu);
+		cJSON_AddNumberToObject(s, "compute_scale", g->compute_scale);
+		cJSON_AddNumberToObject(s, "link_scale", g->link_scale);
+		cJSON_AddStringToObject(s, "link", links_names[g->links]);
 		cJSON_AddItemToArray(st, s);
 	}
 	return o;

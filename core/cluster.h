@@ -22,6 +22,11 @@ const char *cluster_fabric_name(enum cluster_fabric f);
 const char *cluster_topo_name(enum cluster_netopo t);
 const char *cluster_intra_name(enum cluster_intra i);
 const char *cluster_cpu_name(enum cluster_cpu v);
+/* Which links of a straggler its link_scale slows: every link, the NVLink (or PCIe peer) port,
+ * its share of the node's NICs, or its PCIe link to the host and NIC ("all", "nvlink", "nic",
+ * "pcie"). */
+enum cluster_links { CLUSTER_LINKS_ALL = 0, CLUSTER_LINKS_NVLINK, CLUSTER_LINKS_NIC, CLUSTER_LINKS_PCIE };
+const char *cluster_links_name(enum cluster_links l);
 
 /* Step-function efficiency table: eff = value of the last entry whose threshold <= x. */
 #define CLUSTER_MAX_EFF 8
@@ -82,12 +87,24 @@ struct cluster {
 		double comm_overlap_slowdown;    /* compute slowdown while a comm kernel runs, >= 1 */
 		double alloc_fragmentation;      /* allocator overhead on top of live bytes, >= 1 */
 	} eff;
-	/* Full-mode what-ifs: the file's "stragglers" array, e.g.
-	 * --set 'stragglers=[{"gpu":3,"compute_scale":0.8,"link_scale":1}]' (a GPU 20% slower).
-	 * compute_scale multiplies that GPU's compute rate, link_scale its links' bandwidth. */
+	/* What-ifs the simulator runs in full mode: the file's "stragglers" array, e.g.
+	 * --set 'stragglers=[{"gpu":3,"compute_scale":0.8}]' (a GPU 20% slower) or
+	 * --set 'stragglers=[{"node":1,"link":"nic","link_scale":0.5}]' (a node's NICs at half
+	 * speed). An entry selects one GPU or every GPU of one node; entries may overlap, and where
+	 * they do their scales multiply. */
 	int n_stragglers;
-	struct { int gpu; double compute_scale; double link_scale; } stragglers[CLUSTER_MAX_STRAGGLERS];
+	struct cluster_straggler {
+		bool by_node;         /* node selects, else gpu */
+		int gpu;              /* global GPU index (gpu selects) */
+		int node;             /* every GPU of this node, node.gpus GPUs each (node selects) */
+		double compute_scale; /* multiplies the compute rate, (0, 1] */
+		double link_scale;    /* multiplies the bandwidth of `links`, (0, 1] */
+		enum cluster_links links;
+	} stragglers[CLUSTER_MAX_STRAGGLERS];
 };
+
+/* Whether straggler s covers global GPU g (node k holds GPUs k*node.gpus .. (k+1)*node.gpus-1). */
+bool cluster_straggler_covers(const struct cluster *c, const struct cluster_straggler *s, int64_t g);
 
 /* Bandwidth (GB/s, per GPU, per direction) and latency (us) between two GPUs of one node:
  * NVLink for nvswitch/nvlink_mesh, PCIe for pcie, shared memory (pcie_GBps) for host. */
@@ -116,7 +133,7 @@ const char *cluster_descriptive(const char *path);
 enum tw_result cluster_validate(const struct cluster *c, const char *file, struct tw_err *err);
 
 /* GPU count check: whole nodes, or fewer GPUs on one node, at most net.max_nodes nodes, and
- * every straggler GPU inside the job. Fills nodes. */
+ * every straggler's GPU or node inside the job. Fills nodes. */
 enum tw_result cluster_check_gpus(const struct cluster *c, int64_t gpus, int *nodes,
 				  struct tw_err *err);
 

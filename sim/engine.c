@@ -1161,6 +1161,11 @@ enum tw_result sim_run_plans(const struct job *j, const struct sim_options *opt,
 	struct eng E, *e = &E;
 	memset(e, 0, sizeof(E));
 	e->j = j;
+	/* a straggler is one GPU or node, which no representative stands for: full mode */
+	struct sim_options o = *opt;
+	bool asked_full = opt->full;
+	o.full = opt->full || j->cluster.n_stragglers > 0;
+	opt = &o;
 	e->opt = opt;
 	e->err = err;
 	trace_init(out, TRACE_KIND_SIM, j->gpus);
@@ -1172,7 +1177,8 @@ enum tw_result sim_run_plans(const struct job *j, const struct sim_options *opt,
 		return tw_errf(err, TW_ERR_INVALID, "job: %lld GPUs: the simulator takes 1 .. 16,777,216", (long long)j->gpus);
 	if (opt->full && j->gpus > SIM_MAX_FULL_RANKS)
 		return tw_errf(err, TW_ERR_LIMIT,
-			       "--full: %lld ranks, over the full-mode limit of %d (symmetric mode has none)",
+			       "%s: %lld ranks, over the full-mode limit of %d (symmetric mode has none)",
+			       asked_full ? "--full" : "stragglers need full mode",
 			       (long long)j->gpus, SIM_MAX_FULL_RANKS);
 
 	/* roles: one per pipeline stage is what plan_roles gives for the Megatron layout */
@@ -1278,20 +1284,34 @@ enum tw_result sim_run_plans(const struct job *j, const struct sim_options *opt,
 		out->mem = alloc_big(mem * sizeof(*out->mem)); /* a sample per ALLOC / FREE */
 		out->mem_cap = mem;
 	}
+	/* stragglers (full mode): each entry multiplies the compute rate and the capacity of the
+	 * chosen links of every GPU it covers */
 	for (int i = 0; i < j->cluster.n_stragglers; i++) {
-		int64_t g = j->cluster.stragglers[i].gpu;
-		if (g < 0 || g >= j->gpus) {
-			rc = tw_errf(err, TW_ERR_INVALID, "%s: stragglers[%d].gpu=%lld: the job has GPUs 0 .. %lld",
-				     j->cluster.name, i, (long long)g, (long long)j->gpus - 1);
+		const struct cluster_straggler *g = &j->cluster.stragglers[i];
+		if (!g->by_node ? g->gpu < 0 || g->gpu >= j->gpus
+				: g->node < 0 || g->node >= j->nodes) {
+			rc = tw_errf(err, TW_ERR_INVALID, "%s: stragglers[%d].%s=%d: the job has %s 0 .. %lld",
+				     j->cluster.name, i, g->by_node ? "node" : "gpu",
+				     g->by_node ? g->node : g->gpu, g->by_node ? "nodes" : "GPUs",
+				     (long long)(g->by_node ? j->nodes : j->gpus) - 1);
 			goto done;
 		}
-		if (e->sr_of[g] < 0)
-			continue; /* symmetric mode: only full mode shows a single straggler */
-		struct srank *s = &e->sr[e->sr_of[g]];
-		s->compute_scale = j->cluster.stragglers[i].compute_scale;
-		s->record = true;
-		for (int l = 0; l < LINKS_PER_GPU; l++)
-			e->net.cap[e->sr_of[g] * LINKS_PER_GPU + l] = j->cluster.stragglers[i].link_scale;
+		for (int64_t k = 0; k < e->nsr; k++) {
+			struct srank *s = &e->sr[k];
+			if (!cluster_straggler_covers(&j->cluster, g, s->rank))
+				continue;
+			s->compute_scale *= g->compute_scale;
+			s->record = true;
+			double *cap = &e->net.cap[k * LINKS_PER_GPU];
+			if (g->links == CLUSTER_LINKS_ALL || g->links == CLUSTER_LINKS_NVLINK)
+				cap[LINK_NVL] *= g->link_scale;
+			if (g->links == CLUSTER_LINKS_ALL || g->links == CLUSTER_LINKS_NIC)
+				cap[LINK_NIC] *= g->link_scale;
+			if (g->links == CLUSTER_LINKS_ALL || g->links == CLUSTER_LINKS_PCIE) {
+				cap[LINK_PCIE_UP] *= g->link_scale;
+				cap[LINK_PCIE_DOWN] *= g->link_scale;
+			}
+		}
 	}
 
 	sim_heap_init(&e->heap);
@@ -1388,6 +1408,7 @@ enum tw_result sim_run_plans(const struct job *j, const struct sim_options *opt,
 	if (stats) {
 		stats->events = e->events;
 		stats->ranks_simulated = e->nsr;
+		stats->full = opt->full;
 		stats->step_ns = step;
 	}
 	rc = TW_OK;

@@ -10,7 +10,8 @@
 #define SIM_MAX_FULL_RANKS 65536
 
 struct sim_options {
-	bool full;              /* every rank, not one representative per role */
+	bool full;              /* every rank, not one representative per role (stragglers in
+				   the cluster imply it) */
 	int64_t max_events;     /* stop with TW_ERR_LIMIT beyond this many events (0: default) */
 	bool trace_all;         /* full mode: record every rank's events (default: the
 				   representatives and straggler GPUs, to bound memory) */
@@ -19,6 +20,7 @@ struct sim_options {
 struct sim_stats {
 	int64_t events;         /* events processed */
 	int64_t ranks_simulated;
+	bool full;              /* ran in full mode (asked, or stragglers given) */
 	int64_t wall_ns;        /* host time spent simulating */
 	int64_t step_ns;        /* predicted step time */
 };

@@ -103,6 +103,25 @@ check "simulate: full mode simulates every rank" "[ \"\$(jget '$tmp/f.json' 'd[\
 g=$(jget "$tmp/g.json" 'd["sim"]["step_ns"]')
 check "simulate: a straggler slows full mode ($g ns > $f ns)" "[ -n '$g' ] && [ '$g' -gt '$f' ]"
 
+# a node's NICs at a tenth of their rate, without --full: stragglers imply full mode, and the
+# pipeline's p2p through that node slows the step; the same node's NVLink alone does not touch
+# the p2p (one stage per node: TP 8 inside it)
+"$TWIN" simulate -m gpt3-175b -c dgx-a100-80g --gpus 64 -s examples/strategies/megatron-175b.json \
+	--set global_batch=64 --set 'stragglers=[{"node":3,"link":"nic","link_scale":0.1}]' \
+	>"$out" 2>>"$err"
+check "simulate: stragglers imply full mode" "grep -q 'simulated every rank (stragglers given): 64 ranks' '$out'"
+"$TWIN" simulate -m gpt3-175b -c dgx-a100-80g --gpus 64 -s examples/strategies/megatron-175b.json \
+	--set global_batch=64 --json --set 'stragglers=[{"node":3,"link":"nic","link_scale":0.1}]' \
+	>"$tmp/nic.json" 2>>"$err"
+k=$(jget "$tmp/nic.json" 'd["sim"]["step_ns"]')
+check "simulate: node 3's slow NICs slow the pipeline ($k ns > $f ns)" "[ -n '$k' ] && [ '$k' -gt '$f' ]"
+check "simulate --json: mode full with stragglers" "[ \"\$(jget '$tmp/nic.json' 'd[\"mode\"]')\" = full ]"
+"$TWIN" simulate -m gpt3-175b -c dgx-a100-80g --gpus 64 -s examples/strategies/megatron-175b.json \
+	--set global_batch=64 --json --set 'stragglers=[{"node":3,"link":"pcie","link_scale":1}]' \
+	>"$tmp/one.json" 2>>"$err"
+o=$(jget "$tmp/one.json" 'd["sim"]["step_ns"]')
+check "simulate: a straggler of scale 1 changes nothing ($o ns = $f ns)" "[ -n '$o' ] && [ '$o' = '$f' ]"
+
 # what-if: slower NICs make a DP-heavy job slower
 "$TWIN" simulate -m gpt3-175b -c dgx-a100-80g --gpus 64 -s examples/strategies/megatron-175b.json \
 	--set global_batch=64 --set net.nic_gbps=25 --json >"$tmp/n.json" 2>>"$err"

@@ -146,7 +146,41 @@ static void test_set_overrides(struct test_ctx *t)
 	CHECK_EQ_INT(t, load("dgx-h100", st, 1, &c, &err), TW_OK);
 	CHECK_EQ_INT(t, c.n_stragglers, 1);
 	CHECK_EQ_INT(t, c.stragglers[0].gpu, 3);
+	CHECK(t, !c.stragglers[0].by_node);
 	CHECK_NEAR(t, c.stragglers[0].compute_scale, 0.8, 1e-12);
+	CHECK_EQ_INT(t, c.stragglers[0].links, CLUSTER_LINKS_ALL);
+	/* a node's NICs, a GPU's NVLink and the same GPU's compute: scales default to 1, entries
+	 * may overlap (their scales multiply), and the file form round-trips */
+	const char *st2[] = {"stragglers=[{\"node\":1,\"link\":\"nic\",\"link_scale\":0.5},"
+			     "{\"gpu\":9,\"link\":\"nvlink\",\"link_scale\":0.25},{\"gpu\":9,\"compute_scale\":0.9}]"};
+	CHECK_EQ_INT(t, load("dgx-h100", st2, 1, &c, &err), TW_OK);
+	CHECK_EQ_INT(t, c.n_stragglers, 3);
+	CHECK(t, c.stragglers[0].by_node && c.stragglers[0].node == 1);
+	CHECK_EQ_INT(t, c.stragglers[0].links, CLUSTER_LINKS_NIC);
+	CHECK_NEAR(t, c.stragglers[0].compute_scale, 1.0, 1e-12);
+	CHECK_NEAR(t, c.stragglers[0].link_scale, 0.5, 1e-12);
+	CHECK_EQ_INT(t, c.stragglers[1].links, CLUSTER_LINKS_NVLINK);
+	CHECK_NEAR(t, c.stragglers[2].link_scale, 1.0, 1e-12);
+	CHECK(t, cluster_straggler_covers(&c, &c.stragglers[0], 8));
+	CHECK(t, cluster_straggler_covers(&c, &c.stragglers[0], 15));
+	CHECK(t, !cluster_straggler_covers(&c, &c.stragglers[0], 7));
+	CHECK(t, !cluster_straggler_covers(&c, &c.stragglers[0], 16));
+	CHECK(t, cluster_straggler_covers(&c, &c.stragglers[1], 9));
+	CHECK(t, !cluster_straggler_covers(&c, &c.stragglers[1], 8));
+	int nodes = 0;
+	CHECK_EQ_INT(t, cluster_check_gpus(&c, 16, &nodes, &err), TW_OK);
+	CHECK_EQ_INT(t, cluster_check_gpus(&c, 8, &nodes, &err), TW_ERR_INVALID);
+	CHECK_STR_CONTAINS(t, err.msg, "stragglers[0].node: node 1 is outside the job of 1 node");
+	{
+		cJSON *o = cluster_to_json(&c);
+		cJSON *a = cJSON_GetObjectItemCaseSensitive(o, "stragglers");
+		CHECK_EQ_INT(t, cJSON_GetArraySize(a), 3);
+		cJSON *e0 = cJSON_GetArrayItem(a, 0);
+		CHECK(t, cJSON_GetObjectItemCaseSensitive(e0, "node") != NULL);
+		CHECK(t, cJSON_GetObjectItemCaseSensitive(e0, "gpu") == NULL);
+		CHECK(t, !strcmp(cJSON_GetObjectItemCaseSensitive(e0, "link")->valuestring, "nic"));
+		cJSON_Delete(o);
+	}
 
 	/* a path that is not there */
 	const char *bad1[] = {"net.nic_gbpz=100"};

@@ -454,6 +454,91 @@ static int64_t mini_step(struct job *j, struct mini *m, bool full, struct tw_err
 	return st.step_ns;
 }
 
+static void set_straggler(struct job *j, int i, bool by_node, int which, double compute,
+			  double link, enum cluster_links links)
+{
+	struct cluster_straggler *g = &j->cluster.stragglers[i];
+	g->by_node = by_node;
+	g->gpu = by_node ? -1 : which;
+	g->node = by_node ? which : -1;
+	g->compute_scale = compute;
+	g->link_scale = link;
+	g->links = links;
+	if (j->cluster.n_stragglers < i + 1)
+		j->cluster.n_stragglers = i + 1;
+}
+
+static int64_t mini_run(struct job *j, struct mini *m, bool full, bool *ran_full)
+{
+	struct sim_plan_source src = { m, mini_build, mini_roles };
+	struct sim_options o = { .full = full };
+	struct trace t;
+	struct sim_stats st = { 0 };
+	struct tw_err err = { 0 };
+	if (sim_run_plans(j, &o, &src, &t, &st, &err) != TW_OK)
+		return -1;
+	trace_release(&t);
+	*ran_full = st.full;
+	return st.step_ns;
+}
+
+static void test_engine_straggler_node_links(struct test_ctx *T)
+{
+	/* TP 2 in-node, DP 8 over 4 nodes of 4 GPUs: the 256 MiB DP all-reduce crosses the NICs */
+	struct job j;
+	struct mini m = { .micro = 2, .gemm_flops = 2e11 };
+	bool full = false;
+	make_job(&j, 2, 1, 8, 4);
+	int64_t base = mini_run(&j, &m, false, &full);
+	CHECK(T, base > 0 && !full);
+
+	/* a straggler without --full runs in full mode (no representative stands for it) */
+	set_straggler(&j, 0, true, 1, 1.0, 0.25, CLUSTER_LINKS_NIC);
+	int64_t nic = mini_run(&j, &m, false, &full);
+	CHECK(T, full);
+	/* node 1's NICs at 1/4: the ring through it runs at 1/4 (the all-reduce ≈ 10 ms → 40 ms) */
+	CHECK(T, nic > base + 20000000);
+
+	/* a node's compute straggler is the same as each of its GPUs listed */
+	make_job(&j, 2, 1, 8, 4);
+	set_straggler(&j, 0, true, 1, 0.5, 1.0, CLUSTER_LINKS_ALL);
+	int64_t by_node = mini_run(&j, &m, false, &full);
+	make_job(&j, 2, 1, 8, 4);
+	for (int g = 4; g < 8; g++)
+		set_straggler(&j, g - 4, false, g, 0.5, 1.0, CLUSTER_LINKS_ALL);
+	int64_t by_gpu = mini_run(&j, &m, false, &full);
+	CHECK(T, by_node > base);
+	CHECK_EQ_INT(T, by_node, by_gpu);
+	/* overlapping entries multiply: node 1 at 0.5 and GPU 5 at 0.5 is GPU 5 at 0.25 */
+	make_job(&j, 2, 1, 8, 4);
+	set_straggler(&j, 0, true, 1, 0.5, 1.0, CLUSTER_LINKS_ALL);
+	set_straggler(&j, 1, false, 5, 0.5, 1.0, CLUSTER_LINKS_ALL);
+	int64_t both = mini_run(&j, &m, false, &full);
+	make_job(&j, 2, 1, 8, 4);
+	set_straggler(&j, 0, false, 4, 0.5, 1.0, CLUSTER_LINKS_ALL);
+	set_straggler(&j, 1, false, 5, 0.25, 1.0, CLUSTER_LINKS_ALL);
+	set_straggler(&j, 2, false, 6, 0.5, 1.0, CLUSTER_LINKS_ALL);
+	set_straggler(&j, 3, false, 7, 0.5, 1.0, CLUSTER_LINKS_ALL);
+	CHECK_EQ_INT(T, both, mini_run(&j, &m, false, &full));
+	CHECK(T, both > by_node);
+
+	/* one node (TP 2 x DP 2): no traffic crosses a NIC, so a slow NIC changes nothing, a slow
+	 * NVLink port slows the TP and DP all-reduces */
+	make_job(&j, 2, 1, 2, 4);
+	int64_t one = mini_run(&j, &m, true, &full);
+	set_straggler(&j, 0, false, 1, 1.0, 0.1, CLUSTER_LINKS_NIC);
+	CHECK_EQ_INT(T, mini_run(&j, &m, false, &full), one);
+	j.cluster.stragglers[0].links = CLUSTER_LINKS_NVLINK;
+	CHECK(T, mini_run(&j, &m, false, &full) > one);
+	j.cluster.stragglers[0].links = CLUSTER_LINKS_PCIE;
+	CHECK_EQ_INT(T, mini_run(&j, &m, false, &full), one);
+
+	/* a node outside the job */
+	make_job(&j, 2, 1, 8, 4);
+	set_straggler(&j, 0, true, 4, 0.5, 1.0, CLUSTER_LINKS_ALL);
+	CHECK_EQ_INT(T, mini_run(&j, &m, false, &full), -1);
+}
+
 static void test_engine_host_dispatch(struct test_ctx *T)
 {
 	/* one GPU, tiny kernels: the host thread issues fc1 (a GEMM: 3 framework ops), dp_ar (a
@@ -808,6 +893,7 @@ int main(void)
 	TEST_RUN(&T, test_engine_single_gemm);
 	TEST_RUN(&T, test_engine_symmetric_equals_full);
 	TEST_RUN(&T, test_engine_straggler);
+	TEST_RUN(&T, test_engine_straggler_node_links);
 	TEST_RUN(&T, test_engine_host_dispatch);
 	TEST_RUN(&T, test_engine_errors);
 	TEST_RUN(&T, test_engine_blocking_send);
