@@ -113,6 +113,9 @@ struct pb {
 	int npend;
 	uint32_t last_red;      /* last gradient collective or copy */
 	int64_t psi, psit;      /* parameters on this rank: all, trainable (elements) */
+	int64_t psie, psite;    /* of which routed experts when ep > 1 (else 0): their states
+				 * shard over the expert data-parallel group, ne ranks */
+	int64_t ne;
 	int64_t psi_layers;     /* of which in transformer layers */
 	uint32_t last_d2h;
 	uint32_t tpo_ag;        /* tp_comm_overlap: an SP all-gather the next GEMM overlaps */
@@ -852,13 +855,17 @@ static void gather(struct pb *b, int64_t mid, bool coalesced)
 	bool sec = hpz_gather(b, mid);
 	enum job_group g = sec ? JOB_GROUP_HPZ : b->zgroup;
 	int64_t nz = sec ? job_group_size(b->j, g) : b->nz;
-	int64_t part = (n + nz - 1) / nz;
+	/* FSDP with ep > 1: the routed experts' shards come over their data-parallel group */
+	int64_t d = 0, ex = 0;
+	if (b->ep > 1)
+		unit_split(b, mid, &d, &ex);
+	int64_t part = (n - ex + nz - 1) / nz, epart = ex > 0 ? (ex + b->ne - 1) / b->ne : 0;
 	uint32_t dep = PLAN_NONE;
 	if (b->s->offload_param != STRAT_OFFLOAD_NONE) /* partition lives on the host */
 		dep = copy(b, PLAN_H2D, "param_h2d", part * part_bytes(b), PLAN_NONE);
 	if (fsdp2(b)) /* foreach copy of the shards (cast from the fp32 master) into the input */
 		dep = compute_d(b, PLAN_K_ELEMWISE, "ag_copy_in", 0,
-				(double)part * (double)((b->mixed ? 4 : b->pbytes) + b->pbytes),
+				(double)(part + epart) * (double)((b->mixed ? 4 : b->pbytes) + b->pbytes),
 				PLAN_STREAM_COMM, dep);
 	/* qwZ (CUDAQuantizer): the partitions concatenated, cast to fp16 (bf16 params), and
 	 * quantized to int8 with an fp32 scale per group of <= 8,000; one all-gather moves the
@@ -919,6 +926,12 @@ static void gather(struct pb *b, int64_t mid, bool coalesced)
 			int64_t v = nz * (unit_tensors(b, mid, true) / np);
 			b->p->ops[id].host_views = (uint32_t)(v < UINT32_MAX ? v : UINT32_MAX);
 		}
+	}
+	if (epart > 0) {
+		uint32_t id = coll(b, PLAN_ALL_GATHER, JOB_GROUP_EDP, PLAN_STREAM_COMM, "ag_experts",
+				   epart, dt, dep);
+		if (id != PLAN_NONE)
+			b->gop[mid] = id;
 	}
 	b->live_gathered += n;
 	if (old && b->gop[mid] != PLAN_NONE)
@@ -1010,6 +1023,32 @@ static void fetch(struct pb *b, int64_t mid, int64_t next)
 }
 
 /* ---- gradient reduction ---------------------------------------------------------------------- */
+
+/* Elements of a state sharded n ways that this rank holds: with expert parallelism the routed
+ * experts shard over their own data-parallel group (ne ranks: DeepSpeed's MoE parameter groups
+ * partition over the expert-data-parallel group, Megatron-Core keeps experts in buffers of
+ * their own), the rest over the n ranks. `expert` is the experts' share of `all`. */
+static int64_t shard_elems(const struct pb *b, int64_t all, int64_t expert, int64_t n)
+{
+	if (n <= 1)
+		return all;
+	return (all - expert) / n + (expert > 0 ? expert / b->ne : 0);
+}
+
+/* All-gather a sharded set of parameters: `dense` elements over group g of n ranks and the
+ * routed experts' `expert` elements over the expert data-parallel group; returns the last op
+ * (the stream runs them in order). */
+static uint32_t gather_shards(struct pb *b, const char *name, enum job_group g, int64_t n,
+			      int64_t dense, int64_t expert, enum plan_stream st, uint32_t dep)
+{
+	uint32_t id = coll(b, PLAN_ALL_GATHER, g, st, name, (dense + n - 1) / n, b->pdt, dep);
+	if (expert > 0) {
+		uint32_t e = coll(b, PLAN_ALL_GATHER, JOB_GROUP_EDP, st, "ag_experts",
+				  (expert + b->ne - 1) / b->ne, b->pdt, dep);
+		id = e != PLAN_NONE ? e : id;
+	}
+	return id;
+}
 
 static bool reduces_now(const struct pb *b)
 {
@@ -1151,11 +1190,13 @@ static void reduce_scatter_pending(struct pb *b, struct red *r)
 		if (c != PLAN_NONE)
 			b->last_d2h = c;
 	}
+	r->pending = 0;
+	r->tensors = 0;
+	if (r == &b->expert)
+		return; /* the dense reduce-scatter that follows reads the same grads */
 	for (int i = 0; i < b->npend; i++)
 		mem_free(b, b->pend_bufs[i], "grads_full", PLAN_STREAM_COMM);
 	b->npend = 0;
-	r->pending = 0;
-	r->tensors = 0;
 }
 
 /* ZeRO-3 / FSDP: the module's full gradients appear during its backward. */
@@ -1209,10 +1250,15 @@ static void grads_ready(struct pb *b, int64_t mid, int32_t g)
 		}
 		else if (g >= 0 && b->npend < 64)
 			b->pend_bufs[b->npend++] = g;
-		b->dense.pending += n; /* experts reduce-scatter together with the dense grads */
+		/* with ep > 1 the routed experts reduce-scatter over their data-parallel group */
+		b->dense.pending += b->ep > 1 ? d : n;
+		if (b->ep > 1)
+			b->expert.pending += e;
 		b->dense.tensors += unit_tensors(b, mid, false);
-		if (b->fsdp || b->npend == 64)
+		if (b->fsdp || b->npend == 64) {
+			reduce_scatter_pending(b, &b->expert); /* the dense one frees the grads */
 			reduce_scatter_pending(b, &b->dense);
+		}
 		return;
 	}
 	if (b->ds && b->shard <= SH_OPT)
@@ -1930,7 +1976,8 @@ static void run_item(struct pb *b, const struct item *it, int32_t *logits)
 					  "ipg_bucket", PLAN_STREAM_COMPUTE);
 	if (b->ds && b->shard == SH_GRAD && b->s->offload_optimizer == STRAT_OFFLOAD_NONE)
 		b->grads_part = mem_alloc(b, PLAN_MEM_GRADS, PLAN_DEV_GPU,
-					  b->psit / b->nz * b->pbytes, "grads_in_partition",
+					  shard_elems(b, b->psit, b->psite, b->nz) * b->pbytes,
+					  "grads_in_partition",
 					  PLAN_STREAM_COMPUTE);
 	if (b->ds && b->shard == SH_OPT && b->grads_full < 0) /* param.grad, whole, 16-bit */
 		b->grads_full = mem_alloc(b, PLAN_MEM_GRADS, PLAN_DEV_GPU, b->psit * b->pbytes,
@@ -1956,6 +2003,7 @@ static void run_item(struct pb *b, const struct item *it, int32_t *logits)
 	if (ds_pipe && red)
 		flush_send(b);
 	if (b->shard == SH_PARAM) {
+		reduce_scatter_pending(b, &b->expert);
 		reduce_scatter_pending(b, &b->dense);
 	} else if (red) {
 		flush_dense(b, &b->dense, true);
@@ -1995,6 +2043,8 @@ static void alloc_states(struct pb *b)
 {
 	const struct strategy *s = b->s;
 	int64_t P = b->psi, Pt = b->psit, N = b->nz, pb = b->pbytes;
+	/* this rank's shards: parameters (all) and trainable ones, N ways */
+	int64_t PN = shard_elems(b, P, b->psie, N), PtN = shard_elems(b, Pt, b->psite, N);
 	int64_t master = b->mixed ? 4 : 0, os = b->obytes;
 	enum plan_stream st = PLAN_STREAM_COMPUTE;
 	enum plan_device od = b->ds ? off_dev(s->offload_optimizer) : PLAN_DEV_GPU;
@@ -2004,14 +2054,16 @@ static void alloc_states(struct pb *b)
 	if (b->fsdp && b->shard == SH_PARAM) {
 		/* FSDP keeps the fp32 flat parameter sharded; 16-bit copies only when gathered */
 		mem_alloc(b, b->mixed ? PLAN_MEM_MASTER : PLAN_MEM_PARAMS, PLAN_DEV_GPU,
-			  P / N * 4, "flat_param_shard", st);
-		mem_alloc(b, PLAN_MEM_GRADS, PLAN_DEV_GPU, Pt / N * 4, "grad_shard", st);
-		mem_alloc(b, PLAN_MEM_OPTIM, PLAN_DEV_GPU, Pt / N * os, "optimizer", st);
+			  PN * 4, "flat_param_shard", st);
+		mem_alloc(b, PLAN_MEM_GRADS, PLAN_DEV_GPU, PtN * 4, "grad_shard", st);
+		mem_alloc(b, PLAN_MEM_OPTIM, PLAN_DEV_GPU, PtN * os, "optimizer", st);
 		return;
 	}
 	int64_t pn = b->shard == SH_PARAM ? N : 1;      /* parameter partitions */
 	int64_t on = b->shard >= SH_OPT ? N : 1;        /* optimizer partitions */
-	mem_alloc(b, PLAN_MEM_PARAMS, pd, P / pn * (b->shard == SH_PARAM ? part_bytes(b) : pb),
+	int64_t Pton = shard_elems(b, Pt, b->psite, on);
+	mem_alloc(b, PLAN_MEM_PARAMS, pd,
+		  shard_elems(b, P, b->psie, pn) * (b->shard == SH_PARAM ? part_bytes(b) : pb),
 		  "params", st);
 	if (b->shard == SH_PARAM && b->persist_elems > 0)
 		mem_alloc(b, PLAN_MEM_PARAMS, PLAN_DEV_GPU, b->persist_elems * pb,
@@ -2020,15 +2072,14 @@ static void alloc_states(struct pb *b)
 		mem_alloc(b, PLAN_MEM_PARAMS, PLAN_DEV_GPU, b->psi_layers / pn, "fp8_weights", st);
 	if (od == PLAN_DEV_NVME) {
 		/* master and states on NVMe, swapped through pinned buffers per sub-group */
-		int64_t sg = s->sub_group_size > 0 && s->sub_group_size < Pt / on
-				     ? s->sub_group_size
-				     : Pt / on;
-		mem_alloc(b, PLAN_MEM_MASTER, PLAN_DEV_NVME, Pt / on * master, "master", st);
-		mem_alloc(b, PLAN_MEM_OPTIM, PLAN_DEV_NVME, Pt / on * os, "optimizer", st);
+		int64_t sg = s->sub_group_size > 0 && s->sub_group_size < Pton ? s->sub_group_size
+										   : Pton;
+		mem_alloc(b, PLAN_MEM_MASTER, PLAN_DEV_NVME, Pton * master, "master", st);
+		mem_alloc(b, PLAN_MEM_OPTIM, PLAN_DEV_NVME, Pton * os, "optimizer", st);
 		mem_alloc(b, PLAN_MEM_BUCKETS, PLAN_DEV_HOST, 4 * sg * 4, "nvme_swap_buffers", st);
 	} else {
-		mem_alloc(b, PLAN_MEM_MASTER, od, Pt / on * master, "master", st);
-		mem_alloc(b, PLAN_MEM_OPTIM, od, Pt / on * os, "optimizer", st);
+		mem_alloc(b, PLAN_MEM_MASTER, od, Pton * master, "master", st);
+		mem_alloc(b, PLAN_MEM_OPTIM, od, Pton * os, "optimizer", st);
 	}
 	if (pd == PLAN_DEV_NVME) /* param swap buffers: buffer_count 5 x buffer_size 1e8 */
 		mem_alloc(b, PLAN_MEM_BUCKETS, PLAN_DEV_HOST, 5LL * 100000000 * pb,
@@ -2041,15 +2092,15 @@ static void alloc_states(struct pb *b)
 		 * (reference/deepspeed.md §1.10) */
 		mem_alloc(b, PLAN_MEM_GRADS, PLAN_DEV_GPU, Pt * 4, "fp32_grads", st);
 	} else if (b->shard == SH_GRAD && !offo) {
-		mem_alloc(b, PLAN_MEM_GRADS, PLAN_DEV_GPU, Pt / N * pb, "grads_accumulated", st);
+		mem_alloc(b, PLAN_MEM_GRADS, PLAN_DEV_GPU, PtN * pb, "grads_accumulated", st);
 	} else if (b->shard == SH_PARAM) {
-		mem_alloc(b, PLAN_MEM_GRADS, offo ? PLAN_DEV_HOST : PLAN_DEV_GPU, Pt / N * b->gbytes,
+		mem_alloc(b, PLAN_MEM_GRADS, offo ? PLAN_DEV_HOST : PLAN_DEV_GPU, PtN * b->gbytes,
 			  "grad_partitions", st);
 	}
 	if (offo) { /* pinned fp32 gradient partition for the CPU optimizer */
-		mem_alloc(b, PLAN_MEM_GRADS, PLAN_DEV_HOST, Pt / N * 4, "grads_fp32", st);
+		mem_alloc(b, PLAN_MEM_GRADS, PLAN_DEV_HOST, PtN * 4, "grads_fp32", st);
 		if (b->shard <= SH_GRAD && b->nmicro > 1)
-			mem_alloc(b, PLAN_MEM_GRADS, PLAN_DEV_HOST, Pt / N * pb,
+			mem_alloc(b, PLAN_MEM_GRADS, PLAN_DEV_HOST, PtN * pb,
 				  "accumulated_grads_in_cpu", st);
 	}
 	if (b->ds && b->shard == SH_PARAM && s->contiguous_gradients)
@@ -2086,7 +2137,7 @@ static void optimizer_step(struct pb *b)
 	wait_on(b, b->last_red);
 	wait_on(b, b->last_d2h);
 	int64_t on = b->shard >= SH_OPT ? N : 1;
-	int64_t part = Pt / on;
+	int64_t part = shard_elems(b, Pt, b->psite, on);
 	bool offo = b->ds && s->offload_optimizer != STRAT_OFFLOAD_NONE && b->shard >= SH_OPT;
 	int32_t zero1_part = -1;
 	if (b->ds && b->shard == SH_OPT) { /* the accumulated partition replaces full grads */
@@ -2145,8 +2196,8 @@ static void optimizer_step(struct pb *b)
 	/* updated parameters back to every replica */
 	if ((b->ds && (b->shard == SH_OPT || b->shard == SH_GRAD)) ||
 	    (b->megatron && s->distributed_optimizer && !s->overlap_param_gather))
-		coll(b, PLAN_ALL_GATHER, b->zgroup, PLAN_STREAM_COMPUTE, "ag_params", part, b->pdt,
-		     PLAN_NONE);
+		gather_shards(b, "ag_params", b->zgroup, N, Pt - b->psite, b->psite,
+			      PLAN_STREAM_COMPUTE, PLAN_NONE);
 	else if (b->ds && b->shard == SH_PARAM && b->persist_elems > 0)
 		coll(b, PLAN_ALL_GATHER, b->zgroup, PLAN_STREAM_COMPUTE, "ag_persistent",
 		     (b->persist_elems + N - 1) / N, b->pdt, PLAN_NONE);
@@ -2349,10 +2400,13 @@ static void setup(struct pb *b)
 	for (int64_t c = 0; c < b->vp; c++)
 		for (int64_t u = 1 + b->first[c] * b->upl; u < 1 + (b->first[c] + b->nl[c]) * b->upl;
 		     u++) {
-			int64_t n = unit_params(b, u);
+			int64_t n = unit_params(b, u), d, e;
 			b->psi += n;
 			b->psi_layers += n;
 			b->psit += unit_trainable(b, u);
+			unit_split(b, u, &d, &e);
+			if (b->ep > 1)
+				b->psie += e;
 			if (b->shard == SH_PARAM)
 				b->persist_elems += unit_persistent(b, u);
 		}
@@ -2366,6 +2420,9 @@ static void setup(struct pb *b)
 		if (b->shard == SH_PARAM)
 			b->persist_elems += unit_persistent(b, b->head_uid);
 	}
+
+	b->psite = b->lora ? 0 : b->psie; /* LoRA trains adapters only: the experts are frozen */
+	b->ne = b->ep > 1 ? job_group_size(j, JOB_GROUP_EDP) : b->nz;
 
 	/* ZeRO-3: modules kept gathered from the end of forward into backward (reuse distance) */
 	int64_t nm = b->nunits;
@@ -2409,6 +2466,7 @@ static void setup(struct pb *b)
 static void param_gather_start(struct pb *b)
 {
 	int64_t nl = b->nlayers > 0 ? b->nlayers : 1, B = bucket_elems(b), N = b->nz, acc = 0;
+	int64_t acc_e = 0; /* of which experts (ep > 1): gathered over their own group */
 	b->pg_op = TW_NEW_ARRAY(uint32_t, (size_t)nl);
 	uint8_t ph = b->phase;
 	b->phase = PLAN_PHASE_FWD;
@@ -2417,8 +2475,13 @@ static void param_gather_start(struct pb *b)
 	for (int64_t c = 0; c < b->vp; c++)
 		for (int64_t l = b->first[c]; l < b->first[c] + b->nl[c]; l++, k++) {
 			int64_t n = 0;
-			for (int64_t u = 1 + l * b->upl; u < 1 + (l + 1) * b->upl; u++)
+			for (int64_t u = 1 + l * b->upl; u < 1 + (l + 1) * b->upl; u++) {
+				int64_t d, e;
 				n += unit_trainable(b, u);
+				unit_split(b, u, &d, &e);
+				if (b->ep > 1 && !b->lora)
+					acc_e += e;
+			}
 			if (k == 0 && b->c.pp == 0)
 				n += unit_trainable(b, 0); /* the embedding goes with the first bucket */
 			if (k == nl - 1 && b->c.pp == b->pp - 1)
@@ -2429,12 +2492,12 @@ static void param_gather_start(struct pb *b)
 			if (!close)
 				continue;
 			b->layer = (int32_t)l;
-			uint32_t id = coll(b, PLAN_ALL_GATHER, b->zgroup, PLAN_STREAM_COMM, "ag_params",
-					   (acc + N - 1) / N, b->pdt, PLAN_NONE);
+			uint32_t id = gather_shards(b, "ag_params", b->zgroup, N, acc - acc_e, acc_e,
+						    PLAN_STREAM_COMM, PLAN_NONE);
 			for (int64_t i = slot0; i <= k; i++)
 				b->pg_op[i] = id;
 			slot0 = k + 1;
-			acc = 0;
+			acc = acc_e = 0;
 		}
 	b->phase = ph;
 	b->layer = b->micro = -1;

@@ -1284,6 +1284,18 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 
 	if (s->framework == STRAT_DEEPSPEED && s->zero_stage == 3)
 		TW_CHECK(check_zeropp(r));
+	/* expert parallelism needs DeepSpeed's MoE layers, and its engine asserts "MoE not
+	 * supported with Stage 3" (ep 1: HF's expert modules are plain parameters, fine) */
+	if (s->framework == STRAT_DEEPSPEED && s->zero_stage == 3 && s->ep > 1)
+		return sfail(r, "ep",
+			     "strategy.ep=%" PRId64 " with ZeRO stage 3: DeepSpeed refuses MoE layers "
+			     "at stage 3 (\"MoE not supported with Stage 3\"); use stage 1 or 2, or ep 1",
+			     s->ep);
+	if (s->framework == STRAT_FSDP && s->fsdp_sharding == STRAT_FSDP_HYBRID_SHARD && s->ep > 1)
+		return sfail(r, "ep",
+			     "strategy.ep=%" PRId64 " with FSDP HYBRID_SHARD is not modelled (experts "
+			     "shard over their data-parallel group; use FULL_SHARD or ep 1)",
+			     s->ep);
 
 	/* uneven first and last pipeline stages (Megatron-Core), given or from counting the
 	 * embedding and the loss as a layer each of the split */

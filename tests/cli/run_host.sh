@@ -104,6 +104,26 @@ timeout 120 $MPIRUN "$TWIN" run -m tiny -c host-cpu --gpus 4 -s lora-zero3 --bac
 	--steps 1 --warmup 0 --db "$db" --json >"$tmp/qfrozen.json" 2>"$tmp/qfrozen.json.err"
 check_run "run host, 4 ranks, LoRA with int8 frozen weights and hpZ" "$tmp/qfrozen.json" $? "$db" 1
 
+# MoE with experts over 2 ranks: their grads, states and updated weights move over the expert
+# data-parallel pairs (ZeRO-1, ZeRO-2; FSDP2 gathers and reduce-scatters them there)
+for s in z1 z2 fsdp2; do
+	db=$tmp/moe-$s.db
+	spec="$FIX/$s.json"
+	[ "$s" = fsdp2 ] && spec="torchtitan-fsdp2 --set global_batch=4 --set seq_len=128"
+	timeout 120 $MPIRUN "$TWIN" run -m tiny-moe -c host-cpu --gpus 4 -s $spec --set ep=2 \
+		--backend host --steps 1 --warmup 0 --db "$db" --json >"$tmp/moe-$s.json" \
+		2>"$tmp/moe-$s.json.err"
+	check_run "run host, 4 ranks, MoE ep 2, $s" "$tmp/moe-$s.json" $? "$db" 1
+done
+if [ "$have_sqlite" = 1 ]; then
+	e=$(sqlite3 "$tmp/moe-fsdp2.db" "SELECT count(*) FROM events e JOIN names n ON n.id = e.name_id WHERE n.name = 'ag_experts'")
+	if [ "${e:-0}" -gt 0 ]; then
+		ok "run host, FSDP2 with ep 2 gathers the experts apart ($e ops)"
+	else
+		nok "run host, FSDP2 expert gathers" "ag_experts ops '$e'"
+	fi
+fi
+
 # a tied model over 4 pipeline stages: the first and the last stage all-reduce their embedding
 # grads (ar_embed), the middle ones are alone in their embedding groups
 db=$tmp/tied.db

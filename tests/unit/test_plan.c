@@ -90,15 +90,6 @@ static void test_flops_gpt_interleaved(struct test_ctx *t)
 	free(j);
 }
 
-static void fx_moe(struct job *j)
-{
-	struct model *m = &j->model;
-	m->layers = 4, m->hidden = 1024, m->heads = 16, m->kv_heads = 4, m->head_dim = 64;
-	m->ffn_hidden = 2816, m->vocab = 32000, m->seq_len = 1024;
-	m->experts = 8, m->top_k = 2, m->expert_ffn_hidden = 512, m->shared_experts = 1;
-	m->shared_ffn_hidden = 1024, m->moe_layer_freq = 1;
-	j->seq = 1024;
-}
 
 static void test_flops_moe(struct test_ctx *t)
 {
@@ -727,6 +718,64 @@ static int count_coll(const struct plan *p, enum plan_coll c, enum job_group g, 
 		    p->ops[i].u.coll.group == g && (phase < 0 || p->ops[i].phase == phase))
 			n++;
 	return n;
+}
+
+/* With expert parallelism the routed experts' states shard over their data-parallel group:
+ * dp / ep replicas of each expert. Each rank then holds as much of them as without it (E/ep
+ * experts over dp/ep ranks), and their grads and updated weights move over that group. */
+static void test_moe_expert_sharding(struct test_ctx *t)
+{
+	struct plan_mem m1, m4;
+	struct job *j = fx_job(16);
+	fx_moe(j);
+	fx_degrees(j, 1, 1, 1, 1, 1);
+	j->strat.zero_stage = 2;
+	bool ok = fx_mem(j, 0, &m1);
+	j->strat.ep = 4;
+	ok = ok && fx_mem(j, 0, &m4);
+	if (ok) {
+		double a = (double)m1.max_cat[GPU][PLAN_MEM_OPTIM], b = (double)m4.max_cat[GPU][PLAN_MEM_OPTIM];
+		printf("#   ZeRO-2 on 16 GPUs, optimizer states: ep 1 %.0f B, ep 4 %.0f B\n", a, b);
+		CHECK_NEAR(t, b, a, 1e-6);
+		CHECK_NEAR(t, (double)m4.max_cat[GPU][PLAN_MEM_MASTER],
+			   (double)m1.max_cat[GPU][PLAN_MEM_MASTER], 1e-6);
+		/* the 16-bit weights are whole on every rank: only the local experts */
+		CHECK(t, m4.max_cat[GPU][PLAN_MEM_PARAMS] < m1.max_cat[GPU][PLAN_MEM_PARAMS]);
+	}
+	struct plan p;
+	if (build(j, 0, &p)) {
+		/* the updated weights: dense over dp, experts over their group */
+		CHECK_EQ_INT(t, count_coll(&p, PLAN_ALL_GATHER, JOB_GROUP_DP, PLAN_PHASE_OPT), 1);
+		CHECK_EQ_INT(t, count_coll(&p, PLAN_ALL_GATHER, JOB_GROUP_EDP, PLAN_PHASE_OPT), 1);
+		CHECK(t, count_coll(&p, PLAN_ALL_REDUCE, JOB_GROUP_EDP, PLAN_PHASE_BWD) > 0);
+		plan_release(&p);
+	}
+	/* FSDP: each MoE block gathers its dense part over dp and its experts over their group,
+	 * and reduce-scatters both ways */
+	j->strat.framework = STRAT_FSDP;
+	j->strat.fsdp_sharding = STRAT_FSDP_FULL_SHARD;
+	j->strat.shard_group = j->strat.dp;
+	j->strat.ep = 1;
+	ok = fx_mem(j, 0, &m1);
+	j->strat.ep = 4;
+	ok = ok && fx_mem(j, 0, &m4);
+	if (ok)
+		CHECK_NEAR(t, (double)m4.max_cat[GPU][PLAN_MEM_OPTIM],
+			   (double)m1.max_cat[GPU][PLAN_MEM_OPTIM], 1e-6);
+	if (build(j, 0, &p)) {
+		CHECK_EQ_INT(t, count_coll(&p, PLAN_ALL_GATHER, JOB_GROUP_EDP, PLAN_PHASE_FWD), 4);
+		CHECK_EQ_INT(t, count_coll(&p, PLAN_REDUCE_SCATTER, JOB_GROUP_EDP, PLAN_PHASE_BWD), 4);
+		CHECK(t, count_coll(&p, PLAN_ALL_GATHER, JOB_GROUP_DP, PLAN_PHASE_FWD) >= 4);
+		/* the experts' gather moves this rank's 2 local experts in 4 shards */
+		for (size_t i = 0; i < p.nops; i++)
+			if (p.ops[i].kind == PLAN_COLL && p.ops[i].u.coll.group == JOB_GROUP_EDP &&
+			    p.ops[i].u.coll.coll == PLAN_ALL_GATHER) {
+				CHECK_EQ_INT(t, p.ops[i].u.coll.count, 2 * 3 * 1024 * 512 / 4);
+				break;
+			}
+		plan_release(&p);
+	}
+	free(j);
 }
 
 static void test_zero_comm(struct test_ctx *t)
@@ -1767,6 +1816,7 @@ int main(void)
 	TEST_RUN(&t, test_flops_dense_gqa_tp_pp_cp);
 	TEST_RUN(&t, test_flops_gpt_interleaved);
 	TEST_RUN(&t, test_flops_moe);
+	TEST_RUN(&t, test_moe_expert_sharding);
 	TEST_RUN(&t, test_coll_seq_match);
 	TEST_RUN(&t, test_tied_embedding_grads);
 	TEST_RUN(&t, test_p2p_match);

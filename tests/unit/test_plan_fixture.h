@@ -119,6 +119,17 @@ static inline bool fx_mem(const struct job *j, int64_t r, struct plan_mem *mem)
 	return ok;
 }
 
+/* a small MoE: 4 layers, 8 routed experts of 512 (top 2) and one shared of 1024 */
+static inline void fx_moe(struct job *j)
+{
+	struct model *m = &j->model;
+	m->layers = 4, m->hidden = 1024, m->heads = 16, m->kv_heads = 4, m->head_dim = 64;
+	m->ffn_hidden = 2816, m->vocab = 32000, m->seq_len = 1024;
+	m->experts = 8, m->top_k = 2, m->expert_ffn_hidden = 512, m->shared_experts = 1;
+	m->shared_ffn_hidden = 1024, m->moe_layer_freq = 1;
+	j->seq = 1024;
+}
+
 #define GPU PLAN_DEV_GPU
 #define HOST PLAN_DEV_HOST
 
