@@ -29,9 +29,11 @@ static void usage(FILE *f)
 		   "             --vary gpus=8,16,32,64                  # scaling\n"
 		   "  twin sweep ... --gpus 16 --vary net.nic_gbps=100,200,400   # network what-if\n"
 		   "  twin sweep ... --vary zero_optimization.stage=1,2,3 --vary tp=1,2\n"
+		   "  twin sweep ... --vary 'stragglers=[],[{\"node\":1,\"compute_scale\":0.5}]'  # a slow node\n"
 		   "\n"
 		   "      --vary PATH=V,...   PATH is gpus (the --gpus count) or any --set path;\n"
-		   "                          values are separated by commas (at most %d)\n"
+		   "                          values are separated by commas (at most %d; commas\n"
+		   "                          inside a JSON array, object or string are the value's)\n"
 		   "      --db FILE           store every valid point as a run named LABEL/PATH=V\n"
 		   "      --name LABEL        label of the stored runs (default: sweep)\n"
 		   "\n%s",

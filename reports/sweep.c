@@ -19,6 +19,31 @@ static bool is_count(const char *s, int64_t *out)
 	return true;
 }
 
+/* The comma that ends the value starting at p, or NULL: commas inside a JSON array, object or
+ * string belong to the value (--vary 'stragglers=[],[{"node":1,"compute_scale":0.5}]'). */
+static char *value_end(char *p)
+{
+	int depth = 0;
+	bool str = false;
+	for (; *p; p++) {
+		if (str) {
+			if (*p == '\\' && p[1])
+				p++;
+			else if (*p == '"')
+				str = false;
+		} else if (*p == '"') {
+			str = true;
+		} else if (*p == '[' || *p == '{') {
+			depth++;
+		} else if ((*p == ']' || *p == '}') && depth > 0) {
+			depth--;
+		} else if (*p == ',' && depth == 0) {
+			return p;
+		}
+	}
+	return NULL;
+}
+
 enum tw_result rpt_sweep_add_vary(struct rpt_sweep *s, const char *arg, struct tw_err *err)
 {
 	const char *eq = strchr(arg, '=');
@@ -42,7 +67,7 @@ enum tw_result rpt_sweep_add_vary(struct rpt_sweep *s, const char *arg, struct t
 	v->buf = tw_strdup(eq + 1);
 	enum tw_result rc = TW_OK;
 	for (char *p = v->buf;;) {
-		char *comma = strchr(p, ',');
+		char *comma = value_end(p);
 		if (comma)
 			*comma = '\0';
 		if (!*p) {

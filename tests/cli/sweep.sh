@@ -29,6 +29,13 @@ check "a stored point analyses like any run" grep -q 'exposed' "$d/a"
 check "sweep point = twin simulate (step time)" sh -c \
 	"a=\$(tr -d ' \t\n' <'$d/s' | grep -o '\"step_time_s\":[0-9.e+-]*' | head -1); [ -n \"\$a\" ] && tr -d ' \t\n' <'$d/j' | grep -qF \"\$a\""
 
+# JSON values keep their commas: a node slowing down step by step (stragglers imply full mode)
+# shellcheck disable=SC2086
+"$TWIN" sweep $Z --gpus 16 --vary 'stragglers=[],[{"node":1,"compute_scale":0.8}],[{"node":1,"compute_scale":0.5}]' >"$d/o" 2>"$d/e"
+check "sweep stragglers: three rows" sh -c "[ \$(grep -c '^stragglers=\\[' '$d/o') -eq 3 ]"
+check "sweep stragglers: a slower node is slower" sh -c \
+	"awk '/^stragglers=\\[\\] / { a = \$2 } /compute_scale\":0.8/ { b = \$2 } /compute_scale\":0.5/ { c = \$2 } END { exit !(a > 0 && b > a && c > b) }' '$d/o'"
+
 # cross product, invalid points are rows, not an abort
 # shellcheck disable=SC2086
 "$TWIN" sweep $Z --gpus 16 --vary tp=1,3 --vary net.nic_gbps=100,400 >"$d/o" 2>"$d/e"

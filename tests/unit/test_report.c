@@ -21,6 +21,13 @@ static void test_vary_parse(struct test_ctx *T)
 	CHECK(T, !strcmp(s.vary[0].path, "gpus") && !strcmp(s.vary[0].values[2], "32"));
 	CHECK(T, rpt_sweep_add_vary(&s, "net.nic_gbps=100,400", &err) == TW_OK);
 	CHECK_EQ_INT(T, s.nvary, 2);
+	/* commas inside JSON values (arrays, objects, strings) belong to the value */
+	CHECK(T, rpt_sweep_add_vary(&s, "stragglers=[],[{\"node\":1,\"compute_scale\":0.5}],"
+					"[{\"gpu\":2,\"link\":\"a,]\\\"b\",\"link_scale\":1}]", &err) == TW_OK);
+	CHECK_EQ_INT(T, s.vary[2].nvalues, 3);
+	CHECK(T, !strcmp(s.vary[2].values[0], "[]"));
+	CHECK(T, !strcmp(s.vary[2].values[1], "[{\"node\":1,\"compute_scale\":0.5}]"));
+	CHECK(T, !strcmp(s.vary[2].values[2], "[{\"gpu\":2,\"link\":\"a,]\\\"b\",\"link_scale\":1}]"));
 	/* errors: each names the rule; the sweep is unchanged */
 	static const char *const bad[][2] = {
 		{ "gpus", "expected PATH=V1,V2" }, { "=1,2", "expected PATH=V1,V2" },
@@ -32,7 +39,7 @@ static void test_vary_parse(struct test_ctx *T)
 		CHECK(T, rpt_sweep_add_vary(&s, bad[i][0], &e) == TW_ERR_USAGE);
 		CHECK_STR_CONTAINS(T, e.msg, bad[i][1]);
 	}
-	CHECK_EQ_INT(T, s.nvary, 2);
+	CHECK_EQ_INT(T, s.nvary, 3);
 	rpt_sweep_release(&s);
 
 	memset(&s, 0, sizeof(s));
