@@ -121,9 +121,12 @@ int cli_job_opt(struct cli_job_opts *o, int argc, char **argv, int *i, struct tw
 		}
 		o->sets[o->in.nsets++] = v;
 		const char *fig = cluster_descriptive(v);
+		const char *part = cluster_partial(v);
 		if (fig) /* accepted and kept, but a what-if on it alone changes nothing */
 			fprintf(stderr, "twin: note: --set %.*s: no prediction reads this field; "
 					"its effect comes from %s\n", (int)strcspn(v, "="), v, fig);
+		else if (part) /* read, but not for what a what-if on it suggests */
+			fprintf(stderr, "twin: note: --set %.*s: %s\n", (int)strcspn(v, "="), v, part);
 	} else if (!strcmp(a, "--json")) {
 		o->json = true;
 	} else {

@@ -656,6 +656,15 @@ const char *cluster_descriptive(const char *path)
 	return NULL;
 }
 
+const char *cluster_partial(const char *path)
+{
+	size_t n = strcspn(path, "=");
+	if (n == strlen("gpu.sms") && !strncmp(path, "gpu.sms", n))
+		return "only the GEMM tile model's wave count reads it, not the GPU's speed: for a "
+		       "GPU with fewer SMs scale gpu.peak_tflops (and gpu.hbm_GBps) with them";
+	return NULL;
+}
+
 enum tw_result cluster_check_gpus(const struct cluster *c, int64_t gpus, int *nodes,
 				  struct tw_err *err)
 {

@@ -128,6 +128,9 @@ bool cluster_owns_path(const char *path);
 /* For a descriptive field no prediction reads (node.pcie_gen, node.cpu_cores, net.fabric,
  * node.nvlink_domain_gpus; PATH or PATH=VALUE), the fields that carry its effect; else NULL. */
 const char *cluster_descriptive(const char *path);
+/* For a field a prediction reads only in part, so that a what-if on it alone misleads (gpu.sms:
+ * wave quantisation, not the peak), what else to set; else NULL. */
+const char *cluster_partial(const char *path);
 /* Ranges and cross-field rules on a filled struct (cluster_load calls it; call it again after
  * changing fields in code). file names the input in messages. */
 enum tw_result cluster_validate(const struct cluster *c, const char *file, struct tw_err *err);

@@ -154,6 +154,11 @@ check "simulate: --set node.pcie_gen notes node.pcie_GBps, step unchanged ($d = 
 "$TWIN" simulate -m gpt3-175b -c dgx-a100-80g --gpus 64 -s examples/strategies/megatron-175b.json \
 	--set global_batch=64 --set node.pcie_GBps=20 --json >"$tmp/d.json" 2>"$err"
 check "simulate: --set on a field that is read prints no note" "[ ! -s '$err' ]"
+# gpu.sms alone moves only the GEMMs' wave quantisation: a note says to scale the peak too
+"$TWIN" simulate -m gpt3-175b -c dgx-a100-80g --gpus 64 -s examples/strategies/megatron-175b.json \
+	--set global_batch=64 --set gpu.sms=54 --json >"$tmp/d.json" 2>"$err"
+check "simulate: --set gpu.sms notes gpu.peak_tflops" \
+	"[ \$(wc -l <'$err') -eq 1 ] && grep -q 'gpu.sms: only the GEMM tile model.*gpu.peak_tflops' '$err' && [ -n \"\$(jget '$tmp/d.json' 'd[\"sim\"][\"step_ns\"]')\" ]"
 
 # symmetric == full also where a collective and a compute op start at the same instant on
 # different ranks (FSDP with TP; a GPipe pipeline): the compute slowdown does not depend on the
