@@ -350,13 +350,13 @@ static enum tw_result resolve_locked(struct shared *sh, const struct search_cand
 	return rc;
 }
 
-/* Expert-parallel degrees (MoE models, not FSDP): the divisors of dp that divide the expert
- * count; 1 for dense models; a pinned ep keeps only itself. */
+/* Expert-parallel degrees (MoE models): the divisors of dp that divide the expert count; 1 for
+ * dense models; a pinned ep keeps only itself. */
 static int ep_choices(const struct search_space *sp, const struct model *m, int64_t dp,
 		      int64_t *out)
 {
 	int n = 0;
-	if (m->experts <= 0 || sp->framework == STRAT_FSDP) {
+	if (m->experts <= 0) {
 		if (sp->pin_ep <= 1)
 			out[n++] = 1;
 		return n;
@@ -661,11 +661,10 @@ enum tw_result search_run(const struct job *base, const struct search_space *spa
 				       "--set vp=%lld: no pipeline degree pp > 1 leaves model.layers=%lld / pp "
 				       "divisible by vp", (long long)sp.pin_vp, (long long)m->layers);
 	}
-	if (sp.pin_ep > 1 && (m->experts <= 0 || m->experts % sp.pin_ep != 0 ||
-			      sp.framework == STRAT_FSDP))
+	if (sp.pin_ep > 1 && (m->experts <= 0 || m->experts % sp.pin_ep != 0))
 		return tw_errf(err, TW_ERR_INVALID,
 			       "--set ep=%lld: expert parallelism needs an MoE model whose expert count "
-			       "it divides (model.experts=%lld), and --framework deepspeed or megatron",
+			       "it divides (model.experts=%lld)",
 			       (long long)sp.pin_ep, (long long)m->experts);
 	if (npp == 0)
 		return tw_errf(err, TW_ERR_INVALID,
@@ -778,6 +777,8 @@ enum tw_result search_run(const struct job *base, const struct search_space *spa
 						if ((sp.pin_zero >= 0 && sp.pin_zero != z) ||
 						    (sp.framework == STRAT_FSDP && z == 1))
 							continue; /* FSDP shardings map to 0, 2, 3 */
+						if (sp.framework == STRAT_DEEPSPEED && z == 3 && eps[e] > 1)
+							continue; /* "MoE not supported with Stage 3" */
 						/* ZeRO++ (1) and MiCS within a node (2) for DeepSpeed ZeRO-3
 						 * across nodes, where DeepSpeed forms their groups (tp = cp =
 						 * 1), without offload */

@@ -283,6 +283,25 @@ static void test_expert_parallel(struct test_ctx *T)
 	search_result_release(&r);
 	const char *pinned[] = { "micro_batch=1", "recompute=full", "pp=2", "vp=1", "ep=2" };
 	expect_all(T, base, &sp, pinned, 5, offsetof(struct search_cand, ep), 2, true);
+	/* FSDP (torchtitan-style EP) tries it too; DeepSpeed never with ZeRO-3 ("MoE not
+	 * supported with Stage 3"), so no candidate is rejected by the resolver for it */
+	for (int f = 0; f < 2; f++) {
+		space(&sp, 64, 30, true);
+		sp.framework = f ? STRAT_DEEPSPEED : STRAT_FSDP;
+		const char *one[] = { "micro_batch=1", "recompute=full" };
+		sp.sets = one;
+		sp.nsets = 2;
+		struct search_result q;
+		CHECK_EQ_INT(T, search_run(base, &sp, &q, &err), TW_OK);
+		int ep = 0;
+		for (int i = 0; i < q.ntop; i++) {
+			ep += q.top[i].ep > 1;
+			CHECK(T, !(f && q.top[i].ep > 1 && q.top[i].zero == 3));
+		}
+		CHECK(T, f || ep > 0);
+		CHECK_EQ_INT(T, q.rejected, 0);
+		search_result_release(&q);
+	}
 	free(base);
 	/* dense: ep stays 1 */
 	base = load_base("llama2-7b", "dgx-h100", 8);
