@@ -331,6 +331,13 @@ static uint32_t coll(struct pb *b, enum plan_coll c, enum job_group g, enum plan
 	return id;
 }
 
+/* A collective on the critical path through NCCL: after the last kernel, before the next. */
+static void coll_wait(struct pb *b, enum plan_coll c, enum job_group g, const char *name,
+		      int64_t count)
+{
+	wait_on(b, coll(b, c, g, PLAN_STREAM_COMM_TP, name, count, b->pdt, b->last_compute));
+}
+
 /* A TP/SP/CP/EP collective on the critical path: after the last kernel, before the next. */
 static void coll_tp(struct pb *b, enum plan_coll c, enum job_group g, const char *name,
 		    int64_t count)
@@ -725,6 +732,14 @@ static int64_t op_sac_saved(const struct pb *b)
 	return s;
 }
 
+/* Megatron-Core's MoE layer on sequence-parallel tokens (its rule: SP whenever TP and EP meet):
+ * the token dispatcher gathers and reduce-scatters over TP itself, so the block has no SP
+ * gather / reduce-scatter of its own around the routed experts. */
+static bool moe_dispatch_sp(const struct pb *b)
+{
+	return b->megatron && b->sp && b->tp > 1;
+}
+
 struct act_sizes {
 	int64_t saved;  /* bytes kept for backward without recompute */
 	int64_t input;  /* layer input (full-recompute checkpoint) */
@@ -747,9 +762,15 @@ static struct act_sizes layer_act(const struct pb *b, int64_t l)
 		rep += npl_of(b) * T * h * (4 - ab);
 	if (b->eager && b->swiglu)
 		mlpw += 1;
-	int64_t work;
+	int64_t work, whole = 0; /* kept whole on every TP rank, with or without SP */
 	if (layer_moe(b, l)) {
-		rep += T * b->E * 4 + T * b->topk * h * ab;
+		rep += T * b->E * 4;
+		/* the experts' input: the permuted token copies; Megatron-Core's dispatcher
+		 * all-gathers them over TP, so each TP rank keeps all T x top-k */
+		if (moe_dispatch_sp(b))
+			whole += T * b->topk * h * ab;
+		else
+			rep += T * b->topk * h * ab;
 		split += T * b->topk * mlpw * b->fe * ab + T * mlpw * b->fs * ab;
 		work = T * b->topk * (b->swiglu ? 2 : 1) * b->fe * ab;
 	} else {
@@ -771,9 +792,9 @@ static struct act_sizes layer_act(const struct pb *b, int64_t l)
 	else if (sk == PLAN_SOFTMAX_HF_EAGER)
 		work += ab * sxs;
 	if (b->sp)
-		a.saved = (rep + split + scores) / tp;
+		a.saved = (rep + split + scores) / tp + whole;
 	else
-		a.saved = rep + (split + scores) / tp;
+		a.saved = rep + (split + scores) / tp + whole;
 	a.input = T * h * ab;
 	if (b->sp || (b->ds && b->s->partition_activations))
 		a.input /= tp;
@@ -1391,6 +1412,9 @@ static void act_op(struct pb *b, const char *name, double n, bool bwd, double mo
 	       b->eager && b->swiglu ? (bwd ? 2 : 1) : 0);
 }
 
+static void tp_enter(struct pb *b, bool bwd);
+static void tp_exit(struct pb *b, bool bwd);
+
 /* MLP or MoE block between the second norm and the residual. */
 static void mlp_block(struct pb *b, int64_t l, bool bwd)
 {
@@ -1421,46 +1445,75 @@ static void mlp_block(struct pb *b, int64_t l, bool bwd)
 		return;
 	}
 	/* MoE: router, permutation, dispatch all-to-all, grouped expert GEMMs with the top-k load,
-	 * combine all-to-all, unpermutation; the shared experts run beside */
-	double load = (double)T * (double)b->topk; /* token copies processed on this rank */
+	 * combine all-to-all, unpermutation; the shared experts run beside. Megatron-Core with
+	 * sequence parallelism (its rule with TP and EP) routes the rank's own T/tp tokens:
+	 * permute -> all-to-all (EP) -> all-gather (TP) -> experts -> reduce-scatter (TP) ->
+	 * all-to-all (EP) -> unpermute (MoEAlltoAllTokenDispatcher), and only the shared experts
+	 * gather and reduce-scatter the sequence; otherwise every TP rank routes all T tokens
+	 * between the block's own gather and reduce-scatter. */
+	bool disp = moe_dispatch_sp(b);
+	int64_t Tr = disp ? T / tp : T; /* tokens this rank routes */
+	double load = (double)T * (double)b->topk; /* token copies the local experts process */
+	double rload = (double)Tr * (double)b->topk;
 	int64_t per = (int64_t)ceil(load / (double)b->El);
-	int64_t a2a = T * b->topk * b->h;
+	int64_t a2a = Tr * b->topk * b->h;
 	sub_in(b, l, 2);
 	if (!bwd) {
-		uint32_t r = gemm(b, "router", T, b->E, b->h, 1, 0, false);
-		/* every TP rank runs the whole router: count a 1/tp share as model FLOPs */
-		if (!(b->flags & PLAN_F_RECOMPUTE))
+		uint32_t r = gemm(b, "router", Tr, b->E, b->h, 1, 0, false);
+		/* without the dispatcher every TP rank runs the whole router: count a 1/tp share
+		 * as model FLOPs */
+		if (!(b->flags & PLAN_F_RECOMPUTE) && !disp)
 			b->p->model_flops += 3.0 * b->p->ops[r].u.compute.flops / (double)tp;
-		compute(b, PLAN_K_SOFTMAX, "router_softmax", 0, (double)T * b->E * 8,
+		else if (!(b->flags & PLAN_F_RECOMPUTE))
+			b->p->model_flops += 3.0 * b->p->ops[r].u.compute.flops;
+		compute(b, PLAN_K_SOFTMAX, "router_softmax", 0, (double)Tr * b->E * 8,
 			PLAN_STREAM_COMPUTE);
-		elem(b, PLAN_K_PERMUTE, "permute", load * b->h * b->ab * 2);
+		elem(b, PLAN_K_PERMUTE, "permute", rload * b->h * b->ab * 2);
 		coll_tp(b, PLAN_ALL_TO_ALL, JOB_GROUP_EP, "a2a_dispatch", a2a);
+		if (disp)
+			coll_wait(b, PLAN_ALL_GATHER, JOB_GROUP_TP, "ag_dispatch", a2a);
 		gemm(b, "expert_fc1", per, wide * b->fe / tp, b->h, b->El, load, true);
 		act_op(b, "expert_act", load * b->fe / tp, false, 0);
 		gemm(b, "expert_fc2", per, b->h, b->fe / tp, b->El, load, true);
+		if (disp)
+			coll_wait(b, PLAN_REDUCE_SCATTER, JOB_GROUP_TP, "rs_combine", a2a);
 		coll_tp(b, PLAN_ALL_TO_ALL, JOB_GROUP_EP, "a2a_combine", a2a);
-		elem(b, PLAN_K_PERMUTE, "unpermute", load * b->h * b->ab * 2);
+		elem(b, PLAN_K_PERMUTE, "unpermute", rload * b->h * b->ab * 2);
 		if (b->fs > 0) {
+			if (disp)
+				tp_enter(b, false);
 			gemm(b, "shared_fc1", T, wide * b->fs / tp, b->h, 1, 0, true);
 			act_op(b, "shared_act", (double)T * b->fs / tp, false, 0);
 			gemm(b, "shared_fc2", T, b->h, b->fs / tp, 1, 0, true);
+			if (disp)
+				tp_exit(b, false);
 		}
 	} else {
 		if (b->fs > 0) {
+			if (disp)
+				tp_enter(b, true); /* the output grad */
 			gemm(b, "shared_fc2_bwd", T, b->h, b->fs / tp, g, 0, false);
 			act_op(b, "shared_act_bwd", (double)T * b->fs / tp, true, 0);
+			if (disp)
+				tp_enter(b, true); /* the saved input again, for the weight grads */
 			gemm(b, "shared_fc1_bwd", T, wide * b->fs / tp, b->h, g, 0, false);
+			if (disp)
+				tp_exit(b, true);
 		}
-		elem(b, PLAN_K_PERMUTE, "unpermute_bwd", load * b->h * b->ab * 2);
+		elem(b, PLAN_K_PERMUTE, "unpermute_bwd", rload * b->h * b->ab * 2);
 		coll_tp(b, PLAN_ALL_TO_ALL, JOB_GROUP_EP, "a2a_combine_bwd", a2a);
+		if (disp) /* the reduce-scatter's backward */
+			coll_wait(b, PLAN_ALL_GATHER, JOB_GROUP_TP, "ag_combine_bwd", a2a);
 		gemm(b, "expert_fc2_bwd", per, b->h, b->fe / tp, b->El * (b->lora ? 1 : 2),
 		     load * (b->lora ? 1 : 2), false);
 		act_op(b, "expert_act_bwd", load * b->fe / tp, true, 0);
 		gemm(b, "expert_fc1_bwd", per, wide * b->fe / tp, b->h, b->El * (b->lora ? 1 : 2),
 		     load * (b->lora ? 1 : 2), false);
+		if (disp) /* the all-gather's backward */
+			coll_wait(b, PLAN_REDUCE_SCATTER, JOB_GROUP_TP, "rs_dispatch_bwd", a2a);
 		coll_tp(b, PLAN_ALL_TO_ALL, JOB_GROUP_EP, "a2a_dispatch_bwd", a2a);
-		elem(b, PLAN_K_PERMUTE, "permute_bwd", load * b->h * b->ab * 2);
-		gemm(b, "router_bwd", T, b->E, b->h, b->lora ? 1 : 2, 0, false);
+		elem(b, PLAN_K_PERMUTE, "permute_bwd", rload * b->h * b->ab * 2);
+		gemm(b, "router_bwd", Tr, b->E, b->h, b->lora ? 1 : 2, 0, false);
 	}
 	lora_gemm(b, l, false, bwd);
 	sub_out(b, l, 2);
@@ -1515,9 +1568,12 @@ static void layer_fwd_ops(struct pb *b, int64_t l)
 	elem(b, PLAN_K_ELEMWISE, "residual1", tn * 3);
 	norm_op(b, "norm2", tne, false, 0);
 	sub_out(b, l, 1);
-	tp_enter(b, false);
+	bool own = layer_moe(b, l) && moe_dispatch_sp(b); /* the block gathers for itself */
+	if (!own)
+		tp_enter(b, false);
 	mlp_block(b, l, false);
-	tp_exit(b, false);
+	if (!own)
+		tp_exit(b, false);
 	elem(b, PLAN_K_ELEMWISE, "residual2", tn * 3);
 }
 
@@ -1531,10 +1587,14 @@ static void layer_bwd_ops(struct pb *b, int64_t l)
 	double tne = (double)(b->sp ? T / tp : T) * h, tn = tne * b->ab;
 	const struct model *m = b->m;
 	elem(b, PLAN_K_ELEMWISE, "residual2_bwd", tn * (2 + (m->mlp_bias ? 1 : 0)));
-	tp_enter(b, true); /* SP: gather the output grad */
+	bool own = layer_moe(b, l) && moe_dispatch_sp(b); /* the block gathers for itself */
+	if (!own)
+		tp_enter(b, true); /* SP: gather the output grad */
 	mlp_block(b, l, true);
-	tp_enter(b, true); /* SP: gather the saved norm output again for the weight grads */
-	tp_exit(b, true);
+	if (!own) {
+		tp_enter(b, true); /* SP: gather the saved norm output again for the weight grads */
+		tp_exit(b, true);
+	}
 	sub_in(b, l, 1);
 	norm_op(b, "norm2_bwd", tne, true, tn * 3);
 	elem(b, PLAN_K_ELEMWISE, "residual1_bwd", tn * (2 + (m->out_bias ? 1 : 0)));

@@ -1291,6 +1291,14 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 			     "strategy.ep=%" PRId64 " with ZeRO stage 3: DeepSpeed refuses MoE layers "
 			     "at stage 3 (\"MoE not supported with Stage 3\"); use stage 1 or 2, or ep 1",
 			     s->ep);
+	/* Megatron-Core's TransformerConfig: "When using expert parallelism and tensor
+	 * parallelism, sequence parallelism must be used" */
+	if (s->framework == STRAT_MEGATRON && s->ep > 1 && s->tp > 1 && !s->sequence_parallel)
+		return sfail(r, "sequence_parallel",
+			     "strategy.ep=%" PRId64 " with tp=%" PRId64 " needs sequence_parallel true "
+			     "(Megatron-Core: \"When using expert parallelism and tensor parallelism, "
+			     "sequence parallelism must be used\")",
+			     s->ep, s->tp);
 	if (s->framework == STRAT_FSDP && s->fsdp_sharding == STRAT_FSDP_HYBRID_SHARD && s->ep > 1)
 		return sfail(r, "ep",
 			     "strategy.ep=%" PRId64 " with FSDP HYBRID_SHARD is not modelled (experts "

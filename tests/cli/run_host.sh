@@ -105,8 +105,9 @@ timeout 120 $MPIRUN "$TWIN" run -m tiny -c host-cpu --gpus 4 -s lora-zero3 --bac
 check_run "run host, 4 ranks, LoRA with int8 frozen weights and hpZ" "$tmp/qfrozen.json" $? "$db" 1
 
 # MoE with experts over 2 ranks: their grads, states and updated weights move over the expert
-# data-parallel pairs (ZeRO-1, ZeRO-2; FSDP2 gathers and reduce-scatters them there)
-for s in z1 z2 fsdp2; do
+# data-parallel pairs (ZeRO-1, ZeRO-2; FSDP2 gathers and reduce-scatters them there); Megatron
+# TP 2 with SP routes each rank's own tokens (all-to-all, then a TP all-gather)
+for s in z1 z2 fsdp2 tp2; do
 	db=$tmp/moe-$s.db
 	spec="$FIX/$s.json"
 	[ "$s" = fsdp2 ] && spec="torchtitan-fsdp2 --set global_batch=4 --set seq_len=128"

@@ -720,6 +720,53 @@ static int count_coll(const struct plan *p, enum plan_coll c, enum job_group g, 
 	return n;
 }
 
+/* Megatron-Core's MoE layer with SP (Megatron refuses TP with EP without it) routes each rank's
+ * own T/tp tokens: all-to-all over EP, all-gather over TP, the experts, reduce-scatter over TP,
+ * all-to-all back; only the shared experts gather the sequence. Model FLOPs stay the formula's
+ * (each rank runs the router on its own tokens). */
+static void test_moe_megatron_dispatcher(struct test_ctx *t)
+{
+	struct job *j = fx_job(8);
+	fx_moe(j);
+	fx_megatron(j);
+	j->strat.ep = 4;
+	fx_degrees(j, 2, 1, 1, 2, 1);
+	j->strat.sequence_parallel = true;
+	double want = formula_flops_per_token(&j->model, j->seq) * (double)j->tokens_per_step;
+	CHECK_NEAR(t, sum_model_flops(j), want, 1e-9);
+	struct plan p;
+	if (build(j, 0, &p)) {
+		int64_t T = 2 * 1024, tok = T / 2 * 2 * 1024; /* T/tp tokens x top-2 x hidden */
+		int a2a = 0, agd = 0, rsc = 0, agsp = 0;
+		for (size_t i = 0; i < p.nops; i++) {
+			const struct plan_op *o = &p.ops[i];
+			if (o->kind != PLAN_COLL)
+				continue;
+			if (o->u.coll.coll == PLAN_ALL_TO_ALL && o->u.coll.group == JOB_GROUP_EP) {
+				a2a++;
+				CHECK_EQ_INT(t, o->u.coll.count, tok);
+			}
+			if (o->u.coll.group == JOB_GROUP_TP && o->phase == PLAN_PHASE_FWD) {
+				if (o->u.coll.coll == PLAN_ALL_GATHER && o->u.coll.count == tok)
+					agd++;
+				else if (o->u.coll.coll == PLAN_REDUCE_SCATTER && o->u.coll.count == tok)
+					rsc++;
+				else if (o->u.coll.coll == PLAN_ALL_GATHER)
+					agsp++;
+			}
+		}
+		/* one micro-batch of 2 sequences, 4 MoE layers: 2 all-to-alls forward and 2 backward
+		 * each; one dispatcher gather and reduce-scatter forward; SP gathers forward for
+		 * attention and the shared experts, and one for the head */
+		CHECK_EQ_INT(t, a2a, 4 * 4);
+		CHECK_EQ_INT(t, agd, 4);
+		CHECK_EQ_INT(t, rsc, 4);
+		CHECK_EQ_INT(t, agsp, 4 + 4 + 1);
+		plan_release(&p);
+	}
+	free(j);
+}
+
 /* With expert parallelism the routed experts' states shard over their data-parallel group:
  * dp / ep replicas of each expert. Each rank then holds as much of them as without it (E/ep
  * experts over dp/ep ranks), and their grads and updated weights move over that group. */
@@ -1817,6 +1864,7 @@ int main(void)
 	TEST_RUN(&t, test_flops_gpt_interleaved);
 	TEST_RUN(&t, test_flops_moe);
 	TEST_RUN(&t, test_moe_expert_sharding);
+	TEST_RUN(&t, test_moe_megatron_dispatcher);
 	TEST_RUN(&t, test_coll_seq_match);
 	TEST_RUN(&t, test_tied_embedding_grads);
 	TEST_RUN(&t, test_p2p_match);
