@@ -1081,6 +1081,14 @@ static enum plan_stream red_stream(const struct pb *b)
 	return b->s->overlap_comm || b->shard == SH_PARAM ? PLAN_STREAM_COMM : PLAN_STREAM_COMPUTE;
 }
 
+/* ZeRO-3's reduce_and_partition_stream is a stream of its own only with overlap_comm (else the
+ * default stream: the reduction blocks the compute, reference/deepspeed.md §2.6); FSDP always
+ * reduce-scatters on its own stream */
+static enum plan_stream rs_stream(const struct pb *b)
+{
+	return b->ds && !b->s->overlap_comm ? PLAN_STREAM_COMPUTE : PLAN_STREAM_COMM;
+}
+
 static int64_t bucket_elems(const struct pb *b)
 {
 	/* Megatron-Core DDP: buckets of max(40M, 1M x dp) elements when it overlaps the grad
@@ -1143,16 +1151,17 @@ static uint32_t quant_reduce(struct pb *b, const struct red *r, uint32_t dep)
 	int64_t P = r->pending, L = job_group_size(b->j, JOB_GROUP_NODE);
 	int64_t nodes = job_group_size(b->j, JOB_GROUP_XNODE), pb = tw_dtype_bytes(b->comm_dt);
 	double P4 = (double)P / 2, local = P4 / (double)L; /* int4 bytes before and after the node */
+	enum plan_stream st = rs_stream(b);
 	dep = compute_d(b, PLAN_K_ELEMWISE, "quantize_grads", 0, (double)P * pb + P4,
-			PLAN_STREAM_COMM, dep);
-	uint32_t id = coll(b, PLAN_ALL_TO_ALL, JOB_GROUP_NODE, PLAN_STREAM_COMM, "a2a_grads_node",
+			st, dep);
+	uint32_t id = coll(b, PLAN_ALL_TO_ALL, JOB_GROUP_NODE, st, "a2a_grads_node",
 			   (int64_t)ceil(P4), TW_INT8, dep);
-	id = compute_d(b, PLAN_K_ELEMWISE, "quant_reduce_grads", 0, P4 + local, PLAN_STREAM_COMM,
+	id = compute_d(b, PLAN_K_ELEMWISE, "quant_reduce_grads", 0, P4 + local, st,
 		       id != PLAN_NONE ? id : dep);
-	uint32_t x = coll(b, PLAN_ALL_TO_ALL, JOB_GROUP_XNODE, PLAN_STREAM_COMM, "a2a_grads_xnode",
+	uint32_t x = coll(b, PLAN_ALL_TO_ALL, JOB_GROUP_XNODE, st, "a2a_grads_xnode",
 			  (int64_t)ceil(local), TW_INT8, id);
 	id = compute_d(b, PLAN_K_ELEMWISE, "dequantize_grads", 0,
-		       local + 3.0 * (double)P / (double)L * pb, PLAN_STREAM_COMM,
+		       local + 3.0 * (double)P / (double)L * pb, st,
 		       x != PLAN_NONE ? x : id);
 	int64_t views = 4 * (12 + nodes) * r->tensors;
 	if (x != PLAN_NONE)
@@ -1179,7 +1188,7 @@ static void reduce_scatter_pending(struct pb *b, struct red *r)
 				PLAN_STREAM_COMM, dep);
 	uint32_t id = b->ds && b->s->zero_qgrads
 			      ? quant_reduce(b, r, dep)
-			      : coll(b, PLAN_REDUCE_SCATTER, r->group, PLAN_STREAM_COMM, "rs_grads",
+			      : coll(b, PLAN_REDUCE_SCATTER, r->group, rs_stream(b), "rs_grads",
 				     (r->pending + r->n - 1) / r->n, b->comm_dt, dep);
 	if (id != PLAN_NONE) {
 		b->last_red = id;
@@ -1196,7 +1205,7 @@ static void reduce_scatter_pending(struct pb *b, struct red *r)
 	bool hsdp = b->fsdp && b->s->fsdp_sharding == STRAT_FSDP_HYBRID_SHARD;
 	bool mics = b->ds && b->s->mics_shard > 0 && b->micro == b->nmicro - 1;
 	if (hsdp || mics) {
-		id = coll(b, PLAN_ALL_REDUCE, JOB_GROUP_REPLICA, PLAN_STREAM_COMM, "ar_grads",
+		id = coll(b, PLAN_ALL_REDUCE, JOB_GROUP_REPLICA, rs_stream(b), "ar_grads",
 			  (r->pending + r->n - 1) / r->n, hsdp ? b->comm_dt : b->s->grad_accum_dtype,
 			  b->last_red);
 		if (id != PLAN_NONE)
@@ -1216,7 +1225,7 @@ static void reduce_scatter_pending(struct pb *b, struct red *r)
 	if (r == &b->expert)
 		return; /* the dense reduce-scatter that follows reads the same grads */
 	for (int i = 0; i < b->npend; i++)
-		mem_free(b, b->pend_bufs[i], "grads_full", PLAN_STREAM_COMM);
+		mem_free(b, b->pend_bufs[i], "grads_full", rs_stream(b));
 	b->npend = 0;
 }
 

@@ -867,6 +867,27 @@ static void test_zero_comm(struct test_ctx *t)
 		CHECK(t, rs >= 4 * 13);         /* >= 6.74e9 / 5e8 per micro-step */
 		plan_release(&p);
 	}
+	/* stage 3's reduce_and_partition_stream is its own with overlap_comm, else the default
+	 * (compute) stream; the gathers keep their stream either way */
+	for (int oc = 0; oc <= 1; oc++) {
+		j->strat.overlap_comm = oc;
+		if (!build(j, 0, &p))
+			continue;
+		int rs = 0, on_compute = 0, ag_comm = 0;
+		for (size_t i = 0; i < p.nops; i++) {
+			const struct plan_op *o = &p.ops[i];
+			if (o->kind != PLAN_COLL)
+				continue;
+			if (o->u.coll.coll == PLAN_REDUCE_SCATTER) {
+				rs++;
+				on_compute += o->stream == PLAN_STREAM_COMPUTE;
+			}
+			ag_comm += o->u.coll.coll == PLAN_ALL_GATHER && o->stream == PLAN_STREAM_COMM;
+		}
+		CHECK(t, rs > 0 && ag_comm > 0);
+		CHECK_EQ_INT(t, on_compute, oc ? 0 : rs);
+		plan_release(&p);
+	}
 	free(j);
 }
 
