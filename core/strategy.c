@@ -1291,6 +1291,13 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 			     "strategy.ep=%" PRId64 " with ZeRO stage 3: DeepSpeed refuses MoE layers "
 			     "at stage 3 (\"MoE not supported with Stage 3\"); use stage 1 or 2, or ep 1",
 			     s->ep);
+	/* Megatron-LM's arguments: --tp-comm-overlap asserts sequence parallelism (which it turns
+	 * off at tp 1) */
+	if (s->framework == STRAT_MEGATRON && s->tp_comm_overlap && !s->sequence_parallel)
+		return sfail(r, "tp_comm_overlap",
+			     "needs sequence_parallel true (Megatron: \"Tensor parallel "
+			     "communication/GEMM overlap can happen only when sequence parallelism is "
+			     "enabled\"; at tp 1 there is none)");
 	/* Megatron-Core's TransformerConfig: "When using expert parallelism and tensor
 	 * parallelism, sequence parallelism must be used" */
 	if (s->framework == STRAT_MEGATRON && s->ep > 1 && s->tp > 1 && !s->sequence_parallel)
