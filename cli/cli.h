@@ -34,6 +34,8 @@ int cli_memory_report(const struct job *j, bool json, struct tw_err *err);
 
 /* Print "twin: MSG" (one line) on stderr and return the exit status for err->code. */
 int cli_fail(const struct tw_err *err);
+/* One straggler as the summaries print it: "node 1: compute x1.00, nic links x0.50". */
+void cli_straggler_str(const struct cluster_straggler *g, char *buf, size_t len);
 /* Usage error: "twin CMD: MSG" and exit status 2. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

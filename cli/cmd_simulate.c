@@ -93,6 +93,13 @@ static void print_text(const struct job *j, const struct sim_options *o, const s
 	       st->ranks_simulated,
 	       st->ranks_simulated == 1 ? "" : "s", st->events, (double)st->wall_ns * 1e-9,
 	       st->wall_ns > 0 ? (double)st->events / ((double)st->wall_ns * 1e-9) : 0.0);
+	for (int i = 0; i < j->cluster.n_stragglers; i++) { /* the what-if this step is under */
+		char w[96];
+		cli_straggler_str(&j->cluster.stragglers[i], w, sizeof(w));
+		printf("%s%s", i ? "; " : "straggler what-if    ", w);
+		if (i == j->cluster.n_stragglers - 1)
+			printf("\n\n");
+	}
 	printf("step time            %.4f s\n", s->step_s);
 	printf("throughput           %.1f tokens/s, %.3f samples/s\n", s->tokens_s, s->samples_s);
 	printf("TFLOP/s per GPU      %.1f model (MFU %.1f%%), %.1f hardware (HFU %.1f%%) of %.1f peak\n",

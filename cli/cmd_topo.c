@@ -165,12 +165,9 @@ static void print_cluster(const struct cluster *c)
 	} else {
 		printf("\nStragglers\n");
 		for (int i = 0; i < c->n_stragglers; i++) {
-			const struct cluster_straggler *g = &c->stragglers[i];
-			char who[32];
-			snprintf(who, sizeof(who), "%s %d", g->by_node ? "node" : "GPU",
-				 g->by_node ? g->node : g->gpu);
-			printf("  %-12s compute x%.2f, %s links x%.2f\n", who, g->compute_scale,
-			       cluster_links_name(g->links), g->link_scale);
+			char s[96];
+			cli_straggler_str(&c->stragglers[i], s, sizeof(s));
+			printf("  %s\n", s);
 		}
 	}
 }

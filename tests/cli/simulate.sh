@@ -110,6 +110,7 @@ check "simulate: a straggler slows full mode ($g ns > $f ns)" "[ -n '$g' ] && [ 
 	--set global_batch=64 --set 'stragglers=[{"node":3,"link":"nic","link_scale":0.1}]' \
 	>"$out" 2>>"$err"
 check "simulate: stragglers imply full mode" "grep -q 'simulated every rank (stragglers given): 64 ranks' '$out'"
+check "simulate: the summary names the what-if" "grep -q '^straggler what-if    node 3: compute x1.00, nic links x0.10\$' '$out'"
 "$TWIN" simulate -m gpt3-175b -c dgx-a100-80g --gpus 64 -s examples/strategies/megatron-175b.json \
 	--set global_batch=64 --json --set 'stragglers=[{"node":3,"link":"nic","link_scale":0.1}]' \
 	>"$tmp/nic.json" 2>>"$err"
