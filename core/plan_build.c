@@ -679,16 +679,40 @@ static int64_t unit_tensors(const struct pb *b, int64_t uid, bool gathered)
 /* Parameters of a unit that stay whole (ZeRO-3 persistence threshold: the norms). */
 static int64_t unit_persistent(const struct pb *b, int64_t uid)
 {
-	if (b->s->framework != STRAT_DEEPSPEED || norm_w(b) > b->s->param_persistence_threshold)
+	/* DeepSpeed keeps whole every parameter tensor of at most
+	 * stage3_param_persistence_threshold elements (ds_numel <= threshold): in real models the
+	 * norms' weights and biases and the linear layers' biases (per rank with TP) */
+	if (b->s->framework != STRAT_DEEPSPEED || uid == 0)
 		return 0;
-	if (uid == 0)
-		return 0;
+	const struct model *m = b->m;
+	int64_t thr = b->s->param_persistence_threshold, h = b->h, tp = b->tp;
+	int64_t norm = h <= thr ? norm_w(b) : 0;
 	if (uid == b->head_uid)
-		return b->m->no_final_norm ? 0 : norm_w(b);
-	int64_t u = (uid - 1) % b->upl;
-	if (b->upl == 1)
-		return npl_of(b) * norm_w(b);
-	return u == 0 || (u == 1 && npl_of(b) >= 2) ? norm_w(b) : 0;
+		return m->no_final_norm ? 0 : norm;
+	int64_t l = (uid - 1) / b->upl, u = b->upl == 1 ? -1 : (uid - 1) % b->upl;
+	/* biases: q, k, v apart in HF's Llama-family modules, else one fused QKV */
+	int64_t qkv_b = 0, out_b = m->out_bias && h <= thr ? h : 0, fc1_b = 0, fc2_b = 0;
+	if (m->qkv_bias && m->kv_lora_rank == 0) {
+		int64_t q = b->qd / tp, kv = b->kvd / tp;
+		if (sep_proj(b))
+			qkv_b = (q <= thr ? q : 0) + 2 * (kv <= thr ? kv : 0);
+		else
+			qkv_b = q + 2 * kv <= thr ? q + 2 * kv : 0;
+	}
+	if (m->mlp_bias && !layer_moe(b, l)) {
+		int64_t f = b->f / tp, wide = b->swiglu ? 2 : 1;
+		fc1_b = b->swiglu && sep_proj(b) ? (f <= thr ? 2 * f : 0)
+						 : (wide * f <= thr ? wide * f : 0);
+		fc2_b = h <= thr ? h : 0;
+	}
+	int64_t n1 = norm + qkv_b, n2 = out_b + (npl_of(b) >= 2 ? norm : 0);
+	switch (u) {
+	case 0: return n1;
+	case 1: return n2;
+	case 2: return fc1_b;
+	case 3: return fc2_b;
+	default: return n1 + n2 + fc1_b + fc2_b;
+	}
 }
 
 /* ---- activations (Korthikanti et al. 2022, generalised; docs/memory.md) ------------------- */

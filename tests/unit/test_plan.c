@@ -891,6 +891,35 @@ static void test_zero_comm(struct test_ctx *t)
 	free(j);
 }
 
+/* ZeRO-3 keeps whole every tensor of at most stage3_param_persistence_threshold elements: for
+ * GPT (LayerNorms with biases, biased linears) per layer 2 x 2h of norms and 3h + h + 4h + h of
+ * biases, and the final norm; they are gathered whole after the step (ag_persistent). A
+ * threshold below h keeps none. */
+static void test_zero3_persistence(struct test_ctx *t)
+{
+	struct job *j = fx_job(8);
+	fx_gpt(&j->model, 4, 1024, 16);
+	j->seq = 2048;
+	fx_degrees(j, 1, 1, 1, 1, 1);
+	j->strat.zero_stage = 3;
+	for (int k = 0; k < 2; k++) {
+		j->strat.param_persistence_threshold = k ? 1000 : 100000;
+		struct plan p;
+		if (!build(j, 0, &p))
+			continue;
+		int64_t got = -1, h = 1024, want = (4 * 13 * h + 2 * h + 7) / 8;
+		for (size_t i = 0; i < p.nops; i++)
+			if (p.ops[i].kind == PLAN_COLL && !strcmp(p.ops[i].name, "ag_persistent"))
+				got = p.ops[i].u.coll.count;
+		if (k)
+			CHECK_EQ_INT(t, got, -1);
+		else
+			CHECK_EQ_INT(t, got, want);
+		plan_release(&p);
+	}
+	free(j);
+}
+
 /* DeepSpeed's reduce_scatter_coalesced slices every gradient into one Python view per rank
  * before each ZeRO-3 reduce-scatter: per micro-step dp x the model's trainable tensors. The
  * fixture is Llama-2-7B-like (RMSNorm, SwiGLU, no biases, untied): HF modules have 9 tensors
@@ -1897,6 +1926,7 @@ int main(void)
 	TEST_RUN(&t, test_ds_grad_copies);
 	TEST_RUN(&t, test_structure);
 	TEST_RUN(&t, test_zero_comm);
+	TEST_RUN(&t, test_zero3_persistence);
 	TEST_RUN(&t, test_zero3_prefetch);
 	TEST_RUN(&t, test_zero3_rs_views);
 	TEST_RUN(&t, test_zero3_leaf_modules);
