@@ -97,9 +97,9 @@ static void print_text(const struct job *j, const struct sim_options *o, const s
 		char w[96];
 		cli_straggler_str(&j->cluster.stragglers[i], w, sizeof(w));
 		printf("%s%s", i ? "; " : "straggler what-if    ", w);
-		if (i == j->cluster.n_stragglers - 1)
-			printf("\n\n");
 	}
+	if (j->cluster.n_stragglers > 0)
+		printf("\n\n");
 	printf("step time            %.4f s\n", s->step_s);
 	printf("throughput           %.1f tokens/s, %.3f samples/s\n", s->tokens_s, s->samples_s);
 	printf("TFLOP/s per GPU      %.1f model (MFU %.1f%%), %.1f hardware (HFU %.1f%%) of %.1f peak\n",

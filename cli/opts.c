@@ -139,7 +139,7 @@ int cli_job_opt(struct cli_job_opts *o, int argc, char **argv, int *i, struct tw
 void cli_straggler_str(const struct cluster_straggler *g, char *buf, size_t len)
 {
 	snprintf(buf, len, "%s %d: compute x%.2f, %s links x%.2f", g->by_node ? "node" : "GPU",
-		 g->by_node ? g->node : g->gpu, g->compute_scale, cluster_links_name(g->links),
+		 g->index, g->compute_scale, cluster_links_name(g->links),
 		 g->link_scale);
 }
 

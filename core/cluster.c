@@ -45,7 +45,7 @@ const char *cluster_links_name(enum cluster_links l)
 bool cluster_straggler_covers(const struct cluster *c, const struct cluster_straggler *s, int64_t g)
 {
 	int64_t per = c->node.gpus > 0 ? c->node.gpus : 1;
-	return s->by_node ? g / per == s->node : g == s->gpu;
+	return (s->by_node ? g / per : g) == s->index;
 }
 
 /* ---- field tables ----------------------------------------------------------------------- */
@@ -354,8 +354,7 @@ static enum tw_result parse_stragglers(const struct json_ctx *root_jc, const cJS
 		if (!pc && !pl)
 			return json_fail(&jc, "compute_scale", "missing (or link_scale): how much slower");
 		s->by_node = pn;
-		s->gpu = pg ? (int)gpu : -1;
-		s->node = pn ? (int)node : -1;
+		s->index = (int)(pn ? node : gpu);
 		if (!pc)
 			s->compute_scale = 1.0;
 		if (!pl)
@@ -568,10 +567,10 @@ enum tw_result cluster_validate(const struct cluster *c, const char *file, struc
 	int64_t max_gpus = (int64_t)c->node.gpus * c->net.max_nodes;
 	for (int i = 0; i < c->n_stragglers; i++) {
 		const struct cluster_straggler *s = &c->stragglers[i];
-		int64_t v = s->by_node ? s->node : s->gpu, lim = s->by_node ? c->net.max_nodes : max_gpus;
-		if (v < 0 || v >= lim)
-			return BAD("%s: stragglers[%d].%s: must be in [0, %lld), got %lld", file, i,
-				   s->by_node ? "node" : "gpu", (long long)lim, (long long)v);
+		int64_t lim = s->by_node ? c->net.max_nodes : max_gpus;
+		if (s->index < 0 || s->index >= lim)
+			return BAD("%s: stragglers[%d].%s: must be in [0, %lld), got %d", file, i,
+				   s->by_node ? "node" : "gpu", (long long)lim, s->index);
 		if (!(s->compute_scale > 0 && s->compute_scale <= 1))
 			return BAD("%s: stragglers[%d].compute_scale: must be in (0, 1], got %g", file, i,
 				   s->compute_scale);
@@ -690,14 +689,14 @@ enum tw_result cluster_check_gpus(const struct cluster *c, int64_t gpus, int *no
 			       (long long)gpus, (long long)n, per, c->name, c->net.max_nodes);
 	for (int i = 0; i < c->n_stragglers; i++) {
 		const struct cluster_straggler *s = &c->stragglers[i];
-		if (!s->by_node && s->gpu >= gpus)
+		if (!s->by_node && s->index >= gpus)
 			return tw_errf(err, TW_ERR_INVALID,
 				       "stragglers[%d].gpu: GPU %d is outside the job of %lld GPUs", i,
-				       s->gpu, (long long)gpus);
-		if (s->by_node && s->node >= n)
+				       s->index, (long long)gpus);
+		if (s->by_node && s->index >= n)
 			return tw_errf(err, TW_ERR_INVALID,
 				       "stragglers[%d].node: node %d is outside the job of %lld node%s", i,
-				       s->node, (long long)n, n == 1 ? "" : "s");
+				       s->index, (long long)n, n == 1 ? "" : "s");
 	}
 	if (nodes)
 		*nodes = (int)n;
@@ -787,7 +786,7 @@ struct cJSON *cluster_to_json(const struct cluster *c)
 	for (int i = 0; i < c->n_stragglers; i++) {
 		const struct cluster_straggler *g = &c->stragglers[i];
 		cJSON *s = cJSON_CreateObject();
-		cJSON_AddNumberToObject(s, g->by_node ? "node" : "gpu", g->by_node ? g->node : g->gpu);
+		cJSON_AddNumberToObject(s, g->by_node ? "node" : "gpu", g->index);
 		cJSON_AddNumberToObject(s, "compute_scale", g->compute_scale);
 		cJSON_AddNumberToObject(s, "link_scale", g->link_scale);
 		cJSON_AddStringToObject(s, "link", links_names[g->links]);

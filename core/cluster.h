@@ -94,9 +94,8 @@ struct cluster {
 	 * they do their scales multiply. */
 	int n_stragglers;
 	struct cluster_straggler {
-		bool by_node;         /* node selects, else gpu */
-		int gpu;              /* global GPU index (gpu selects) */
-		int node;             /* every GPU of this node, node.gpus GPUs each (node selects) */
+		bool by_node;         /* "node" given, else "gpu" */
+		int index;            /* the global GPU, or the node (every one of its node.gpus) */
 		double compute_scale; /* multiplies the compute rate, (0, 1] */
 		double link_scale;    /* multiplies the bandwidth of `links`, (0, 1] */
 		enum cluster_links links;

@@ -352,12 +352,16 @@ static void coll_tp(struct pb *b, enum plan_coll c, enum job_group g, const char
 			b->p->ops[b->tpo_ag].flags |= PLAN_F_USERBUF;
 		return;
 	}
+	if (!tpo) {
+		coll_wait(b, c, g, name, count);
+		return;
+	}
 	uint32_t dep = b->last_compute;
-	if (tpo && c == PLAN_REDUCE_SCATTER && dep != PLAN_NONE &&
+	if (c == PLAN_REDUCE_SCATTER && dep != PLAN_NONE &&
 	    b->p->ops[dep].u.compute.kernel == PLAN_K_GEMM)
 		dep = b->before_gemm; /* reduce-scatters the GEMM's chunks as they are produced */
 	uint32_t id = coll(b, c, g, PLAN_STREAM_COMM_TP, name, count, b->pdt, dep);
-	if (tpo && c == PLAN_REDUCE_SCATTER && id != PLAN_NONE)
+	if (c == PLAN_REDUCE_SCATTER && id != PLAN_NONE)
 		b->p->ops[id].flags |= PLAN_F_USERBUF;
 	wait_on(b, id);
 }
@@ -1100,17 +1104,13 @@ static bool reduces_now(const struct pb *b)
 	return b->shard >= SH_GRAD || b->micro == b->nmicro - 1;
 }
 
+/* The gradient reduction runs on a stream of its own only with overlap_comm: DeepSpeed's
+ * reduction_stream (stages 1/2) and reduce_and_partition_stream (stage 3) are the default
+ * stream without it (reference/deepspeed.md §2.6), so the reduction blocks the compute;
+ * Megatron's overlap_grad_reduce sets it; FSDP always reduces on its own stream. */
 static enum plan_stream red_stream(const struct pb *b)
 {
-	return b->s->overlap_comm || b->shard == SH_PARAM ? PLAN_STREAM_COMM : PLAN_STREAM_COMPUTE;
-}
-
-/* ZeRO-3's reduce_and_partition_stream is a stream of its own only with overlap_comm (else the
- * default stream: the reduction blocks the compute, reference/deepspeed.md §2.6); FSDP always
- * reduce-scatters on its own stream */
-static enum plan_stream rs_stream(const struct pb *b)
-{
-	return b->ds && !b->s->overlap_comm ? PLAN_STREAM_COMPUTE : PLAN_STREAM_COMM;
+	return b->s->overlap_comm || b->fsdp ? PLAN_STREAM_COMM : PLAN_STREAM_COMPUTE;
 }
 
 static int64_t bucket_elems(const struct pb *b)
@@ -1175,7 +1175,7 @@ static uint32_t quant_reduce(struct pb *b, const struct red *r, uint32_t dep)
 	int64_t P = r->pending, L = job_group_size(b->j, JOB_GROUP_NODE);
 	int64_t nodes = job_group_size(b->j, JOB_GROUP_XNODE), pb = tw_dtype_bytes(b->comm_dt);
 	double P4 = (double)P / 2, local = P4 / (double)L; /* int4 bytes before and after the node */
-	enum plan_stream st = rs_stream(b);
+	enum plan_stream st = red_stream(b);
 	dep = compute_d(b, PLAN_K_ELEMWISE, "quantize_grads", 0, (double)P * pb + P4,
 			st, dep);
 	uint32_t id = coll(b, PLAN_ALL_TO_ALL, JOB_GROUP_NODE, st, "a2a_grads_node",
@@ -1212,7 +1212,7 @@ static void reduce_scatter_pending(struct pb *b, struct red *r)
 				PLAN_STREAM_COMM, dep);
 	uint32_t id = b->ds && b->s->zero_qgrads
 			      ? quant_reduce(b, r, dep)
-			      : coll(b, PLAN_REDUCE_SCATTER, r->group, rs_stream(b), "rs_grads",
+			      : coll(b, PLAN_REDUCE_SCATTER, r->group, red_stream(b), "rs_grads",
 				     (r->pending + r->n - 1) / r->n, b->comm_dt, dep);
 	if (id != PLAN_NONE) {
 		b->last_red = id;
@@ -1229,7 +1229,7 @@ static void reduce_scatter_pending(struct pb *b, struct red *r)
 	bool hsdp = b->fsdp && b->s->fsdp_sharding == STRAT_FSDP_HYBRID_SHARD;
 	bool mics = b->ds && b->s->mics_shard > 0 && b->micro == b->nmicro - 1;
 	if (hsdp || mics) {
-		id = coll(b, PLAN_ALL_REDUCE, JOB_GROUP_REPLICA, rs_stream(b), "ar_grads",
+		id = coll(b, PLAN_ALL_REDUCE, JOB_GROUP_REPLICA, red_stream(b), "ar_grads",
 			  (r->pending + r->n - 1) / r->n, hsdp ? b->comm_dt : b->s->grad_accum_dtype,
 			  b->last_red);
 		if (id != PLAN_NONE)
@@ -1249,7 +1249,7 @@ static void reduce_scatter_pending(struct pb *b, struct red *r)
 	if (r == &b->expert)
 		return; /* the dense reduce-scatter that follows reads the same grads */
 	for (int i = 0; i < b->npend; i++)
-		mem_free(b, b->pend_bufs[i], "grads_full", rs_stream(b));
+		mem_free(b, b->pend_bufs[i], "grads_full", red_stream(b));
 	b->npend = 0;
 }
 

@@ -1288,12 +1288,11 @@ enum tw_result sim_run_plans(const struct job *j, const struct sim_options *opt,
 	 * chosen links of every GPU it covers */
 	for (int i = 0; i < j->cluster.n_stragglers; i++) {
 		const struct cluster_straggler *g = &j->cluster.stragglers[i];
-		if (!g->by_node ? g->gpu < 0 || g->gpu >= j->gpus
-				: g->node < 0 || g->node >= j->nodes) {
+		int64_t lim = g->by_node ? j->nodes : j->gpus;
+		if (g->index < 0 || g->index >= lim) {
 			rc = tw_errf(err, TW_ERR_INVALID, "%s: stragglers[%d].%s=%d: the job has %s 0 .. %lld",
-				     j->cluster.name, i, g->by_node ? "node" : "gpu",
-				     g->by_node ? g->node : g->gpu, g->by_node ? "nodes" : "GPUs",
-				     (long long)(g->by_node ? j->nodes : j->gpus) - 1);
+				     j->cluster.name, i, g->by_node ? "node" : "gpu", g->index,
+				     g->by_node ? "nodes" : "GPUs", (long long)lim - 1);
 			goto done;
 		}
 		for (int64_t k = 0; k < e->nsr; k++) {

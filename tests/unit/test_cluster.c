@@ -145,7 +145,7 @@ static void test_set_overrides(struct test_ctx *t)
 	const char *st[] = {"stragglers=[{\"gpu\":3,\"compute_scale\":0.8,\"link_scale\":1}]"};
 	CHECK_EQ_INT(t, load("dgx-h100", st, 1, &c, &err), TW_OK);
 	CHECK_EQ_INT(t, c.n_stragglers, 1);
-	CHECK_EQ_INT(t, c.stragglers[0].gpu, 3);
+	CHECK_EQ_INT(t, c.stragglers[0].index, 3);
 	CHECK(t, !c.stragglers[0].by_node);
 	CHECK_NEAR(t, c.stragglers[0].compute_scale, 0.8, 1e-12);
 	CHECK_EQ_INT(t, c.stragglers[0].links, CLUSTER_LINKS_ALL);
@@ -155,7 +155,7 @@ static void test_set_overrides(struct test_ctx *t)
 			     "{\"gpu\":9,\"link\":\"nvlink\",\"link_scale\":0.25},{\"gpu\":9,\"compute_scale\":0.9}]"};
 	CHECK_EQ_INT(t, load("dgx-h100", st2, 1, &c, &err), TW_OK);
 	CHECK_EQ_INT(t, c.n_stragglers, 3);
-	CHECK(t, c.stragglers[0].by_node && c.stragglers[0].node == 1);
+	CHECK(t, c.stragglers[0].by_node && c.stragglers[0].index == 1);
 	CHECK_EQ_INT(t, c.stragglers[0].links, CLUSTER_LINKS_NIC);
 	CHECK_NEAR(t, c.stragglers[0].compute_scale, 1.0, 1e-12);
 	CHECK_NEAR(t, c.stragglers[0].link_scale, 0.5, 1e-12);

@@ -433,7 +433,7 @@ static void test_engine_straggler(struct test_ctx *T)
 	struct tw_err err = { 0 };
 	CHECK_EQ_INT(T, sim_run_plans(&j, &full, &src, &t1, &s1, &err), TW_OK);
 	j.cluster.n_stragglers = 1;
-	j.cluster.stragglers[0].gpu = 5;
+	j.cluster.stragglers[0].index = 5;
 	j.cluster.stragglers[0].compute_scale = 0.5;
 	j.cluster.stragglers[0].link_scale = 1.0;
 	CHECK_EQ_INT(T, sim_run_plans(&j, &full, &src, &t2, &s2, &err), TW_OK);
@@ -459,8 +459,7 @@ static void set_straggler(struct job *j, int i, bool by_node, int which, double 
 {
 	struct cluster_straggler *g = &j->cluster.stragglers[i];
 	g->by_node = by_node;
-	g->gpu = by_node ? -1 : which;
-	g->node = by_node ? which : -1;
+	g->index = which;
 	g->compute_scale = compute;
 	g->link_scale = link;
 	g->links = links;
