@@ -246,11 +246,48 @@ static bool case_mentions(const cJSON *cs, const char *a, const char *b)
 	return false;
 }
 
+/* The month (yymm) of the arXiv paper a case's source cites ("arXiv 2104.04473": April 2021);
+ * 0 if it cites none. */
+static int case_arxiv_yymm(const cJSON *cs)
+{
+	const char *src = str(cs, "source"), *a = src ? strstr(src, "arXiv ") : NULL;
+	if (!a || strlen(a) < 11 || a[10] != '.')
+		return 0;
+	int yymm = 0;
+	for (int i = 6; i < 10; i++) {
+		if (!isdigit((unsigned char)a[i]))
+			return 0;
+		yymm = yymm * 10 + (a[i] - '0');
+	}
+	return yymm;
+}
+
+/* The latest month (yymm) a case's run can date from: its arXiv paper's, else the first date
+ * its source gives ("commit 50a4b5fa, 2021-04-08"; a bare year "2020" counts as its December).
+ * 0: no date. */
+static int case_yymm(const cJSON *cs)
+{
+	int yymm = case_arxiv_yymm(cs);
+	const char *src = str(cs, "source");
+	for (const char *p = src; !yymm && p && *p; p++) {
+		if (p[0] != '2' || p[1] != '0' || !isdigit((unsigned char)p[2]) ||
+		    !isdigit((unsigned char)p[3]) || (p > src && isalnum((unsigned char)p[-1])) ||
+		    isalnum((unsigned char)p[4]))
+			continue;
+		int yy = (p[2] - '0') * 10 + (p[3] - '0'), mm = 12;
+		if (p[4] == '-' && isdigit((unsigned char)p[5]) && isdigit((unsigned char)p[6]))
+			mm = (p[5] - '0') * 10 + (p[6] - '0');
+		if (mm >= 1 && mm <= 12)
+			yymm = yy * 100 + mm;
+	}
+	return yymm;
+}
+
 /* The DeepSpeed release a case ran: the cases do not say, so take the newest release out
  * before the month of the arXiv paper the source cites ("arXiv 2104.04473": April 2021).
  * Release dates from DeepSpeed's git tags; only releases whose behaviour the models tell
  * apart matter (docs/strategy.md, "Version-dependent"). NULL: no arXiv id in the source. */
-static const char *case_deepspeed_version(const cJSON *cs, char *arxiv, size_t n)
+static const char *case_deepspeed_version(const cJSON *cs, int *yymm)
 {
 	static const struct { int yymm; const char *v; } rel[] = {
 		{ 2009, "0.3.0" },  { 2101, "0.3.10" }, { 2103, "0.3.13" }, { 2104, "0.3.14" },
@@ -259,22 +296,17 @@ static const char *case_deepspeed_version(const cJSON *cs, char *arxiv, size_t n
 		{ 2307, "0.10.0" }, { 2311, "0.12.0" }, { 2403, "0.14.0" }, { 2411, "0.16.0" },
 		{ 2506, "0.17.0" }, { 2510, "0.18.0" }, { 2605, "0.19.0" }, { 2607, "0.19.3" },
 		{ 2608, "0.19.5" } };
-	const char *src = str(cs, "source"), *a = src ? strstr(src, "arXiv ") : NULL;
-	if (!a || strlen(a) < 10 || a[10] != '.')
-		return NULL;
-	int yymm = 0;
-	for (int i = 6; i < 10; i++) {
-		if (a[i] < '0' || a[i] > '9')
-			return NULL;
-		yymm = yymm * 10 + (a[i] - '0');
-	}
-	snprintf(arxiv, n, "%.4s", a + 6);
+	*yymm = case_arxiv_yymm(cs);
 	const char *v = NULL;
-	for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++)
-		if (rel[i].yymm < yymm) /* out before the paper's month began */
+	for (size_t i = 0; *yymm && i < sizeof(rel) / sizeof(rel[0]); i++)
+		if (rel[i].yymm < *yymm) /* out before the paper's month began */
 			v = rel[i].v;
 	return v;
 }
+
+/* Megatron-LM's async TP all-reduce of the input grads (async_tensor_model_parallel_allreduce)
+ * landed in 2021-09 (git history); a run dated before October 2021 ran without it. */
+#define MEGATRON_ASYNC_TP_YYMM 2109
 
 static cJSON *strategy_json(const cJSON *cs, const cJSON *s, const cJSON *m, struct vcase *vc)
 {
@@ -287,15 +319,21 @@ static cJSON *strategy_json(const cJSON *cs, const cJSON *s, const cJSON *m, str
 	if (!fw)
 		fw = "megatron";
 	cJSON_AddStringToObject(o, "framework", fw);
-	char arxiv[8];
-	const char *dsv = !strcmp(fw, "deepspeed") ? case_deepspeed_version(cs, arxiv, sizeof(arxiv))
-						   : NULL;
+	int yymm = 0;
+	const char *dsv = !strcmp(fw, "deepspeed") ? case_deepspeed_version(cs, &yymm) : NULL;
 	if (dsv) {
 		cJSON_AddStringToObject(o, "deepspeed_version", dsv);
 		assume(vc, "strategy.deepspeed_version=%s (the release out before the source's "
-		       "arXiv month %s)", dsv, arxiv);
+		       "arXiv month %04d)", dsv, yymm);
 	}
 	if (!strcmp(fw, "megatron")) {
+		yymm = case_yymm(cs);
+		if (yymm && yymm < MEGATRON_ASYNC_TP_YYMM) {
+			cJSON_AddBoolToObject(o, "async_tensor_model_parallel_allreduce", false);
+			assume(vc, "strategy.async_tensor_model_parallel_allreduce=false (the source "
+			       "dates from 20%02d-%02d, before Megatron-LM had it)", yymm / 100,
+			       yymm % 100);
+		}
 		bool distopt = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s, "distributed_optimizer"));
 		double zs = 0;
 		distopt = distopt || (num(s, "zero_stage", &zs) && zs >= 1);

@@ -1447,6 +1447,11 @@ static void act_op(struct pb *b, const char *name, double n, bool bwd, double mo
 
 static void tp_enter(struct pb *b, bool bwd);
 static void tp_exit(struct pb *b, bool bwd);
+static void col_bwd(struct pb *b, const char *const name[3], int64_t m, int64_t n, int64_t k,
+		    int64_t g);
+static const char *const fc1_bwd_names[3] = { "fc1_bwd", "fc1_dgrad", "fc1_wgrad" };
+static const char *const qkv_bwd_names[3] = { "qkv_bwd", "qkv_dgrad", "qkv_wgrad" };
+static const char *const logits_bwd_names[3] = { "logits_bwd", "logits_dgrad", "logits_wgrad" };
 
 /* MLP or MoE block between the second norm and the residual. */
 static void mlp_block(struct pb *b, int64_t l, bool bwd)
@@ -1472,7 +1477,7 @@ static void mlp_block(struct pb *b, int64_t l, bool bwd)
 			/* the activation's backward, and fc1's bias grad (a sum over tokens) */
 			act_op(b, "act_bwd", (double)T * b->f / tp, true,
 			       b->m->mlp_bias ? (double)T * wide * b->f / tp * b->ab : 0);
-			gemm(b, "fc1_bwd", T, wide * b->f / tp, b->h, g, 0, false);
+			col_bwd(b, fc1_bwd_names, T, wide * b->f / tp, b->h, g);
 			sub_out(b, l, 2);
 		}
 		return;
@@ -1571,6 +1576,43 @@ static void tp_exit(struct pb *b, bool bwd)
 		coll_tp(b, PLAN_ALL_REDUCE, JOB_GROUP_TP, bwd ? "ar_tp_bwd" : "ar_tp", b->T * b->h);
 }
 
+/* The backward of a column-parallel linear (qkv, fc1, the logits) that computes its weight
+ * grad: Megatron's LinearWithGradAccumulationAndAsyncCommunication starts the gather of the
+ * saved input again (SP) beside the input-grad GEMM, then the reduce-scatter (SP) or the
+ * all-reduce (async_tensor_model_parallel_allreduce) of the input grad beside the weight-grad
+ * GEMM, and waits for it after. Each GEMM keeps the (m, n, k) of the pair, so only the
+ * overlap changes. Otherwise the GEMMs, the gather and the reduction run in turn. The names:
+ * both GEMMs as one, the input grad's, the weight grad's. */
+static void col_bwd(struct pb *b, const char *const name[3], int64_t m, int64_t n, int64_t k,
+		    int64_t g)
+{
+	bool async = b->megatron && b->tp > 1 && g == 2 && (b->sp || b->s->async_tp_allreduce);
+	if (!async) {
+		gemm(b, name[0], m, n, k, g, 0, false);
+		tp_enter(b, true); /* SP: gather the saved input again for the weight grads */
+		tp_exit(b, true);
+		return;
+	}
+	int64_t count = b->sp ? b->T / b->tp * b->h : b->T * b->h;
+	uint32_t ag = PLAN_NONE;
+	if (b->sp)
+		ag = coll(b, PLAN_ALL_GATHER, JOB_GROUP_TP, PLAN_STREAM_COMM_TP, "ag_sp_bwd", count,
+			  b->pdt, b->last_compute);
+	gemm(b, name[1], m, n, k, 1, 0, false);
+	wait_on(b, ag);
+	uint32_t red = coll(b, b->sp ? PLAN_REDUCE_SCATTER : PLAN_ALL_REDUCE, JOB_GROUP_TP,
+			    PLAN_STREAM_COMM_TP, b->sp ? "rs_sp_bwd" : "ar_tp_bwd", count, b->pdt,
+			    b->last_compute);
+	if (b->s->tp_comm_overlap) { /* Transformer Engine's bulk overlaps, through userbuffers */
+		if (ag != PLAN_NONE)
+			b->p->ops[ag].flags |= PLAN_F_USERBUF;
+		if (red != PLAN_NONE)
+			b->p->ops[red].flags |= PLAN_F_USERBUF;
+	}
+	gemm(b, name[2], m, n, k, 1, 0, false);
+	wait_on(b, red);
+}
+
 /* RoPE on q and k. Fused (Megatron, TE, compiled): read and write them (2 ab per element).
  * Eager (HF's q * cos + rotate_half(q) * sin, per q and k: neg, cat, two muls, add): 10 ab
  * in 10 kernels; backward alike. */
@@ -1623,8 +1665,8 @@ static void layer_bwd_ops(struct pb *b, int64_t l)
 	bool own = layer_moe(b, l) && moe_dispatch_sp(b); /* the block gathers for itself */
 	if (!own)
 		tp_enter(b, true); /* SP: gather the output grad */
-	mlp_block(b, l, true);
-	if (!own) {
+	mlp_block(b, l, true); /* a dense MLP's fc1 gathers and reduces in col_bwd */
+	if (layer_moe(b, l) && !own) {
 		tp_enter(b, true); /* SP: gather the saved norm output again for the weight grads */
 		tp_exit(b, true);
 	}
@@ -1641,9 +1683,7 @@ static void layer_bwd_ops(struct pb *b, int64_t l)
 		rope_op(b, "rope_bwd");
 	sub_in(b, l, 0);
 	lora_gemm(b, l, true, true);
-	gemm(b, "qkv_bwd", T, (b->qd + 2 * b->kvd) / tp, h, g, 0, false);
-	tp_enter(b, true);
-	tp_exit(b, true);
+	col_bwd(b, qkv_bwd_names, T, (b->qd + 2 * b->kvd) / tp, h, g);
 	norm_op(b, "norm1_bwd", tne, true,
 		tn * 3 + (m->qkv_bias ? (double)T * (b->qd + 2 * b->kvd) / tp * b->ab : 0));
 	sub_out(b, l, 0);
@@ -1867,11 +1907,10 @@ static void head_bwd(struct pb *b, int32_t logits)
 			     : -1;
 	compute(b, PLAN_K_LOSS, "loss_bwd", 0, (double)b->T * vl * ce_bytes(b, true),
 		PLAN_STREAM_COMPUTE);
-	gemm(b, "logits_bwd", b->T, vl, b->h, b->lora ? 1 : 2, 0, false);
+	col_bwd(b, logits_bwd_names, b->T, vl, b->h, b->lora ? 1 : 2);
 	mem_free(b, logits, "logits", PLAN_STREAM_COMPUTE);
 	if (g >= 0)
 		mem_free(b, g, "logits_grad", PLAN_STREAM_COMPUTE);
-	tp_exit(b, true);
 	norm_op(b, "final_norm_bwd", (double)(b->sp ? b->T / b->tp : b->T) * b->h, true, 0);
 	unit_out(b, mid);
 }

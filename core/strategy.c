@@ -136,7 +136,8 @@ static const char *const our_keys[] = {
 	"flash_attention", "fp8", "tf32", "kernels",
 	"precision", "optimizer", "distributed_optimizer", "fsdp", "lora", "seq_len", "micro_batch",
 	"global_batch", "grad_accum", "hf_trainer", "ds_config", "host_op_us",
-	"overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap", "grad_reduce_in_bf16",
+	"overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap",
+	"async_tensor_model_parallel_allreduce", "grad_reduce_in_bf16",
 	"first_stage_layers", "last_stage_layers", "account_for_embedding_in_pipeline_split",
 	"account_for_loss_in_pipeline_split", NULL};
 
@@ -364,9 +365,9 @@ static const char *const offload_names[] = {"none", "cpu", "nvme"};
 struct ours {
 	struct oval framework, version, tp, pp, cp, cp_kind, kernels, ep, vp, sp, schedule,
 		recompute, flash, fp8, tf32, precision, optimizer, distopt, fsdp_sharding, fsdp_group,
-		fsdp_version, fsdp_reduce, lora_rank, lora_targets, seq_len, host_op, ogr, opg, tpo, rnl,
-		grb, fsl, lsl, afe, afl;
-	bool ogr_v, opg_v, tpo_v, grb_v, afe_v, afl_v;
+		fsdp_version, fsdp_reduce, lora_rank, lora_targets, seq_len, host_op, ogr, opg, tpo, atp,
+		rnl, grb, fsl, lsl, afe, afl;
+	bool ogr_v, opg_v, tpo_v, atp_v, grb_v, afe_v, afl_v;
 	double host_op_v;
 	int framework_i, schedule_i, recompute_i, cp_kind_i, kernels_i, precision_i, optimizer_i,
 		fsdp_i, fsdp_reduce_i;
@@ -482,6 +483,7 @@ static enum tw_result parse_ours(struct strat_rd *r, const cJSON *o, struct ours
 	TW_CHECK(obool(r, o, NULL, "overlap_grad_reduce", &u->ogr_v, &u->ogr));
 	TW_CHECK(obool(r, o, NULL, "overlap_param_gather", &u->opg_v, &u->opg));
 	TW_CHECK(obool(r, o, NULL, "tp_comm_overlap", &u->tpo_v, &u->tpo));
+	TW_CHECK(obool(r, o, NULL, "async_tensor_model_parallel_allreduce", &u->atp_v, &u->atp));
 	TW_CHECK(obool(r, o, NULL, "grad_reduce_in_bf16", &u->grb_v, &u->grb));
 	TW_CHECK(oenum(r, o, NULL, "precision", precision_names, &u->precision_i, &u->precision));
 	TW_CHECK(oenum(r, o, NULL, "optimizer", optimizer_names, &u->optimizer_i, &u->optimizer));
@@ -1206,6 +1208,9 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 		s->tp_comm_overlap = u.tpo.given && u.tpo_v;
 		oprov(s, "tp_comm_overlap", &u.tpo, "Megatron default", "%s",
 		      s->tp_comm_overlap ? "true" : "false");
+		s->async_tp_allreduce = !u.atp.given || u.atp_v;
+		oprov(s, "async_tensor_model_parallel_allreduce", &u.atp, "Megatron default", "%s",
+		      s->async_tp_allreduce ? "true" : "false");
 		/* gradient buckets reduced as they fill, on the DP stream */
 		s->overlap_comm = s->overlap_grad_reduce;
 	} else if (s->framework == STRAT_FSDP) {
@@ -1232,6 +1237,8 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 			     "needs framework megatron (DeepSpeed: zero_optimization.overlap_comm)");
 	if (s->framework != STRAT_MEGATRON && u.tpo.given)
 		return sfail(r, "tp_comm_overlap", "needs framework megatron");
+	if (s->framework != STRAT_MEGATRON && u.atp.given)
+		return sfail(r, "async_tensor_model_parallel_allreduce", "needs framework megatron");
 	if (u.grb.given && u.grb_v && (s->framework != STRAT_MEGATRON || s->param_dtype != TW_BF16))
 		return sfail(r, "grad_reduce_in_bf16", "needs framework megatron with precision bf16");
 	if (s->framework != STRAT_FSDP && u.fsdp_group.given)
@@ -1555,6 +1562,7 @@ struct cJSON *strategy_to_json(const struct strategy *s)
 	cJSON_AddBoolToObject(o, "overlap_grad_reduce", s->overlap_grad_reduce);
 	cJSON_AddBoolToObject(o, "overlap_param_gather", s->overlap_param_gather);
 	cJSON_AddBoolToObject(o, "tp_comm_overlap", s->tp_comm_overlap);
+	cJSON_AddBoolToObject(o, "async_tensor_model_parallel_allreduce", s->async_tp_allreduce);
 	cJSON *l = cJSON_AddObjectToObject(o, "lora");
 	cJSON_AddNumberToObject(l, "rank", (double)s->lora_rank);
 	cJSON_AddNumberToObject(l, "targets_mask", s->lora_targets);

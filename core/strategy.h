@@ -117,6 +117,12 @@ struct strategy {
 	 * parallelism): each SP all-gather / reduce-scatter is split into chunks pipelined with
 	 * the GEMM next to it; off by default */
 	bool tp_comm_overlap;
+	/* Megatron's async_tensor_model_parallel_allreduce (since 2021-09; legacy flag
+	 * --no-async-tensor-model-parallel-allreduce): a column-parallel linear's backward starts
+	 * the all-reduce of its input grad and computes the weight grad while it runs; on by
+	 * default. With sequence parallelism the backward's gather and reduce-scatter always
+	 * overlap that way, whatever this says. */
+	bool async_tp_allreduce;
 	enum strat_fsdp fsdp_sharding;
 	int64_t shard_group;        /* ranks that shard one replica: FSDP HYBRID_SHARD (default the
 				     * data-parallel ranks of a node) or DeepSpeed MiCS; dp otherwise */

@@ -62,6 +62,25 @@ sim "$tmp/t1f.json" "$@" --set tp_comm_overlap=true --full
 check "tp_comm_overlap: shorter step" \
 	"python3 -c \"import sys; sys.exit(0 if $(step "$tmp/t1.json") < $(step "$tmp/t0.json") else 1)\""
 check "tp_comm_overlap: symmetric == full" "[ \"$(step "$tmp/t1.json")\" = \"$(step "$tmp/t1f.json")\" ]"
+# Megatron's async TP all-reduce (on by default): each column-parallel backward's all-reduce
+# runs beside its weight-grad GEMM, so part of the all-reduce time is hidden and the step is
+# shorter than with it off, where every all-reduce is exposed; symmetric == full
+set -- -m gpt3-175b -c dgx-a100-80g --gpus 64 -s examples/strategies/megatron-175b.json \
+	--set global_batch=16
+sim "$tmp/a1.json" "$@"
+sim "$tmp/a1f.json" "$@" --full
+sim "$tmp/a0.json" "$@" --set async_tensor_model_parallel_allreduce=false
+cat >"$tmp/a.py" <<'PY'
+import json, sys
+on, off = (json.load(open(f))["analysis"] for f in sys.argv[1:3])
+ar_on, ar_off = on["collectives"]["all_reduce"], off["collectives"]["all_reduce"]
+assert on["step_ns"] < off["step_ns"], (on["step_ns"], off["step_ns"])
+assert ar_off["exposed_ns"] >= 0.99 * ar_off["time_ns"], ar_off
+assert ar_on["exposed_ns"] < 0.9 * ar_on["time_ns"], ar_on
+PY
+check "async TP all-reduce: shorter step, less of the all-reduce exposed" \
+	"python3 '$tmp/a.py' '$tmp/a1.json' '$tmp/a0.json'"
+check "async TP all-reduce: symmetric == full" "[ \"$(step "$tmp/a1.json")\" = \"$(step "$tmp/a1f.json")\" ]"
 "$TWIN" config show -m gpt3-175b -c dgx-a100-80g --gpus 128 -s examples/strategies/megatron-175b.json \
 	--set overlap_grad_reduce=true >"$tmp/cfg" 2>&1
 check "overlap: config shows the knob and host_op_us" \

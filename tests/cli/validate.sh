@@ -62,6 +62,26 @@ PY
 check "validate: DeepSpeed version from the source's arXiv month" \
 	"python3 '$tmp/z.py' '$tmp/z.json' | grep -q ok"
 
+# Megatron cases dated before 2021-10 (arXiv month, else the source's first date) run without
+# the async TP all-reduce; later ones keep Megatron's default
+for id in megatron2020_v2_1B_dgx2_v100 megatron2021_t1_3.6B korthikanti2022_t5_22B_full \
+	megatroncore2024_weak_1.7B; do
+	"$TWIN" validate examples/validation/public.json --only "$id" --json >"$tmp/a_$id.json" 2>"$tmp/err"
+done
+cat >"$tmp/a.py" <<'PY'
+import json, sys
+for f, want in zip(sys.argv[1:], ["2020-12", "2021-04", None, None]):
+    c = json.load(open(f))["cases"][0]
+    v = [a for a in c["assumed"] if a.startswith("strategy.async_tensor_model_parallel_allreduce")]
+    if want:
+        assert len(v) == 1 and "=false" in v[0] and want in v[0], (c["id"], v)
+    else:
+        assert not v, (c["id"], v)
+print("ok")
+PY
+check "validate: async TP all-reduce off for Megatron runs dated before 2021-10" \
+	"python3 '$tmp/a.py' '$tmp/a_megatron2020_v2_1B_dgx2_v100.json' '$tmp/a_megatron2021_t1_3.6B.json' '$tmp/a_korthikanti2022_t5_22B_full.json' '$tmp/a_megatroncore2024_weak_1.7B.json' | grep -q ok"
+
 printf '{"schema": "other/1", "cases": []}' >"$tmp/bad.json"
 "$TWIN" validate "$tmp/bad.json" >"$tmp/o" 2>"$tmp/e"
 st=$?

@@ -1398,6 +1398,75 @@ static void test_zero3_frozen_int8(struct test_ctx *t)
 	free(j);
 }
 
+/* Whether op a lists op b among its dependencies. */
+static bool dep_on(const struct plan *p, uint32_t a, uint32_t b)
+{
+	const uint32_t *d = plan_op_deps(p, &p->ops[a]);
+	for (uint32_t i = 0; i < p->ops[a].ndeps; i++)
+		if (d[i] == b)
+			return true;
+	return false;
+}
+
+/* Megatron's column-parallel backward (LinearWithGradAccumulationAndAsyncCommunication): the
+ * input grad's all-reduce (async_tensor_model_parallel_allreduce) or reduce-scatter (SP)
+ * starts after the input-grad GEMM and runs beside the weight-grad GEMM; the kernel after
+ * waits for it. With SP the saved input's gather starts before the input-grad GEMM, which
+ * does not wait for it; the weight-grad GEMM does. Without the knob (and no SP): one GEMM
+ * for both grads, then the all-reduce on the critical path. */
+static void test_async_tp_backward(struct test_ctx *t)
+{
+	struct job *j = fx_job(8);
+	fx_megatron(j);
+	fx_degrees(j, 4, 1, 1, 1, 2);
+	for (int mode = 0; mode < 3; mode++) { /* sync, async all-reduce, SP */
+		j->strat.async_tp_allreduce = mode > 0;
+		j->strat.sequence_parallel = mode == 2;
+		struct plan p;
+		if (!build(j, 0, &p))
+			continue;
+		int pairs = 0, fused = 0, sync_ar = 0;
+		for (uint32_t i = 0; i < p.nops; i++) {
+			const struct plan_op *o = &p.ops[i];
+			fused += o->kind == PLAN_COMPUTE && (!strcmp(o->name, "qkv_bwd") ||
+							     !strcmp(o->name, "fc1_bwd"));
+			if (mode == 0 && o->kind == PLAN_COLL && !strcmp(o->name, "ar_tp_bwd") &&
+			    i + 1 < p.nops && dep_on(&p, i + 1, i))
+				sync_ar++;
+			if (o->kind != PLAN_COMPUTE || strcmp(o->name, "fc1_dgrad") != 0)
+				continue;
+			/* ag? dgrad red wgrad next */
+			CHECK(t, i + 3 < p.nops);
+			if (i + 3 >= p.nops)
+				break;
+			uint32_t red = i + 1, wg = i + 2, next = i + 3;
+			CHECK_EQ_INT(t, p.ops[red].kind, PLAN_COLL);
+			CHECK_EQ_INT(t, p.ops[red].u.coll.coll,
+				     mode == 2 ? PLAN_REDUCE_SCATTER : PLAN_ALL_REDUCE);
+			CHECK(t, dep_on(&p, red, i));
+			CHECK(t, !strcmp(p.ops[wg].name, "fc1_wgrad"));
+			CHECK(t, !dep_on(&p, wg, red));
+			CHECK(t, dep_on(&p, next, red));
+			if (mode == 2) {
+				uint32_t ag = i - 1;
+				CHECK(t, p.ops[ag].kind == PLAN_COLL &&
+						 p.ops[ag].u.coll.coll == PLAN_ALL_GATHER);
+				CHECK(t, !dep_on(&p, i, ag));
+				CHECK(t, dep_on(&p, wg, ag));
+			}
+			pairs++;
+		}
+		if (mode == 0) {
+			CHECK(t, fused > 0 && pairs == 0);
+			CHECK(t, sync_ar >= fused); /* every layer's two reductions wait */
+		} else {
+			CHECK(t, fused == 0 && pairs > 0);
+		}
+		plan_release(&p);
+	}
+	free(j);
+}
+
 /* Megatron-Core --tp-comm-overlap: the sequence-parallel all-gathers and reduce-scatters go
  * through Transformer Engine's userbuffers (PLAN_F_USERBUF); without it, and every other
  * collective, through NCCL. */
@@ -1936,6 +2005,7 @@ int main(void)
 	TEST_RUN(&t, test_zero3_frozen_int8);
 	TEST_RUN(&t, test_uneven_stages);
 	TEST_RUN(&t, test_tp_comm_overlap_userbuffers);
+	TEST_RUN(&t, test_async_tp_backward);
 	TEST_RUN(&t, test_fsdp2_copies);
 	TEST_RUN(&t, test_recompute_op);
 	TEST_RUN(&t, test_optimizer_passes);

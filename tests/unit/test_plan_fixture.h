@@ -93,6 +93,7 @@ static inline void fx_megatron(struct job *j)
 	s->grad_accum_dtype = TW_FP32, s->comm_dtype = TW_FP32;
 	s->schedule = STRAT_SCHED_1F1B;
 	s->reduce_bucket_size = 40000000;
+	s->async_tp_allreduce = true; /* Megatron's default */
 }
 
 /* all parameters of the job's model (every one on a rank with TP 1 and PP 1) */
