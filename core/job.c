@@ -86,6 +86,23 @@ static int64_t dp_block(const struct job *j, int64_t g)
 	return g < 1 || g > j->strat.dp || j->strat.dp % g ? j->strat.dp : g;
 }
 
+/* Context-parallel ranks that expert parallelism folds in: Megatron-Core forms its expert
+ * groups over dp x cp (cp varying faster), so the routed experts' replicas span dp·cp/ep
+ * ranks; DeepSpeed and FSDP form them from data-parallel ranks alone. */
+static int64_t ep_cp(const struct job *j)
+{
+	return j->strat.framework == STRAT_MEGATRON && j->strat.cp > 1 ? j->strat.cp : 1;
+}
+
+/* Set coordinate m to index f of the ranks expert parallelism spans (dp, or dp x cp). */
+static void ep_place(const struct job *j, struct job_coord *m, int64_t f)
+{
+	int64_t fold = ep_cp(j);
+	if (fold > 1)
+		m->cp = f % fold;
+	m->dp = f / fold;
+}
+
 /* HYBRID_SHARD / MiCS shard group size: ranks that shard one replica (within dp). */
 static int64_t shard_size(const struct job *j)
 {
@@ -125,7 +142,7 @@ int64_t job_group_size(const struct job *j, enum job_group g)
 	case JOB_GROUP_EP:
 		return s->ep;
 	case JOB_GROUP_EDP:
-		return s->ep > 0 ? s->dp / s->ep : s->dp;
+		return s->dp * ep_cp(j) / (s->ep > 0 ? s->ep : 1);
 	case JOB_GROUP_SHARD:
 	case JOB_GROUP_HPZ:
 	case JOB_GROUP_NODE:
@@ -153,6 +170,7 @@ int64_t job_group_members(const struct job *j, enum job_group g, int64_t rank, i
 	if (g == JOB_GROUP_EMB && c.pp != 0 && c.pp != s->pp - 1)
 		n = 1; /* a middle stage holds no embedding: its own group */
 	int64_t ep = s->ep > 0 ? s->ep : 1, sh = block_of(j, g);
+	int64_t f = ep_cp(j) > 1 ? c.cp + ep_cp(j) * c.dp : c.dp; /* index among the EP-spanned */
 	for (int64_t i = 0; i < n; i++) {
 		m = c;
 		switch (g) {
@@ -175,11 +193,11 @@ int64_t job_group_members(const struct job *j, enum job_group g, int64_t rank, i
 		case JOB_GROUP_PP:
 			m.pp = i;
 			break;
-		case JOB_GROUP_EP: /* ep consecutive dp ranks */
-			m.dp = (c.dp / ep) * ep + i;
+		case JOB_GROUP_EP: /* ep consecutive ranks of those it spans */
+			ep_place(j, &m, (f / ep) * ep + i);
 			break;
 		case JOB_GROUP_EDP: /* same position inside each ep block */
-			m.dp = (c.dp % ep) + i * ep;
+			ep_place(j, &m, f % ep + i * ep);
 			break;
 		case JOB_GROUP_SHARD:
 		case JOB_GROUP_HPZ:

@@ -904,7 +904,13 @@ static enum tw_result check_framework(struct strat_rd *r, const struct ours *u)
 			     s->vp, sched);
 	if (s->vp > 1 && s->pp < 2)
 		return sfail(r, "vp", "vp=%" PRId64 " needs pp > 1 (pp=%" PRId64 ")", s->vp, s->pp);
-	if (s->ep > 1 && s->dp % s->ep)
+	if (s->ep > 1 && s->framework == STRAT_MEGATRON && (s->dp * s->cp) % s->ep)
+		return sfail(r, "ep",
+			     "strategy.ep=%" PRId64 " does not divide dp x cp=%" PRId64
+			     " (Megatron-Core forms expert-parallel groups from data- and "
+			     "context-parallel ranks)",
+			     s->ep, s->dp * s->cp);
+	if (s->ep > 1 && s->framework != STRAT_MEGATRON && s->dp % s->ep)
 		return sfail(r, "ep",
 			     "strategy.ep=%" PRId64 " does not divide dp=%" PRId64
 			     " (expert-parallel groups are formed from data-parallel ranks)",

@@ -106,11 +106,13 @@ check_run "run host, 4 ranks, LoRA with int8 frozen weights and hpZ" "$tmp/qfroz
 
 # MoE with experts over 2 ranks: their grads, states and updated weights move over the expert
 # data-parallel pairs (ZeRO-1, ZeRO-2; FSDP2 gathers and reduce-scatters them there); Megatron
-# TP 2 with SP routes each rank's own tokens (all-to-all, then a TP all-gather)
-for s in z1 z2 fsdp2 tp2; do
+# TP 2 with SP routes each rank's own tokens (all-to-all, then a TP all-gather); Megatron CP 2
+# folds both cp ranks into an expert group, whose replicas are then the two dp ranks
+for s in z1 z2 fsdp2 tp2 cp2; do
 	db=$tmp/moe-$s.db
 	spec="$FIX/$s.json"
 	[ "$s" = fsdp2 ] && spec="torchtitan-fsdp2 --set global_batch=4 --set seq_len=128"
+	[ "$s" = cp2 ] && spec="$FIX/tp2.json --set tp=1 --set cp=2 --set distributed_optimizer=true"
 	timeout 120 $MPIRUN "$TWIN" run -m tiny-moe -c host-cpu --gpus 4 -s $spec --set ep=2 \
 		--backend host --steps 1 --warmup 0 --db "$db" --json >"$tmp/moe-$s.json" \
 		2>"$tmp/moe-$s.json.err"

@@ -199,6 +199,50 @@ static int count_named(const struct plan *p, const char *name, int64_t *count)
 	return n;
 }
 
+/* Expert groups with context parallelism: Megatron-Core forms them over dp x cp (cp varying
+ * faster), so with cp 2, dp 8, ep 4 an expert group holds both cp ranks of two dp ranks and
+ * the experts' replicas span dp·cp/ep = 4 ranks; DeepSpeed and FSDP form them from dp ranks
+ * (a group keeps its cp rank, replicas dp/ep = 2). Every rank is in one group of each kind,
+ * and an expert group and a replica group meet in exactly one rank. */
+static void test_expert_groups_cp(struct test_ctx *t)
+{
+	struct job *j = fx_job(16);
+	fx_megatron(j);
+	fx_degrees(j, 1, 1, 2, 1, 1); /* cp 2, dp 8 */
+	j->strat.ep = 4;
+	for (int fw = 0; fw < 2; fw++) {
+		j->strat.framework = fw ? STRAT_FSDP : STRAT_MEGATRON;
+		int64_t n_edp = job_group_size(j, JOB_GROUP_EDP);
+		CHECK_EQ_INT(t, n_edp, fw ? 2 : 4);
+		int64_t ep[4], edp[4], idx;
+		CHECK_EQ_INT(t, job_group_members(j, JOB_GROUP_EP, 0, ep, &idx), 4);
+		const int64_t want_ep[2][4] = { { 0, 1, 2, 3 }, { 0, 2, 4, 6 } }; /* rank = cp + 2 dp */
+		for (int i = 0; i < 4; i++)
+			CHECK_EQ_INT(t, ep[i], want_ep[fw][i]);
+		int seen[16] = { 0 };
+		for (int64_t r = 0; r < 16; r++) {
+			job_group_members(j, JOB_GROUP_EP, r, ep, &idx);
+			CHECK_EQ_INT(t, ep[idx], r);
+			seen[job_group_color(j, JOB_GROUP_EP, r)]++;
+			CHECK_EQ_INT(t, job_group_members(j, JOB_GROUP_EDP, r, edp, &idx), n_edp);
+			CHECK_EQ_INT(t, edp[idx], r);
+			int meet = 0;
+			for (int a = 0; a < 4; a++)
+				for (int64_t b = 0; b < n_edp; b++)
+					meet += ep[a] == edp[b];
+			CHECK_EQ_INT(t, meet, 1);
+		}
+		int groups = 0;
+		for (int r = 0; r < 16; r++)
+			if (seen[r]) {
+				CHECK_EQ_INT(t, seen[r], 4);
+				groups++;
+			}
+		CHECK_EQ_INT(t, groups, 4);
+	}
+	free(j);
+}
+
 static void test_tied_embedding_grads(struct test_ctx *t)
 {
 	struct job *j = fx_job(16);
@@ -2006,6 +2050,7 @@ int main(void)
 	TEST_RUN(&t, test_uneven_stages);
 	TEST_RUN(&t, test_tp_comm_overlap_userbuffers);
 	TEST_RUN(&t, test_async_tp_backward);
+	TEST_RUN(&t, test_expert_groups_cp);
 	TEST_RUN(&t, test_fsdp2_copies);
 	TEST_RUN(&t, test_recompute_op);
 	TEST_RUN(&t, test_optimizer_passes);

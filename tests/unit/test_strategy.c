@@ -610,6 +610,11 @@ static void test_model_refusals(struct test_ctx *T)
 		    "strategy.ep=3 does not divide model.experts=8");
 	CHECK_FAILS(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"ep\":4,\"tp\":4}", 8,
 			       NULL, 0),
+		    "strategy.ep=4 does not divide dp x cp=2");
+	/* Megatron-Core folds cp into its expert groups: dp 2 x cp 2 hold ep 4 */
+	CHECK_OK(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"ep\":4,\"tp\":2,\"cp\":2,"
+				 "\"sequence_parallel\":true}", 8, NULL, 0));
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"framework\":\"fsdp\",\"ep\":4,\"cp\":4}", 8, NULL, 0),
 		    "strategy.ep=4 does not divide dp=2");
 	CHECK_OK(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"ep\":4}", 16, NULL, 0));
 	f.m.experts = 0;
