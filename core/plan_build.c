@@ -2415,11 +2415,14 @@ static enum tw_result check_job(const struct job *j, struct tw_err *err)
 		return tw_errf(err, TW_ERR_INVALID,
 			       "strategy.ep=%lld does not divide model.experts=%lld", (long long)s->ep,
 			       (long long)m->experts);
-	if (s->ep > 1 && s->dp % s->ep)
+	/* Megatron-Core carves its expert groups out of dp x cp, the others out of dp */
+	int64_t ep_span = s->dp * (s->framework == STRAT_MEGATRON ? s->cp : 1);
+	if (s->ep > 1 && ep_span % s->ep)
 		return tw_errf(err, TW_ERR_INVALID,
-			       "strategy.ep=%lld does not divide dp=%lld (expert groups are carved "
-			       "out of the data-parallel ranks)",
-			       (long long)s->ep, (long long)s->dp);
+			       "strategy.ep=%lld does not divide %s=%lld (expert groups are carved "
+			       "out of those ranks)",
+			       (long long)s->ep, ep_span == s->dp ? "dp" : "dp x cp",
+			       (long long)ep_span);
 	if (s->framework == STRAT_DEEPSPEED && s->pp > 1 && s->zero_stage >= 2)
 		return tw_errf(err, TW_ERR_INVALID,
 			       "strategy: zero_optimization.stage=%d with pp=%lld: ZeRO-2 and ZeRO-3 "

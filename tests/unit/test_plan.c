@@ -199,50 +199,6 @@ static int count_named(const struct plan *p, const char *name, int64_t *count)
 	return n;
 }
 
-/* Expert groups with context parallelism: Megatron-Core forms them over dp x cp (cp varying
- * faster), so with cp 2, dp 8, ep 4 an expert group holds both cp ranks of two dp ranks and
- * the experts' replicas span dp·cp/ep = 4 ranks; DeepSpeed and FSDP form them from dp ranks
- * (a group keeps its cp rank, replicas dp/ep = 2). Every rank is in one group of each kind,
- * and an expert group and a replica group meet in exactly one rank. */
-static void test_expert_groups_cp(struct test_ctx *t)
-{
-	struct job *j = fx_job(16);
-	fx_megatron(j);
-	fx_degrees(j, 1, 1, 2, 1, 1); /* cp 2, dp 8 */
-	j->strat.ep = 4;
-	for (int fw = 0; fw < 2; fw++) {
-		j->strat.framework = fw ? STRAT_FSDP : STRAT_MEGATRON;
-		int64_t n_edp = job_group_size(j, JOB_GROUP_EDP);
-		CHECK_EQ_INT(t, n_edp, fw ? 2 : 4);
-		int64_t ep[4], edp[4], idx;
-		CHECK_EQ_INT(t, job_group_members(j, JOB_GROUP_EP, 0, ep, &idx), 4);
-		const int64_t want_ep[2][4] = { { 0, 1, 2, 3 }, { 0, 2, 4, 6 } }; /* rank = cp + 2 dp */
-		for (int i = 0; i < 4; i++)
-			CHECK_EQ_INT(t, ep[i], want_ep[fw][i]);
-		int seen[16] = { 0 };
-		for (int64_t r = 0; r < 16; r++) {
-			job_group_members(j, JOB_GROUP_EP, r, ep, &idx);
-			CHECK_EQ_INT(t, ep[idx], r);
-			seen[job_group_color(j, JOB_GROUP_EP, r)]++;
-			CHECK_EQ_INT(t, job_group_members(j, JOB_GROUP_EDP, r, edp, &idx), n_edp);
-			CHECK_EQ_INT(t, edp[idx], r);
-			int meet = 0;
-			for (int a = 0; a < 4; a++)
-				for (int64_t b = 0; b < n_edp; b++)
-					meet += ep[a] == edp[b];
-			CHECK_EQ_INT(t, meet, 1);
-		}
-		int groups = 0;
-		for (int r = 0; r < 16; r++)
-			if (seen[r]) {
-				CHECK_EQ_INT(t, seen[r], 4);
-				groups++;
-			}
-		CHECK_EQ_INT(t, groups, 4);
-	}
-	free(j);
-}
-
 static void test_tied_embedding_grads(struct test_ctx *t)
 {
 	struct job *j = fx_job(16);
@@ -762,6 +718,73 @@ static int count_coll(const struct plan *p, enum plan_coll c, enum job_group g, 
 		    p->ops[i].u.coll.group == g && (phase < 0 || p->ops[i].phase == phase))
 			n++;
 	return n;
+}
+
+/* Expert groups with context parallelism: Megatron-Core forms them over dp x cp (cp varying
+ * faster), so with cp 2, dp 8, ep 4 an expert group holds both cp ranks of two dp ranks and
+ * the experts' replicas span dp·cp/ep = 4 ranks; DeepSpeed and FSDP form them from dp ranks
+ * (a group keeps its cp rank, replicas dp/ep = 2). Every rank is in one group of each kind,
+ * and an expert group and a replica group meet in exactly one rank. */
+static void test_expert_groups_cp(struct test_ctx *t)
+{
+	struct job *j = fx_job(16);
+	fx_megatron(j);
+	fx_degrees(j, 1, 1, 2, 1, 1); /* cp 2, dp 8 */
+	j->strat.ep = 4;
+	for (int fw = 0; fw < 2; fw++) {
+		j->strat.framework = fw ? STRAT_FSDP : STRAT_MEGATRON;
+		int64_t n_edp = job_group_size(j, JOB_GROUP_EDP);
+		CHECK_EQ_INT(t, n_edp, fw ? 2 : 4);
+		int64_t ep[4], edp[4], idx;
+		CHECK_EQ_INT(t, job_group_members(j, JOB_GROUP_EP, 0, ep, &idx), 4);
+		const int64_t want_ep[2][4] = { { 0, 1, 2, 3 }, { 0, 2, 4, 6 } }; /* rank = cp + 2 dp */
+		for (int i = 0; i < 4; i++)
+			CHECK_EQ_INT(t, ep[i], want_ep[fw][i]);
+		int seen[16] = { 0 };
+		for (int64_t r = 0; r < 16; r++) {
+			job_group_members(j, JOB_GROUP_EP, r, ep, &idx);
+			CHECK_EQ_INT(t, ep[idx], r);
+			seen[job_group_color(j, JOB_GROUP_EP, r)]++;
+			CHECK_EQ_INT(t, job_group_members(j, JOB_GROUP_EDP, r, edp, &idx), n_edp);
+			CHECK_EQ_INT(t, edp[idx], r);
+			int meet = 0;
+			for (int a = 0; a < 4; a++)
+				for (int64_t b = 0; b < n_edp; b++)
+					meet += ep[a] == edp[b];
+			CHECK_EQ_INT(t, meet, 1);
+		}
+		int groups = 0;
+		for (int r = 0; r < 16; r++)
+			if (seen[r]) {
+				CHECK_EQ_INT(t, seen[r], 4);
+				groups++;
+			}
+		CHECK_EQ_INT(t, groups, 4);
+	}
+	/* Megatron plans: on 16 GPUs the experts' grads are reduced over their 4 replicas; on 4
+	 * GPUs ep 4 spans dp 2 x cp 2, which only Megatron-Core's layout allows; model FLOPs stay
+	 * the formula's */
+	fx_moe(j);
+	fx_megatron(j);
+	j->strat.ep = 4;
+	fx_degrees(j, 1, 1, 2, 1, 1);
+	struct plan p;
+	if (build(j, 0, &p)) {
+		CHECK(t, count_coll(&p, PLAN_ALL_REDUCE, JOB_GROUP_EDP, PLAN_PHASE_BWD) > 0);
+		plan_release(&p);
+	}
+	j->gpus = 4, j->nodes = 1;
+	fx_degrees(j, 1, 1, 2, 1, 1);
+	CHECK_EQ_INT(t, job_group_size(j, JOB_GROUP_EDP), 1);
+	bool ok = build(j, 0, &p);
+	CHECK(t, ok);
+	if (ok) {
+		CHECK_EQ_INT(t, count_coll(&p, PLAN_ALL_REDUCE, JOB_GROUP_EDP, PLAN_PHASE_BWD), 0);
+		plan_release(&p);
+	}
+	double want = formula_flops_per_token(&j->model, j->seq) * (double)j->tokens_per_step;
+	CHECK_NEAR(t, sum_model_flops(j), want, 1e-9);
+	free(j);
 }
 
 /* Megatron-Core's MoE layer with SP (Megatron refuses TP with EP without it) routes each rank's
