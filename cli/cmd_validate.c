@@ -25,7 +25,8 @@ static void usage(FILE *f)
 		   "../shared/validation/README.md) and compare with the measurement: per case the\n"
 		   "metrics, predicted vs measured and the error (predicted - measured) / measured;\n"
 		   "then per metric and source the count, MAPE and worst case, and per metric over\n"
-		   "all sources the same with the count of cases off by more than 25%% (text only;\n"
+		   "all sources the same with the count of cases off by more than 25%%, and a\n"
+		   "training line over TFLOP/s per GPU and iteration time together (text only;\n"
 		   "--json keeps the README's per-source summary). Cases the models cannot express\n"
 		   "are listed as skipped with the reason.\n"
 		   "\n"
@@ -792,6 +793,25 @@ int cmd_validate(const struct cli_ctx *ctx, int argc, char **argv)
 			       all[k].count, 100 * all[k].sum / (double)all[k].count, all[k].over,
 			       100 * all[k].worst, all[k].worst_id);
 		free(all);
+		/* training throughput: TFLOP/s per GPU or iteration time, whichever a case gives
+		 * (mfu is TFLOP/s over the peak, so it is not counted twice) */
+		struct group t = { .metric = "training" };
+		for (size_t i = 0; i < nv; i++)
+			for (int k = 0; k < vc[i].nm; k++) {
+				const struct metric *m = &vc[i].m[k];
+				if (strcmp(m->name, "tflops_per_gpu") && strcmp(m->name, "iter_time_s"))
+					continue;
+				t.count++;
+				t.over += fabs(m->error) > 0.25;
+				t.sum += fabs(m->error);
+				if (!t.worst_id || fabs(m->error) > fabs(t.worst))
+					t.worst = m->error, t.worst_id = vc[i].id;
+			}
+		if (t.count > 0)
+			printf("%-16s %6" PRId64 " %7.1f%% %6" PRId64 " %+8.1f%%  %s  (tflops_per_gpu "
+			       "and iter_time_s)\n",
+			       t.metric, t.count, 100 * t.sum / (double)t.count, t.over, 100 * t.worst,
+			       t.worst_id);
 	}
 	free(g);
 	free(vc);

@@ -45,6 +45,17 @@ check "validate: summary table" "grep -q 'MAPE' '$tmp/t.txt'"
 check "validate: per metric over all sources, with the cases beyond 25%" \
 	"grep -A2 '^all sources  *count  *MAPE  *>25%' '$tmp/n.txt' | grep -Eq '^busbw_GBps  *47  *[0-9.]+%  *[0-9]+ '"
 
+"$TWIN" validate examples/validation/public.json --only korthikanti2022_t5 >"$tmp/k5.txt" 2>"$tmp/err"
+cat >"$tmp/tr.py" <<'PY'
+import re, sys
+rows = {l.split()[0]: l.split() for l in open(sys.argv[1]) if re.match(r"^\w+ +\d+ +[0-9.]+%", l)}
+it, tr = rows["iter_time_s"], rows["training"]
+assert tr[1] == it[1] and tr[2] == it[2], (it, tr)   # iteration times only: the same count, MAPE
+print("ok")
+PY
+check "validate: a training line over TFLOP/s and iteration time together" \
+	"python3 '$tmp/tr.py' '$tmp/k5.txt' | grep -q ok"
+
 # a DeepSpeed case runs the release out before the month of the arXiv paper it cites; a
 # Megatron case does not get one
 "$TWIN" validate examples/validation/public.json --only megatron2021_t2_ --json >"$tmp/z.json" 2>"$tmp/err"
