@@ -1589,7 +1589,9 @@ static void col_bwd(struct pb *b, const char *const name[3], int64_t m, int64_t 
 	bool async = b->megatron && b->tp > 1 && g == 2 && (b->sp || b->s->async_tp_allreduce);
 	if (!async) {
 		gemm(b, name[0], m, n, k, g, 0, false);
-		tp_enter(b, true); /* SP: gather the saved input again for the weight grads */
+		if (g == 2) /* SP: gather the saved input again for the weight grads (a frozen
+			     * weight, LoRA's, needs none) */
+			tp_enter(b, true);
 		tp_exit(b, true);
 		return;
 	}

@@ -1531,6 +1531,21 @@ static void test_async_tp_backward(struct test_ctx *t)
 		}
 		plan_release(&p);
 	}
+	/* LoRA with SP: the frozen weights need no weight grad, so one GEMM each and no second
+	 * gather of the saved input; only the row-parallel linears' grad gathers remain */
+	j->strat.lora_rank = 8, j->strat.lora_targets = STRAT_LORA_Q | STRAT_LORA_V;
+	j->strat.sequence_parallel = true;
+	struct plan p;
+	if (build(j, 0, &p)) {
+		int qkv = 0, ag = 0;
+		for (uint32_t i = 0; i < p.nops; i++) {
+			qkv += p.ops[i].kind == PLAN_COMPUTE && !strcmp(p.ops[i].name, "qkv_bwd");
+			ag += p.ops[i].kind == PLAN_COLL && !strcmp(p.ops[i].name, "ag_sp_bwd");
+		}
+		CHECK(t, qkv > 0);
+		CHECK_EQ_INT(t, ag, 2 * qkv);
+		plan_release(&p);
+	}
 	free(j);
 }
 
