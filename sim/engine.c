@@ -20,7 +20,10 @@ enum { EV_OP_END = 0, EV_COMM_DATA, EV_FLOW_END, EV_HOST };
  * x16 link to the switch it shares with its NIC, one direction each (full duplex): up carries
  * D2H copies and what the NIC sends (GPUDirect RDMA reads GPU memory), down carries H2D copies
  * and what the NIC receives. */
-enum { LINK_NVL = 0, LINK_NIC, LINK_PCIE_UP, LINK_PCIE_DOWN, LINKS_PER_GPU };
+/* A GPU's links: its NVLink port, its share of the node's NICs, its PCIe link each way, and
+ * its share of its leaf switch's uplinks (the NICs' share over the oversubscription): what
+ * several of its collectives send out of the leaf at once shares that. */
+enum { LINK_NVL = 0, LINK_NIC, LINK_PCIE_UP, LINK_PCIE_DOWN, LINK_LEAF_UP, LINKS_PER_GPU };
 /* a dependent carries its stream (no trip to its op record), a work item its srank and
  * stream: plans are under 2^29 ops (role_prepare checks), simulated ranks under 2^24 */
 enum { SUCC_SHIFT = 3, SUCC_STREAM = 7, WORK_SHIFT = 3 };
@@ -116,6 +119,7 @@ struct inst {
 	uint8_t kind;           /* PLAN_COLL / PLAN_P2P / PLAN_COPY */
 	uint32_t tflags;        /* a collective's NCCL algorithm and protocol, trace flags */
 	double nvl_bytes, net_bytes; /* what each GPU sends on its NVLink / NIC */
+	double up_bytes;             /* of net_bytes, what leaves its leaf switch */
 };
 
 /* the model's answer for one collective or p2p shape, memoised: a step repeats few shapes */
@@ -591,6 +595,7 @@ static void comm_start(struct eng *e, int32_t id)
 			     : 0;
 	in->nvl_bytes = r.nvl_bytes;
 	in->net_bytes = r.net_bytes;
+	in->up_bytes = r.up_bytes;
 	sim_heap_push(&e->heap, e->now + lat, EV_COMM_DATA, id, round_ns(data_ns), 0);
 }
 
@@ -599,20 +604,21 @@ static void comm_data(struct eng *e, int32_t id, int64_t data_ns)
 	struct inst *in = &e->inst[id];
 	/* link loads at rate 1 from the bytes each GPU moves (the NIC link is this GPU's share) */
 	double nvl_GBps = e->link_GBps[LINK_NVL], nic_GBps = e->link_GBps[LINK_NIC];
-	int32_t links[4 * 32 + 4];
-	double loads[4 * 32 + 4];
+	int32_t links[LINKS_PER_GPU * 32];
+	double loads[LINKS_PER_GPU * 32];
 	int nl = 0;
 	double lnvl = link_load(in->nvl_bytes, (double)data_ns, nvl_GBps);
 	double lnet = link_load(in->net_bytes, (double)data_ns, nic_GBps);
 	/* what crosses the NIC crosses the GPU's PCIe link too, each way as much as it sends */
 	double lpcie = link_load(in->net_bytes, (double)data_ns, e->link_GBps[LINK_PCIE_UP]);
+	double lup = link_load(in->up_bytes, (double)data_ns, e->link_GBps[LINK_LEAF_UP]);
 	/* every simulated member's links (a p2p: the sender's, and the receiver's PCIe in) */
 	int32_t *lk = links;
 	double *ld = loads;
 	int32_t *heap_links = NULL;
 	double *heap_loads = NULL;
 	int cap = (int)(sizeof(links) / sizeof(links[0]));
-	int need = 4 * in->arrived;
+	int need = LINKS_PER_GPU * in->arrived;
 	if (need > cap) {
 		heap_links = TW_NEW_ARRAY(int32_t, need);
 		heap_loads = TW_NEW_ARRAY(double, need);
@@ -641,6 +647,10 @@ static void comm_data(struct eng *e, int32_t id, int64_t data_ns)
 		if (lpcie > 0) {
 			lk[nl] = base + LINK_PCIE_UP;
 			ld[nl++] = lpcie;
+		}
+		if (lup > 0) {
+			lk[nl] = base + LINK_LEAF_UP;
+			ld[nl++] = lup;
 		}
 	}
 	e->inst[id].flow = net_add(&e->net, e->now, (double)data_ns, lk, ld, nl, id,
@@ -1267,6 +1277,7 @@ enum tw_result sim_run_plans(const struct job *j, const struct sim_options *opt,
 		e->link_GBps[LINK_NVL] = cm1.intra_GBps;
 		e->link_GBps[LINK_NIC] = cm1.gpu_net_GBps;
 		e->link_GBps[LINK_PCIE_UP] = e->link_GBps[LINK_PCIE_DOWN] = j->cluster.node.pcie_GBps;
+		e->link_GBps[LINK_LEAF_UP] = cm1.gpu_net_GBps / cm1.oversub;
 	}
 	/* the trace holds one event per op (but ALLOC / FREE) of every recorded rank and its
 	 * step marker: reserve it once */

@@ -171,13 +171,17 @@ void nccl_comm_from_cluster(const struct cluster *c, int64_t nranks, int64_t nno
  * a fraction f of each node's inter-node bytes leaves its leaf: the leaf's uplinks carry
  * leaf_nodes x f x B against leaf_nodes x B / oversub (reference/cost-models.md §3.5). Rings
  * and NCCL's trees connect neighbouring nodes: one edge in leaf_nodes leaves the leaf. */
-static double uplink_slowdown(const struct nccl_comm *cm, bool all_to_all)
+static double uplink_frac(const struct nccl_comm *cm, bool all_to_all)
 {
 	int64_t N = cm->nnodes, r = cm->leaf_nodes;
 	if (r <= 0 || N <= r)
-		return 1.0;
-	double f = all_to_all ? (double)(N - r) / (double)N : 1.0 / (double)r;
-	return fmax(1.0, cm->oversub * f);
+		return 0.0;
+	return all_to_all ? (double)(N - r) / (double)N : 1.0 / (double)r;
+}
+
+static double uplink_slowdown(const struct nccl_comm *cm, bool all_to_all)
+{
+	return fmax(1.0, cm->oversub * uplink_frac(cm, all_to_all));
 }
 
 /* a per-step latency of NCCL's tables moved by the cluster's difference, never below 0 */
@@ -208,6 +212,7 @@ void nccl_alltoall(const struct nccl_comm *cm, double S, struct nccl_result *out
 	out->busbw_GBps = S / (out->time_us * 1e3) * nccl_busbw_factor(PLAN_ALL_TO_ALL, n);
 	out->nvl_bytes = intra;
 	out->net_bytes = inter;
+	out->up_bytes = inter * uplink_frac(cm, true);
 }
 
 void nccl_p2p(const struct nccl_comm *cm, double S, bool same_node, struct nccl_result *out)
@@ -387,6 +392,7 @@ bool nccl_eval(const struct nccl_comm *cm, enum plan_coll c, double S, int a, in
 		f = S * (1.0 + 1.0 / (double)n);
 	out->nvl_bytes = ppn > 1 ? f : 0;
 	out->net_bytes = N > 1 ? (a == NCCL_TREE ? S * (N == 2 ? 1.0 : 2.0) : f) / (double)ppn : 0;
+	out->up_bytes = out->net_bytes * uplink_frac(cm, false);
 	return true;
 }
 

@@ -63,6 +63,7 @@ struct nccl_result {
 	double busbw_GBps;   /* nccl-tests bus bandwidth this time implies */
 	double nvl_bytes;    /* bytes each GPU sends over NVLink (or PCIe) */
 	double net_bytes;    /* bytes each GPU sends over its NIC */
+	double up_bytes;     /* of those, the share that leaves its leaf switch (0 within a leaf) */
 };
 
 /* nccl-tests size S for a collective whose per-rank nccl count is `bytes`: AG/RS move n x. */

@@ -739,6 +739,71 @@ static void test_engine_pcie_duplex(struct test_ctx *T)
 	CHECK(T, with_ar <= ar + d2h);
 }
 
+/* Leaf uplinks are links too: each GPU's share of its leaf's uplinks (its NIC share over the
+ * oversubscription) carries what its collectives send out of the leaf. A ring over 4 nodes,
+ * one per leaf, at 2:1 takes twice its non-blocking time alone (the analytic slowdown), and
+ * two such rings at once on each GPU share the uplink: together twice as long again, though
+ * the NICs alone would carry both at that rate. Within one leaf the oversubscription does
+ * nothing. Every rank runs both all-reduces from t = 0 on two streams. */
+static enum tw_result uplink_build(void *ctx, const struct job *j, int64_t rank, struct plan *p,
+				   struct tw_err *err)
+{
+	const int *n = ctx;
+	(void)j, (void)err;
+	memset(p, 0, sizeof(*p));
+	p->rank = rank;
+	for (int i = 0; i < *n; i++) {
+		uint32_t a = push(p, PLAN_COLL, i ? PLAN_STREAM_COMM_TP : PLAN_STREAM_COMM, "dp_ar",
+				  NULL, 0);
+		p->ops[a].u.coll.coll = PLAN_ALL_REDUCE;
+		p->ops[a].u.coll.group = JOB_GROUP_DP;
+		p->ops[a].u.coll.bytes = 1 << 30;
+		p->ops[a].u.coll.seq = i;
+	}
+	return TW_OK;
+}
+
+static int64_t one_role(void *ctx, const struct job *j, int64_t *reps, int64_t *w, int64_t n)
+{
+	(void)ctx, (void)j;
+	if (n > 0)
+		reps[0] = 0, w[0] = j->gpus;
+	return 1;
+}
+
+static int64_t uplink_step(struct test_ctx *T, struct job *j, int n, double oversub, int radix,
+			   bool full)
+{
+	j->cluster.net.oversubscription = oversub;
+	j->cluster.net.leaf_radix = radix;
+	struct sim_plan_source src = { &n, uplink_build, one_role };
+	struct sim_options o = { .full = full };
+	struct trace t;
+	struct sim_stats s;
+	struct tw_err err = { 0 };
+	CHECK_EQ_INT(T, sim_run_plans(j, &o, &src, &t, &s, &err), TW_OK);
+	trace_release(&t);
+	return s.step_ns;
+}
+
+static void test_engine_leaf_uplinks(struct test_ctx *T)
+{
+	struct job j;
+	make_job(&j, 1, 1, 4, 1); /* DP 4, one GPU per node */
+	j.cluster.net.topology = CLUSTER_TOPO_RAIL_FAT_TREE;
+	int64_t flat1 = uplink_step(T, &j, 1, 1.0, 1, true), flat2 = uplink_step(T, &j, 2, 1.0, 1, true);
+	int64_t over1 = uplink_step(T, &j, 1, 2.0, 1, true), over2 = uplink_step(T, &j, 2, 2.0, 1, true);
+	int64_t leaf2 = uplink_step(T, &j, 2, 2.0, 4, true);
+	printf("#   1 GiB all-reduce over 4 nodes, 1 per leaf: %lld ns non-blocking (two at once %lld), "
+	       "%lld at 2:1 (two at once %lld); 4 per leaf at 2:1, two at once %lld\n",
+	       (long long)flat1, (long long)flat2, (long long)over1, (long long)over2, (long long)leaf2);
+	CHECK(T, over1 > 1.8 * (double)flat1);
+	CHECK(T, flat2 < 1.2 * (double)over1);           /* the NICs carry both at once */
+	CHECK(T, over2 > 1.8 * (double)over1);           /* the uplink carries one at a time */
+	CHECK_EQ_INT(T, leaf2, flat2);                   /* no uplink inside a leaf */
+	CHECK_EQ_INT(T, uplink_step(T, &j, 2, 2.0, 1, false), over2); /* symmetric == full */
+}
+
 /* One collective's time (µs) with a cluster field at value x, then at y: a --set what-if. */
 static void what_if_us(struct test_ctx *T, struct cluster *c, double *field, double x, double y,
 		       const char *op, double bytes, int64_t ranks, double *tx, double *ty)
@@ -898,6 +963,7 @@ int main(void)
 	TEST_RUN(&T, test_engine_blocking_send);
 	TEST_RUN(&T, test_engine_pcie_duplex);
 	TEST_RUN(&T, test_nccl_oversubscription);
+	TEST_RUN(&T, test_engine_leaf_uplinks);
 	TEST_RUN(&T, test_nccl_channels_from_nics);
 	TEST_RUN(&T, test_nccl_userbuffers);
 	TEST_RUN(&T, test_collective_cases);
