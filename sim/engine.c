@@ -178,6 +178,7 @@ struct eng {
 	int64_t *members;       /* scratch, gpus entries */
 	struct memo memo[MEMO_SLOTS];
 	double link_GBps[LINKS_PER_GPU]; /* nominal capacity of each GPU link */
+	int64_t leaf_nodes;              /* nodes under one leaf switch (0: one switch for all) */
 	struct nccl_comm group_comm[JOB_NUM_GROUPS];
 	bool group_comm_set[JOB_NUM_GROUPS];
 	/* durations of COMPUTE shapes already costed: a step repeats a few shapes per layer and
@@ -497,6 +498,7 @@ static void comm_model(struct eng *e, const struct srank *s0, const struct eop *
 {
 	int64_t k0, k1, k2;
 	bool same = true;
+	int64_t dist = 0; /* p2p: ranks between the two */
 	bool ub = op->kind == PLAN_COLL && (op->flags & PLAN_F_USERBUF);
 	if (op->kind == PLAN_COLL) {
 		k0 = op->group;
@@ -505,8 +507,11 @@ static void comm_model(struct eng *e, const struct srank *s0, const struct eop *
 	} else {
 		int64_t peer = peer_of(e, s0->rank, e->roles[s0->role].rep, op->peer);
 		same = job_node_of(e->j, peer) == s0->node;
+		/* sends to a node d nodes away leave the leaf from min(1, d / leaf) of the nodes
+		 * (the share of a ring's edges, alike: every rank of a role then sees the same) */
+		dist = peer > s0->rank ? peer - s0->rank : s0->rank - peer;
 		k0 = JOB_NUM_GROUPS + (same ? 1 : 2);
-		k1 = -1;
+		k1 = same ? -1 : dist;
 		k2 = op->bytes;
 	}
 	struct memo *m = &e->memo[key_hash(k0, k1, k2) & (MEMO_SLOTS - 1)];
@@ -527,6 +532,9 @@ static void comm_model(struct eng *e, const struct srank *s0, const struct eop *
 		struct nccl_comm cm;
 		nccl_comm_from_cluster(&e->j->cluster, 2, same ? 1 : 2, &cm);
 		nccl_p2p(&cm, (double)op->bytes, same, r);
+		int gpn = e->j->cluster.node.gpus > 0 ? e->j->cluster.node.gpus : 1;
+		double d = (double)dist / (double)gpn, ln = (double)e->leaf_nodes;
+		r->up_bytes = !same && ln > 0 ? r->net_bytes * fmin(1.0, d / ln) : 0;
 	}
 	m->used = true;
 	m->key[0] = k0;
@@ -1278,6 +1286,7 @@ enum tw_result sim_run_plans(const struct job *j, const struct sim_options *opt,
 		e->link_GBps[LINK_NIC] = cm1.gpu_net_GBps;
 		e->link_GBps[LINK_PCIE_UP] = e->link_GBps[LINK_PCIE_DOWN] = j->cluster.node.pcie_GBps;
 		e->link_GBps[LINK_LEAF_UP] = cm1.gpu_net_GBps / cm1.oversub;
+		e->leaf_nodes = cm1.leaf_nodes;
 	}
 	/* the trace holds one event per op (but ALLOC / FREE) of every recorded rank and its
 	 * step marker: reserve it once */

@@ -786,6 +786,34 @@ static int64_t uplink_step(struct test_ctx *T, struct job *j, int n, double over
 	return s.step_ns;
 }
 
+/* Stage 0 sends 1 GiB to stage 1 (a node each). */
+static enum tw_result p2p_build(void *ctx, const struct job *j, int64_t rank, struct plan *p,
+				struct tw_err *err)
+{
+	(void)ctx, (void)j, (void)err;
+	memset(p, 0, sizeof(*p));
+	p->rank = rank;
+	uint32_t o = push(p, PLAN_P2P, PLAN_STREAM_P2P, rank ? "recv" : "send", NULL, 0);
+	p->ops[o].flags = rank ? 0 : PLAN_F_SEND;
+	p->ops[o].u.p2p.peer = 1 - rank;
+	p->ops[o].u.p2p.bytes = 1 << 30;
+	return TW_OK;
+}
+
+static int64_t p2p_step(struct test_ctx *T, struct job *j, double oversub, int radix)
+{
+	j->cluster.net.oversubscription = oversub;
+	j->cluster.net.leaf_radix = radix;
+	struct sim_plan_source src = { NULL, p2p_build, two_roles };
+	struct sim_options o = { .full = true };
+	struct trace t;
+	struct sim_stats s;
+	struct tw_err err = { 0 };
+	CHECK_EQ_INT(T, sim_run_plans(j, &o, &src, &t, &s, &err), TW_OK);
+	trace_release(&t);
+	return s.step_ns;
+}
+
 static void test_engine_leaf_uplinks(struct test_ctx *T)
 {
 	struct job j;
@@ -802,6 +830,18 @@ static void test_engine_leaf_uplinks(struct test_ctx *T)
 	CHECK(T, over2 > 1.8 * (double)over1);           /* the uplink carries one at a time */
 	CHECK_EQ_INT(T, leaf2, flat2);                   /* no uplink inside a leaf */
 	CHECK_EQ_INT(T, uplink_step(T, &j, 2, 2.0, 1, false), over2); /* symmetric == full */
+	/* a pipeline send to the next node: with a node per leaf it leaves the leaf and runs at
+	 * the uplink share; with 8 nodes per leaf, 1 in 8 such sends leaves (the same share for
+	 * every rank, as for a ring's edges), which fits the uplink at 2:1 */
+	struct job k;
+	make_job(&k, 1, 2, 1, 1);
+	k.cluster.net.topology = CLUSTER_TOPO_RAIL_FAT_TREE;
+	int64_t p_flat = p2p_step(T, &k, 1.0, 1), p_over = p2p_step(T, &k, 2.0, 1);
+	int64_t p_leaf = p2p_step(T, &k, 2.0, 8);
+	printf("#   1 GiB send to the next node: %lld ns, %lld at 2:1 across leaves, %lld with 8 "
+	       "nodes per leaf\n", (long long)p_flat, (long long)p_over, (long long)p_leaf);
+	CHECK(T, p_over > 1.8 * (double)p_flat);
+	CHECK_EQ_INT(T, p_leaf, p_flat);
 }
 
 /* One collective's time (µs) with a cluster field at value x, then at y: a --set what-if. */
