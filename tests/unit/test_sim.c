@@ -710,16 +710,21 @@ static enum tw_result pcie_build(void *ctx, const struct job *j, int64_t rank, s
 	return TW_OK;
 }
 
-static int64_t pcie_step(struct test_ctx *T, struct job *j, int what)
+/* The step time of the plans src builds (full: every rank). */
+static int64_t src_step(struct test_ctx *T, struct job *j, struct sim_plan_source src, bool full)
 {
-	struct sim_plan_source src = { &what, pcie_build, two_roles };
-	struct sim_options o = { .full = true };
+	struct sim_options o = { .full = full };
 	struct trace t;
 	struct sim_stats s;
 	struct tw_err err = { 0 };
 	CHECK_EQ_INT(T, sim_run_plans(j, &o, &src, &t, &s, &err), TW_OK);
 	trace_release(&t);
 	return s.step_ns;
+}
+
+static int64_t pcie_step(struct test_ctx *T, struct job *j, int what)
+{
+	return src_step(T, j, (struct sim_plan_source){ &what, pcie_build, two_roles }, true);
 }
 
 static void test_engine_pcie_duplex(struct test_ctx *T)
@@ -776,14 +781,7 @@ static int64_t uplink_step(struct test_ctx *T, struct job *j, int n, double over
 {
 	j->cluster.net.oversubscription = oversub;
 	j->cluster.net.leaf_radix = radix;
-	struct sim_plan_source src = { &n, uplink_build, one_role };
-	struct sim_options o = { .full = full };
-	struct trace t;
-	struct sim_stats s;
-	struct tw_err err = { 0 };
-	CHECK_EQ_INT(T, sim_run_plans(j, &o, &src, &t, &s, &err), TW_OK);
-	trace_release(&t);
-	return s.step_ns;
+	return src_step(T, j, (struct sim_plan_source){ &n, uplink_build, one_role }, full);
 }
 
 /* Stage 0 sends 1 GiB to stage 1 (a node each). */
@@ -804,14 +802,7 @@ static int64_t p2p_step(struct test_ctx *T, struct job *j, double oversub, int r
 {
 	j->cluster.net.oversubscription = oversub;
 	j->cluster.net.leaf_radix = radix;
-	struct sim_plan_source src = { NULL, p2p_build, two_roles };
-	struct sim_options o = { .full = true };
-	struct trace t;
-	struct sim_stats s;
-	struct tw_err err = { 0 };
-	CHECK_EQ_INT(T, sim_run_plans(j, &o, &src, &t, &s, &err), TW_OK);
-	trace_release(&t);
-	return s.step_ns;
+	return src_step(T, j, (struct sim_plan_source){ NULL, p2p_build, two_roles }, true);
 }
 
 static void test_engine_leaf_uplinks(struct test_ctx *T)
