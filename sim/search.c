@@ -350,8 +350,9 @@ static enum tw_result resolve_locked(struct shared *sh, const struct search_cand
 	return rc;
 }
 
-/* Expert-parallel degrees (MoE models): the divisors of dp that divide the expert count; 1 for
- * dense models; a pinned ep keeps only itself. */
+/* Expert-parallel degrees (MoE models): the divisors of the ranks expert groups are carved
+ * from (dp; dp x cp for Megatron-Core) that divide the expert count; 1 for dense models; a
+ * pinned ep keeps only itself. */
 static int ep_choices(const struct search_space *sp, const struct model *m, int64_t dp,
 		      int64_t *out)
 {
@@ -770,7 +771,8 @@ enum tw_result search_run(const struct job *base, const struct search_space *spa
 				else if (sp.framework == STRAT_DEEPSPEED && pp > 1)
 					zhi = 1; /* ZeRO-2/3 are incompatible with DeepSpeed's pipeline */
 				int64_t dp = gpus / (tp * pp * cp), eps[MAX_DIVS];
-				int nep = ep_choices(&sp, m, dp, eps);
+				int nep = ep_choices(&sp, m,
+						     sp.framework == STRAT_MEGATRON ? dp * cp : dp, eps);
 				for (int e = 0; e < nep; e++) {
 					for (int z = zlo; z <= zhi; z++)
 					for (int var = 0; var < 3; var++) {

@@ -251,8 +251,8 @@ static void test_interleaved(struct test_ctx *T)
 	free(base);
 }
 
-/* Expert parallelism for MoE models: ep divides dp and the expert count, candidates resolve
- * to it, ep= pins; dense models keep ep 1. */
+/* Expert parallelism for MoE models: ep divides dp (Megatron: dp x cp) and the expert count,
+ * candidates resolve to it, ep= pins; dense models keep ep 1. */
 static void test_expert_parallel(struct test_ctx *T)
 {
 	struct job *base = load_base("mixtral-8x7b", "dgx-h100", 16);
@@ -271,7 +271,7 @@ static void test_expert_parallel(struct test_ctx *T)
 	int with_ep = 0;
 	for (int i = 0; i < r.ntop; i++) {
 		const struct search_cand *c = &r.top[i];
-		CHECK_EQ_INT(T, c->dp % c->ep, 0);
+		CHECK_EQ_INT(T, (c->dp * c->cp) % c->ep, 0); /* Megatron-Core's layout */
 		CHECK_EQ_INT(T, base->model.experts % c->ep, 0);
 		with_ep += c->ep > 1;
 		struct job *j = TW_NEW(struct job);
@@ -302,6 +302,24 @@ static void test_expert_parallel(struct test_ctx *T)
 		CHECK_EQ_INT(T, q.rejected, 0);
 		search_result_release(&q);
 	}
+	free(base);
+	/* Megatron with cp 8 on 32 GPUs, tp 1 pp 1: dp 4, and ep 8 over dp x cp is tried (the
+	 * only one that fits) */
+	base = load_base("mixtral-8x7b", "dgx-h100", 32);
+	if (!base)
+		return;
+	space(&sp, 8, 20, true);
+	sp.framework = STRAT_MEGATRON;
+	sp.seq = 16384;
+	const char *cp8[] = { "micro_batch=1", "recompute=full", "tp=1", "pp=1", "cp=8" };
+	sp.sets = cp8;
+	sp.nsets = 5;
+	CHECK_EQ_INT(T, search_run(base, &sp, &r, &err), TW_OK);
+	int beyond_dp = 0;
+	for (int i = 0; i < r.ntop; i++)
+		beyond_dp += r.top[i].cp == 8 && r.top[i].ep > r.top[i].dp;
+	CHECK(T, beyond_dp > 0);
+	search_result_release(&r);
 	free(base);
 	/* dense: ep stays 1 */
 	base = load_base("llama2-7b", "dgx-h100", 8);
