@@ -16,13 +16,11 @@
 #include "sim_int.h"
 
 enum { EV_OP_END = 0, EV_COMM_DATA, EV_FLOW_END, EV_HOST };
-/* A GPU's links: its NVLink (or PCIe peer) port, its share of the node's NICs, and its PCIe
- * x16 link to the switch it shares with its NIC, one direction each (full duplex): up carries
- * D2H copies and what the NIC sends (GPUDirect RDMA reads GPU memory), down carries H2D copies
- * and what the NIC receives. */
-/* A GPU's links: its NVLink port, its share of the node's NICs, its PCIe link each way, and
- * its share of its leaf switch's uplinks (the NICs' share over the oversubscription): what
- * several of its collectives send out of the leaf at once shares that. */
+/* A GPU's links: its NVLink (or PCIe peer) port, its share of the node's NICs, its PCIe x16
+ * link to the switch it shares with its NIC, one direction each (full duplex): up carries D2H
+ * copies and what the NIC sends (GPUDirect RDMA reads GPU memory), down carries H2D copies and
+ * what the NIC receives; and its share of its leaf switch's uplinks (its NIC share over the
+ * oversubscription), which what its collectives and sends take out of the leaf at once share. */
 enum { LINK_NVL = 0, LINK_NIC, LINK_PCIE_UP, LINK_PCIE_DOWN, LINK_LEAF_UP, LINKS_PER_GPU };
 /* a dependent carries its stream (no trip to its op record), a work item its srank and
  * stream: plans are under 2^29 ops (role_prepare checks), simulated ranks under 2^24 */
