@@ -230,6 +230,7 @@ FUZZ_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -O1 -g -I. \
 # fuzz_validate drives the validate subcommand itself, so it also links cli/ (without main)
 FUZZ_CLI_SRCS := cli/opts.c cli/cmd_validate.c
 $(FUZZ_BUILD)/fuzz_validate: FUZZ_EXTRA = $(FUZZ_CLI_SRCS)
+$(FUZZ_BUILD)/fuzz_validate: $(FUZZ_CLI_SRCS)
 $(FUZZ_BUILD)/%: tests/fuzz/%.c $(FUZZ_LIB_SRCS) $(wildcard core/*.h profile/*.h sim/*.h cli/*.h)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_LIB_SRCS) $(FUZZ_EXTRA) -lcjson -lsqlite3 -lm -lpthread

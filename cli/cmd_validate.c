@@ -116,6 +116,14 @@ static int cluster_sets(const cJSON *cl, char bufs[][160], const char **sets, in
 
 /* ---- collective cases ---- */
 
+/* A GPU or rank count from a case: a whole number within what --gpus takes (converting
+ * anything else to an integer would be undefined). */
+#define VALIDATE_MAX_GPUS 1000000
+static bool whole_gpus(double v)
+{
+	return v >= 1 && v <= VALIDATE_MAX_GPUS && v == floor(v);
+}
+
 static void run_collective(const struct cli_ctx *ctx, const cJSON *cs, struct vcase *vc)
 {
 	const cJSON *cl = field(cs, "cluster"), *co = field(cs, "collective"), *me = field(cs, "measured");
@@ -135,6 +143,11 @@ static void run_collective(const struct cli_ctx *ctx, const cJSON *cs, struct vc
 	}
 	if (!num(co, "ranks", &ranks) && !num(cl, "gpus", &ranks)) {
 		snprintf(vc->skipped, sizeof(vc->skipped), "collective.ranks not given");
+		return;
+	}
+	if (!whole_gpus(ranks)) {
+		snprintf(vc->skipped, sizeof(vc->skipped),
+			 "collective.ranks=%g: not a whole number in 1 .. %d", ranks, VALIDATE_MAX_GPUS);
 		return;
 	}
 	char bufs[16][160];
@@ -482,6 +495,11 @@ static void run_training(const struct cli_ctx *ctx, const cJSON *cs, struct vcas
 	double gpus;
 	if (!topo || !num(cl, "gpus", &gpus)) {
 		snprintf(vc->skipped, sizeof(vc->skipped), "cluster.topology or cluster.gpus missing");
+		return;
+	}
+	if (!whole_gpus(gpus)) {
+		snprintf(vc->skipped, sizeof(vc->skipped),
+			 "cluster.gpus=%g: not a whole number in 1 .. %d", gpus, VALIDATE_MAX_GPUS);
 		return;
 	}
 	double t_meas = 0, tfl_meas = 0, mfu_meas = 0, tok_meas = 0, tokg_meas = 0, mem_meas = 0;
