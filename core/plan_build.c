@@ -2058,12 +2058,26 @@ static int64_t ds_step(const struct pb *b, const struct item *it)
 	return it->fwd ? 2 * it->micro + s : 2 * it->micro + 2 * b->pp - s - 1;
 }
 
+/* A split send's PartitionedTensor.to_meta(): a LongTensor of the sizes made on the CPU and
+ * copied to the GPU with a blocking .to(), so the host waits for the GPU's work before it
+ * (the forward or backward that made the tensor). 8 longs: its shape, parts, rank, offsets. */
+static void pipe_meta(struct pb *b, bool grad)
+{
+	if (!p2p_split(b, grad))
+		return;
+	uint32_t id = copy(b, PLAN_H2D, "pipe_meta", 8 * (4 + b->tp), PLAN_NONE);
+	if (id != PLAN_NONE)
+		b->p->ops[id].flags |= PLAN_F_HOSTWAIT;
+}
+
 static void flush_send(struct pb *b)
 {
 	if (!b->held.on)
 		return;
 	b->held.on = false;
 	bool g = b->held.grad;
+	if (g) /* _exec_send_grads partitions the grad when it sends it */
+		pipe_meta(b, true);
 	p2p(b, true, b->held.peer, g ? PLAN_P2P_GRAD : PLAN_P2P_ACT, p2p_bytes(b, g),
 	    g ? "send_grad" : "send_act");
 }
@@ -2091,12 +2105,14 @@ static void run_item(struct pb *b, const struct item *it, int32_t *logits)
 			embed(b, false);
 		for (int64_t l = lo; l < lo + n; l++)
 			layer_fwd(b, l);
-		if (last)
+		if (last) {
 			logits[it->micro] = head_fwd(b);
-		else if (ds_pipe)
+		} else if (ds_pipe) {
+			pipe_meta(b, false); /* _exec_forward_pass partitions the output */
 			hold_send(b, false, next, ds_step(b, it));
-		else
+		} else {
 			p2p(b, true, next, PLAN_P2P_ACT, p2p_bytes(b, false), "send_act");
+		}
 		return;
 	}
 	b->phase = PLAN_PHASE_BWD;

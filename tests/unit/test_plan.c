@@ -542,6 +542,26 @@ static void test_ds_pipe_partitioned(struct test_ctx *t)
 		plan_release(&p);
 	}
 	expect_p2p(t, j, 4, "recv_act", full / 2, 4); /* stage 1 receives activations */
+	/* each split send first makes its PartitionedTensor's meta with a blocking .to(): the
+	 * host waits (PLAN_F_HOSTWAIT) for the forward (stage 0) or backward (stage 1) before */
+	for (int64_t r = 0; r < 8; r += 4) {
+		if (!build(j, r, &p))
+			continue;
+		int metas = 0, sends = 0;
+		for (size_t i = 0; i < p.nops; i++) {
+			const struct plan_op *o = &p.ops[i];
+			sends += o->kind == PLAN_P2P && (o->flags & PLAN_F_SEND);
+			if (o->kind != PLAN_COPY || strcmp(o->name, "pipe_meta") != 0)
+				continue;
+			metas++;
+			CHECK(t, (o->flags & PLAN_F_HOSTWAIT) && o->ndeps == 1);
+			CHECK(t, o->ndeps == 1 && p.ops[plan_op_deps(&p, o)[0]].kind == PLAN_COMPUTE);
+			CHECK(t, i + 1 < p.nops && p.ops[i + 1].kind == PLAN_P2P); /* then the send */
+		}
+		CHECK_EQ_INT(t, sends, 4);
+		CHECK_EQ_INT(t, metas, 4);
+		plan_release(&p);
+	}
 	j->strat.pipe_partitioned = false;
 	expect_p2p(t, j, 4, "recv_act", full, 0);
 	fx_megatron(j);
