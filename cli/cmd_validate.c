@@ -621,6 +621,18 @@ struct group {
 	const char *worst_id;
 };
 
+/* one case's error into a group */
+static void group_add(struct group *g, double error, const char *id)
+{
+	g->count++;
+	g->over += fabs(error) > 0.25;
+	g->sum += fabs(error);
+	if (!g->worst_id || fabs(error) > fabs(g->worst)) {
+		g->worst = error;
+		g->worst_id = id;
+	}
+}
+
 /* per metric and source, or (by_source false) per metric over every source */
 static int summarise(const struct vcase *cs, size_t n, bool by_source, struct group **out)
 {
@@ -640,13 +652,7 @@ static int summarise(const struct vcase *cs, size_t n, bool by_source, struct gr
 				g[ng].source = src;
 				ng++;
 			}
-			g[x].count++;
-			g[x].over += fabs(m->error) > 0.25;
-			g[x].sum += fabs(m->error);
-			if (!g[x].worst_id || fabs(m->error) > fabs(g[x].worst)) {
-				g[x].worst = m->error;
-				g[x].worst_id = cs[i].id;
-			}
+			group_add(&g[x], m->error, cs[i].id);
 		}
 	*out = g;
 	return (int)ng;
@@ -817,13 +823,8 @@ int cmd_validate(const struct cli_ctx *ctx, int argc, char **argv)
 		for (size_t i = 0; i < nv; i++)
 			for (int k = 0; k < vc[i].nm; k++) {
 				const struct metric *m = &vc[i].m[k];
-				if (strcmp(m->name, "tflops_per_gpu") && strcmp(m->name, "iter_time_s"))
-					continue;
-				t.count++;
-				t.over += fabs(m->error) > 0.25;
-				t.sum += fabs(m->error);
-				if (!t.worst_id || fabs(m->error) > fabs(t.worst))
-					t.worst = m->error, t.worst_id = vc[i].id;
+				if (!strcmp(m->name, "tflops_per_gpu") || !strcmp(m->name, "iter_time_s"))
+					group_add(&t, m->error, vc[i].id);
 			}
 		if (t.count > 0)
 			printf("%-16s %6" PRId64 " %7.1f%% %6" PRId64 " %+8.1f%%  %s  (tflops_per_gpu "

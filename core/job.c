@@ -86,18 +86,11 @@ static int64_t dp_block(const struct job *j, int64_t g)
 	return g < 1 || g > j->strat.dp || j->strat.dp % g ? j->strat.dp : g;
 }
 
-/* Context-parallel ranks that expert parallelism folds in: Megatron-Core forms its expert
- * groups over dp x cp (cp varying faster), so the routed experts' replicas span dp·cp/ep
- * ranks; DeepSpeed and FSDP form them from data-parallel ranks alone. */
-static int64_t ep_cp(const struct job *j)
-{
-	return j->strat.framework == STRAT_MEGATRON && j->strat.cp > 1 ? j->strat.cp : 1;
-}
-
-/* Set coordinate m to index f of the ranks expert parallelism spans (dp, or dp x cp). */
+/* Set coordinate m to index f of the ranks expert parallelism spans (dp, or dp x cp with cp
+ * varying faster: strat_ep_cp). */
 static void ep_place(const struct job *j, struct job_coord *m, int64_t f)
 {
-	int64_t fold = ep_cp(j);
+	int64_t fold = strat_ep_cp(&j->strat);
 	if (fold > 1)
 		m->cp = f % fold;
 	m->dp = f / fold;
@@ -142,7 +135,7 @@ int64_t job_group_size(const struct job *j, enum job_group g)
 	case JOB_GROUP_EP:
 		return s->ep;
 	case JOB_GROUP_EDP:
-		return s->dp * ep_cp(j) / (s->ep > 0 ? s->ep : 1);
+		return s->dp * strat_ep_cp(s) / (s->ep > 0 ? s->ep : 1);
 	case JOB_GROUP_SHARD:
 	case JOB_GROUP_HPZ:
 	case JOB_GROUP_NODE:
@@ -170,7 +163,7 @@ int64_t job_group_members(const struct job *j, enum job_group g, int64_t rank, i
 	if (g == JOB_GROUP_EMB && c.pp != 0 && c.pp != s->pp - 1)
 		n = 1; /* a middle stage holds no embedding: its own group */
 	int64_t ep = s->ep > 0 ? s->ep : 1, sh = block_of(j, g);
-	int64_t f = ep_cp(j) > 1 ? c.cp + ep_cp(j) * c.dp : c.dp; /* index among the EP-spanned */
+	int64_t f = c.cp % strat_ep_cp(s) + strat_ep_cp(s) * c.dp; /* index among the EP-spanned */
 	for (int64_t i = 0; i < n; i++) {
 		m = c;
 		switch (g) {

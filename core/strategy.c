@@ -904,18 +904,18 @@ static enum tw_result check_framework(struct strat_rd *r, const struct ours *u)
 			     s->vp, sched);
 	if (s->vp > 1 && s->pp < 2)
 		return sfail(r, "vp", "vp=%" PRId64 " needs pp > 1 (pp=%" PRId64 ")", s->vp, s->pp);
-	if (s->ep > 1 && s->framework == STRAT_MEGATRON && (s->dp * s->cp) % s->ep)
+	if (s->ep <= 1 || (s->dp * strat_ep_cp(s)) % s->ep == 0)
+		return TW_OK;
+	if (s->framework == STRAT_MEGATRON)
 		return sfail(r, "ep",
 			     "strategy.ep=%" PRId64 " does not divide dp x cp=%" PRId64
 			     " (Megatron-Core forms expert-parallel groups from data- and "
 			     "context-parallel ranks)",
 			     s->ep, s->dp * s->cp);
-	if (s->ep > 1 && s->framework != STRAT_MEGATRON && s->dp % s->ep)
-		return sfail(r, "ep",
-			     "strategy.ep=%" PRId64 " does not divide dp=%" PRId64
-			     " (expert-parallel groups are formed from data-parallel ranks)",
-			     s->ep, s->dp);
-	return TW_OK;
+	return sfail(r, "ep",
+		     "strategy.ep=%" PRId64 " does not divide dp=%" PRId64
+		     " (expert-parallel groups are formed from data-parallel ranks)",
+		     s->ep, s->dp);
 }
 
 /* Batch for Megatron and FSDP: global = micro x grad_accum x dp (Megatron's wording). */
@@ -1488,6 +1488,11 @@ void strategy_stage_layers(const struct strategy *s, int64_t layers, int64_t sta
 	int64_t per = layers / P, extra = layers % P;
 	*first = stage * per + (stage < extra ? stage : extra);
 	*count = per + (stage < extra ? 1 : 0);
+}
+
+int64_t strat_ep_cp(const struct strategy *s)
+{
+	return s->framework == STRAT_MEGATRON && s->cp > 1 ? s->cp : 1;
 }
 
 struct cJSON *strategy_to_json(const struct strategy *s)

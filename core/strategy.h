@@ -183,5 +183,9 @@ struct cJSON *strategy_to_json(const struct strategy *s);
  * layers % pp stages take one more (its uniform partition). */
 void strategy_stage_layers(const struct strategy *s, int64_t layers, int64_t stage,
 			   int64_t *first, int64_t *count);
+/* The context-parallel ranks expert groups fold in: Megatron-Core forms them over dp x cp (cp
+ * varying faster), so cp; DeepSpeed and FSDP from data-parallel ranks alone, so 1. Expert
+ * groups are carved from dp x strat_ep_cp ranks. */
+int64_t strat_ep_cp(const struct strategy *s);
 
 #endif
