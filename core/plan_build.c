@@ -1452,6 +1452,8 @@ static void col_bwd(struct pb *b, const char *const name[3], int64_t m, int64_t 
 static const char *const fc1_bwd_names[3] = { "fc1_bwd", "fc1_dgrad", "fc1_wgrad" };
 static const char *const qkv_bwd_names[3] = { "qkv_bwd", "qkv_dgrad", "qkv_wgrad" };
 static const char *const logits_bwd_names[3] = { "logits_bwd", "logits_dgrad", "logits_wgrad" };
+static const char *const shared_fc1_bwd_names[3] = { "shared_fc1_bwd", "shared_fc1_dgrad",
+						     "shared_fc1_wgrad" };
 
 /* MLP or MoE block between the second norm and the residual. */
 static void mlp_block(struct pb *b, int64_t l, bool bwd)
@@ -1532,11 +1534,10 @@ static void mlp_block(struct pb *b, int64_t l, bool bwd)
 				tp_enter(b, true); /* the output grad */
 			gemm(b, "shared_fc2_bwd", T, b->h, b->fs / tp, g, 0, false);
 			act_op(b, "shared_act_bwd", (double)T * b->fs / tp, true, 0);
-			if (disp)
-				tp_enter(b, true); /* the saved input again, for the weight grads */
-			gemm(b, "shared_fc1_bwd", T, wide * b->fs / tp, b->h, g, 0, false);
-			if (disp)
-				tp_exit(b, true);
+			if (disp) /* a column-parallel linear of its own, as a dense fc1 */
+				col_bwd(b, shared_fc1_bwd_names, T, wide * b->fs / tp, b->h, g);
+			else
+				gemm(b, "shared_fc1_bwd", T, wide * b->fs / tp, b->h, g, 0, false);
 		}
 		elem(b, PLAN_K_PERMUTE, "unpermute_bwd", rload * b->h * b->ab * 2);
 		coll_tp(b, PLAN_ALL_TO_ALL, JOB_GROUP_EP, "a2a_combine_bwd", a2a);
@@ -1576,8 +1577,9 @@ static void tp_exit(struct pb *b, bool bwd)
 		coll_tp(b, PLAN_ALL_REDUCE, JOB_GROUP_TP, bwd ? "ar_tp_bwd" : "ar_tp", b->T * b->h);
 }
 
-/* The backward of a column-parallel linear (qkv, fc1, the logits) that computes its weight
- * grad: Megatron's LinearWithGradAccumulationAndAsyncCommunication starts the gather of the
+/* The backward of a column-parallel linear (qkv, fc1, the logits, the shared experts' fc1 under
+ * Megatron-Core's dispatcher) that computes its weight grad: Megatron's
+ * LinearWithGradAccumulationAndAsyncCommunication starts the gather of the
  * saved input again (SP) beside the input-grad GEMM, then the reduce-scatter (SP) or the
  * all-reduce (async_tensor_model_parallel_allreduce) of the input grad beside the weight-grad
  * GEMM, and waits for it after. Each GEMM keeps the (m, n, k) of the pair, so only the
@@ -2433,8 +2435,7 @@ static enum tw_result check_job(const struct job *j, struct tw_err *err)
 		return tw_errf(err, TW_ERR_INVALID,
 			       "strategy.ep=%lld does not divide model.experts=%lld", (long long)s->ep,
 			       (long long)m->experts);
-	/* Megatron-Core carves its expert groups out of dp x cp, the others out of dp */
-	int64_t ep_span = s->dp * (s->framework == STRAT_MEGATRON ? s->cp : 1);
+	int64_t ep_span = s->dp * strat_ep_cp(s); /* the ranks expert groups are carved out of */
 	if (s->ep > 1 && ep_span % s->ep)
 		return tw_errf(err, TW_ERR_INVALID,
 			       "strategy.ep=%lld does not divide %s=%lld (expert groups are carved "

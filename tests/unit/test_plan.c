@@ -824,9 +824,11 @@ static void test_moe_megatron_dispatcher(struct test_ctx *t)
 	struct plan p;
 	if (build(j, 0, &p)) {
 		int64_t T = 2 * 1024, tok = T / 2 * 2 * 1024; /* T/tp tokens x top-2 x hidden */
-		int a2a = 0, agd = 0, rsc = 0, agsp = 0;
+		int a2a = 0, agd = 0, rsc = 0, agsp = 0, shared_dgrad = 0, shared_fused = 0;
 		for (size_t i = 0; i < p.nops; i++) {
 			const struct plan_op *o = &p.ops[i];
+			shared_dgrad += o->kind == PLAN_COMPUTE && !strcmp(o->name, "shared_fc1_dgrad");
+			shared_fused += o->kind == PLAN_COMPUTE && !strcmp(o->name, "shared_fc1_bwd");
 			if (o->kind != PLAN_COLL)
 				continue;
 			if (o->u.coll.coll == PLAN_ALL_TO_ALL && o->u.coll.group == JOB_GROUP_EP) {
@@ -849,6 +851,10 @@ static void test_moe_megatron_dispatcher(struct test_ctx *t)
 		CHECK_EQ_INT(t, agd, 4);
 		CHECK_EQ_INT(t, rsc, 4);
 		CHECK_EQ_INT(t, agsp, 4 + 4 + 1);
+		/* the shared experts' fc1 is a column-parallel linear: its backward splits as a
+		 * dense fc1's does (col_bwd) */
+		CHECK_EQ_INT(t, shared_dgrad, 4);
+		CHECK_EQ_INT(t, shared_fused, 0);
 		plan_release(&p);
 	}
 	free(j);
