@@ -2391,7 +2391,9 @@ static enum tw_result check_job(const struct job *j, struct tw_err *err)
 	if (vp > MAX_VP)
 		return tw_errf(err, TW_ERR_LIMIT, "strategy.vp=%lld exceeds the plan's limit of %d",
 			       (long long)vp, MAX_VP);
-	if (vp > 1 && m->layers % (s->pp * vp))
+	bool split_given = s->first_stage_layers > 0 || s->last_stage_layers > 0 ||
+			   s->embed_in_split || s->loss_in_split;
+	if (vp > 1 && !split_given && m->layers % (s->pp * vp))
 		return tw_errf(err, TW_ERR_INVALID,
 			       "strategy.vp=%lld does not divide the layers per pipeline stage "
 			       "(model.layers=%lld / pp=%lld)",
@@ -2525,13 +2527,7 @@ static void setup(struct pb *b)
 	int64_t L = m->layers, P = b->pp, sidx = b->c.pp;
 	b->nlayers = 0;
 	for (int64_t c = 0; c < b->vp; c++) {
-		if (b->vp > 1) {
-			int64_t per = L / (P * b->vp);
-			b->first[c] = (c * P + sidx) * per;
-			b->nl[c] = per;
-		} else { /* DeepSpeed's uniform partition, Megatron's first/last stage layers */
-			strategy_stage_layers(s, L, sidx, &b->first[c], &b->nl[c]);
-		}
+		strategy_chunk_layers(s, L, sidx, c, &b->first[c], &b->nl[c]);
 		b->nlayers += b->nl[c];
 	}
 	for (int64_t i = 0; i < PLAN_NUM_STREAMS; i++)

@@ -1023,13 +1023,23 @@ static enum tw_result check_model(struct strat_rd *r)
 				     "the other %" PRId64 " stages: they must split it equally, a layer "
 				     "or more each", given, uneven2(s) ? "" : "s", rest, m->layers, mn,
 				     mid);
-	} else if (m->layers > 0 && s->framework != STRAT_DEEPSPEED && m->layers % s->pp)
+		/* Megatron-Core: under interleaving every stage's count splits over its vp chunks */
+		int64_t bad = s->first_stage_layers % s->vp ? s->first_stage_layers
+			      : s->last_stage_layers % s->vp ? s->last_stage_layers
+			      : mid > 0 && (rest / mid) % s->vp ? rest / mid : 0;
+		if (s->vp > 1 && bad)
+			return sfail(r, k, "%s: a stage of %" PRId64 " layers does not split over "
+				     "vp=%" PRId64 " model chunks (Megatron: each stage's layers must be "
+				     "divisible by vp)", given, bad, s->vp);
+	} else if (m->layers > 0 && s->framework != STRAT_DEEPSPEED && !s->embed_in_split &&
+		   !s->loss_in_split && m->layers % s->pp)
 		return sfail(r, "pp",
 			     "strategy.pp=%" PRId64 " does not divide model.layers=%" PRId64
 			     " (%s): %s needs equal stages (Megatron: or first_stage_layers / "
 			     "last_stage_layers)",
 			     s->pp, m->layers, mn, fw_name(s->framework));
-	if (s->vp > 1 && m->layers > 0 && (m->layers / s->pp) % s->vp)
+	if (s->vp > 1 && m->layers > 0 && !uneven && !s->embed_in_split && !s->loss_in_split &&
+	    (m->layers / s->pp) % s->vp)
 		return sfail(r, "vp",
 			     "strategy.vp=%" PRId64 " does not divide the %" PRId64
 			     " layers per stage (model.layers=%" PRId64 " / pp=%" PRId64 ")",
@@ -1336,43 +1346,47 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 			     "first_stage_layers / last_stage_layers cannot be given with "
 			     "account_for_embedding_in_pipeline_split or "
 			     "account_for_loss_in_pipeline_split (Megatron refuses both)");
-	if ((afe || afl) && r->m && r->m->layers > 0 && s->pp > 1 && s->vp <= 1 &&
+	const char *afk = afe ? "account_for_embedding_in_pipeline_split"
+			      : "account_for_loss_in_pipeline_split";
+	if ((afe || afl) && r->m && r->m->layers > 0 && s->pp > 1 &&
 	    s->framework == STRAT_MEGATRON) {
-		int64_t n = r->m->layers + afe + afl;
-		if (n % s->pp)
-			return sfail(r, afe ? "account_for_embedding_in_pipeline_split"
-					    : "account_for_loss_in_pipeline_split",
+		/* Megatron-Core: with vp 1 the stages split layers + the counted ones; with vp > 1
+		 * the pp x vp virtual stages do */
+		int64_t n = r->m->layers + afe + afl, parts = s->pp * (s->vp > 1 ? s->vp : 1);
+		if (n % parts)
+			return sfail(r, afk,
 				     "model.layers=%" PRId64 " plus the %s counted as a layer (%" PRId64
-				     ") must be divisible by pp=%" PRId64 " (Megatron)",
+				     ") must be divisible by %s=%" PRId64 " (Megatron)",
 				     r->m->layers, afe && afl ? "embedding and the loss"
 						   : afe ? "embedding" : "loss",
-				     n, s->pp);
+				     n, s->vp > 1 ? "pp x vp" : "pp", parts);
 		oprov(s, "account_for_embedding_in_pipeline_split", &u.afe, "", "%s",
 		      afe ? "true" : "false");
 		oprov(s, "account_for_loss_in_pipeline_split", &u.afl, "", "%s",
 		      afl ? "true" : "false");
-		if (afe)
-			s->first_stage_layers = n / s->pp - 1;
-		if (afl)
-			s->last_stage_layers = n / s->pp - 1;
-		strat_prov(s, "first_stage_layers", STRAT_SRC_DERIVED,
-			   afe ? "the embedding counts as a layer" : "an equal share", "%" PRId64,
-			   s->first_stage_layers);
-		strat_prov(s, "last_stage_layers", STRAT_SRC_DERIVED,
-			   afl ? "the loss counts as a layer" : "an equal share", "%" PRId64,
-			   s->last_stage_layers);
+		s->embed_in_split = afe;
+		s->loss_in_split = afl;
+		if (s->vp <= 1) {
+			if (afe)
+				s->first_stage_layers = n / s->pp - 1;
+			if (afl)
+				s->last_stage_layers = n / s->pp - 1;
+			strat_prov(s, "first_stage_layers", STRAT_SRC_DERIVED,
+				   afe ? "the embedding counts as a layer" : "an equal share",
+				   "%" PRId64, s->first_stage_layers);
+			strat_prov(s, "last_stage_layers", STRAT_SRC_DERIVED,
+				   afl ? "the loss counts as a layer" : "an equal share", "%" PRId64,
+				   s->last_stage_layers);
+		}
 	}
 	if (u.fsl.given || u.lsl.given || afe || afl) {
 		const char *k = u.fsl.given   ? "first_stage_layers"
 				: u.lsl.given ? "last_stage_layers"
-				: afe	      ? "account_for_embedding_in_pipeline_split"
-					      : "account_for_loss_in_pipeline_split";
+					      : afk;
 		if (s->framework != STRAT_MEGATRON)
 			return sfail(r, k, "%s is Megatron's (DeepSpeed partitions its stages itself)", k);
 		if (s->pp < 2)
 			return sfail(r, k, "%s needs pp >= 2 (pp=%" PRId64 ")", k, s->pp);
-		if (s->vp > 1)
-			return sfail(r, k, "%s is modelled with vp 1 (vp=%" PRId64 ")", k, s->vp);
 		if (!afe && !afl) {
 			oprov(s, "first_stage_layers", &u.fsl, "an equal share", "%" PRId64,
 			      s->first_stage_layers);
@@ -1472,17 +1486,37 @@ enum tw_result strategy_resolve(const struct strat_inputs *in, const struct mode
 
 /* ---- output ----------------------------------------------------------------------------------- */
 
-void strategy_stage_layers(const struct strategy *s, int64_t layers, int64_t stage,
-			   int64_t *first, int64_t *count)
+void strategy_chunk_layers(const struct strategy *s, int64_t layers, int64_t stage,
+			   int64_t chunk, int64_t *first, int64_t *count)
 {
 	int64_t P = s->pp > 0 ? s->pp : 1;
+	int64_t V = s->schedule == STRAT_SCHED_INTERLEAVED && s->vp > 1 && P > 1 ? s->vp : 1;
 	int64_t f = s->first_stage_layers, l = s->last_stage_layers;
+	if (V > 1 && (s->embed_in_split || s->loss_in_split)) {
+		/* Megatron-Core: layers + the embedding + the loss split equally over the pp x vp
+		 * virtual stages; the first (last) virtual stage gives its embedding's (loss's)
+		 * share up */
+		int64_t e = s->embed_in_split, vs = chunk * P + stage;
+		int64_t per = (layers + e + s->loss_in_split) / (P * V);
+		*first = vs * per - (vs > 0 ? e : 0);
+		*count = per - (vs == 0 ? e : 0) - (vs == P * V - 1 ? s->loss_in_split : 0);
+		return;
+	}
 	if (P > 1 && (f > 0 || l > 0)) {
+		/* Megatron-Core: the middle stages share what the first and the last leave; under
+		 * interleaving each band of chunks (one chunk of every stage) holds 1/vp of it */
 		int64_t mid = P - (f > 0) - (l > 0);
 		int64_t per = mid > 0 ? (layers - f - l) / mid : 0;
-		int64_t f0 = f > 0 ? f : per, l0 = l > 0 ? l : per;
-		*first = stage == 0 ? 0 : f0 + (stage - 1) * per;
-		*count = stage == 0 ? f0 : stage == P - 1 ? l0 : per;
+		int64_t f0 = (f > 0 ? f : per) / V, l0 = (l > 0 ? l : per) / V, m0 = per / V;
+		int64_t band = f0 + (P - 2) * m0 + l0;
+		*first = chunk * band + (stage == 0 ? 0 : f0 + (stage - 1) * m0);
+		*count = stage == 0 ? f0 : stage == P - 1 ? l0 : m0;
+		return;
+	}
+	if (V > 1) {
+		int64_t per = layers / (P * V);
+		*first = (chunk * P + stage) * per;
+		*count = per;
 		return;
 	}
 	int64_t per = layers / P, extra = layers % P;
@@ -1562,6 +1596,8 @@ struct cJSON *strategy_to_json(const struct strategy *s)
 	cJSON_AddNumberToObject(a, "recompute_num_layers", (double)s->recompute_num_layers);
 	cJSON_AddNumberToObject(o, "first_stage_layers", (double)s->first_stage_layers);
 	cJSON_AddNumberToObject(o, "last_stage_layers", (double)s->last_stage_layers);
+	cJSON_AddBoolToObject(o, "account_for_embedding_in_pipeline_split", s->embed_in_split);
+	cJSON_AddBoolToObject(o, "account_for_loss_in_pipeline_split", s->loss_in_split);
 	cJSON_AddBoolToObject(a, "partition_activations", s->partition_activations);
 	cJSON_AddBoolToObject(a, "cpu_checkpointing", s->cpu_checkpointing);
 	cJSON_AddBoolToObject(a, "flash_attention", s->flash_attention);

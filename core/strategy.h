@@ -65,6 +65,10 @@ struct strategy {
 	/* Megatron-Core --decoder-first/last-pipeline-num-layers: the first and the last stage
 	 * hold this many layers and the middle ones share the rest equally; 0: an equal share */
 	int64_t first_stage_layers, last_stage_layers;
+	/* Megatron-Core's account_for_embedding/loss_in_pipeline_split: the embedding (the loss)
+	 * counts as a layer of the split. With vp 1 they only derive first/last_stage_layers;
+	 * with vp > 1 the first (last) virtual stage holds one layer fewer */
+	bool embed_in_split, loss_in_split;
 
 	/* batch: DeepSpeed's rule train_batch = micro * grad_accum * dp */
 	int64_t micro_batch, grad_accum, global_batch;
@@ -178,11 +182,14 @@ const char *strat_src_name(enum strat_src s);
 const char *strat_kernels_name(enum strat_kernels k); /* "fused", "eager" */
 const char *strat_recompute_name(enum strat_recompute r); /* "none", "selective", "full", "op" */
 struct cJSON *strategy_to_json(const struct strategy *s);
-/* The layers pipeline stage `stage` holds (1F1B, one model chunk): its first global layer and
- * count. Megatron and FSDP: equal shares, or first/last_stage_layers; DeepSpeed: the first
- * layers % pp stages take one more (its uniform partition). */
-void strategy_stage_layers(const struct strategy *s, int64_t layers, int64_t stage,
-			   int64_t *first, int64_t *count);
+/* The layers model chunk `chunk` of pipeline stage `stage` holds: its first global layer and
+ * count (0 for a virtual stage that holds only the embedding or the loss). One chunk a stage
+ * unless the schedule is interleaved (vp chunks; virtual stage chunk x pp + stage, Megatron's
+ * layout). Megatron and FSDP: equal shares, or first/last_stage_layers (with vp, each chunk
+ * holds 1/vp of its stage's count), or the embedding / loss counted in the split; DeepSpeed:
+ * the first layers % pp stages take one more (its uniform partition). */
+void strategy_chunk_layers(const struct strategy *s, int64_t layers, int64_t stage,
+			   int64_t chunk, int64_t *first, int64_t *count);
 /* The context-parallel ranks expert groups fold in: Megatron-Core forms them over dp x cp (cp
  * varying faster), so cp; DeepSpeed and FSDP from data-parallel ranks alone, so 1. Expert
  * groups are carved from dp x strat_ep_cp ranks. */

@@ -174,7 +174,8 @@ for st in '{"framework":"fsdp","tp":2,"pp":1,"micro_batch":2,"global_batch":32,"
 	'{"framework":"deepspeed","micro_batch":1,"recompute":"op","ds_config":{"zero_optimization":{"stage":3},"bf16":{"enabled":true}}}' \
 	'{"framework":"megatron","tp":2,"pp":2,"cp":2,"micro_batch":1,"global_batch":32,"sequence_parallel":true}' \
 	'{"framework":"deepspeed","tp":2,"pp":2,"micro_batch":1,"global_batch":12,"recompute":"full","ds_config":{"zero_optimization":{"stage":1},"bf16":{"enabled":true}}}' \
-	'{"framework":"deepspeed","tp":1,"pp":2,"cp":2,"cp_kind":"ring","micro_batch":1,"global_batch":12,"ds_config":{"zero_optimization":{"stage":1},"bf16":{"enabled":true}}}'; do
+	'{"framework":"deepspeed","tp":1,"pp":2,"cp":2,"cp_kind":"ring","micro_batch":1,"global_batch":12,"ds_config":{"zero_optimization":{"stage":1},"bf16":{"enabled":true}}}' \
+	'{"framework":"megatron","tp":2,"pp":4,"vp":2,"schedule":"interleaved","micro_batch":1,"global_batch":16,"first_stage_layers":6,"last_stage_layers":6}'; do
 	echo "$st" >"$tmp/st.json"
 	"$TWIN" simulate -m llama2-7b -c dgx-a100-80g --gpus 16 -s "$tmp/st.json" --json >"$tmp/a.json" 2>"$err"
 	"$TWIN" simulate -m llama2-7b -c dgx-a100-80g --gpus 16 -s "$tmp/st.json" --full --json >"$tmp/b.json" 2>>"$err"
@@ -182,3 +183,26 @@ for st in '{"framework":"fsdp","tp":2,"pp":1,"micro_batch":2,"global_batch":32,"
 	b=$(jget "$tmp/b.json" 'd["sim"]["step_ns"]')
 	check "simulate: symmetric == full for $st ($a vs $b)" "[ -n '$a' ] && [ '$a' = '$b' ]"
 done
+
+# uneven stages under interleaving: they change the step, and a split Megatron refuses is one
+# line with exit 2
+echo '{"framework":"megatron","tp":2,"pp":4,"vp":2,"schedule":"interleaved","micro_batch":1,"global_batch":16}' >"$tmp/even.json"
+echo '{"framework":"megatron","tp":2,"pp":4,"vp":2,"schedule":"interleaved","micro_batch":1,"global_batch":16,"first_stage_layers":6,"last_stage_layers":6}' >"$tmp/uneven.json"
+"$TWIN" simulate -m llama2-7b -c dgx-a100-80g --gpus 16 -s "$tmp/even.json" --json >"$tmp/e.json" 2>"$err"
+"$TWIN" simulate -m llama2-7b -c dgx-a100-80g --gpus 16 -s "$tmp/uneven.json" --json >"$tmp/u.json" 2>>"$err"
+e=$(jget "$tmp/e.json" 'd["sim"]["step_ns"]')
+u=$(jget "$tmp/u.json" 'd["sim"]["step_ns"]')
+check "simulate: interleaved uneven stages change the step ($e vs $u ns)" "[ -n '$e' ] && [ -n '$u' ] && [ '$e' != '$u' ]"
+"$TWIN" simulate -m llama2-7b -c dgx-a100-80g --gpus 16 -s "$tmp/uneven.json" --set first_stage_layers=7 \
+	--set last_stage_layers=7 >"$tmp/o.txt" 2>"$err"
+st=$?
+check "simulate: uneven stages that do not split over vp: exit 2, one line" \
+	"[ $st -eq 2 ] && [ \$(wc -l <'$err') -eq 1 ] && grep -q 'a stage of 7 layers does not split over vp=2' '$err' && [ ! -s '$tmp/o.txt' ]"
+# the embedding and the loss counted in the split: GPT-2's 12 layers + 2 over pp 2 x vp 7, the
+# first and the last virtual stage hold no layer
+echo '{"framework":"megatron","pp":2,"vp":7,"schedule":"interleaved","micro_batch":1,"global_batch":16,"account_for_embedding_in_pipeline_split":true,"account_for_loss_in_pipeline_split":true}' >"$tmp/afe.json"
+"$TWIN" simulate -m gpt2-124m -c dgx-a100-80g --gpus 16 -s "$tmp/afe.json" --json >"$tmp/a.json" 2>"$err"
+"$TWIN" simulate -m gpt2-124m -c dgx-a100-80g --gpus 16 -s "$tmp/afe.json" --full --json >"$tmp/b.json" 2>>"$err"
+a=$(jget "$tmp/a.json" 'd["sim"]["step_ns"]')
+b=$(jget "$tmp/b.json" 'd["sim"]["step_ns"]')
+check "simulate: embedding and loss in the split under vp 7: symmetric == full ($a vs $b)" "[ -n '$a' ] && [ '$a' = '$b' ]"

@@ -1419,6 +1419,80 @@ static void test_uneven_stages(struct test_ctx *t)
 	free(j);
 }
 
+/* Which virtual stage (chunk x pp + stage) computes each layer, from the compute ops of every
+ * stage's plan; -1 where no plan does, -2 where two do. */
+static bool layer_homes(const struct job *j, int32_t *home, int64_t layers)
+{
+	for (int64_t l = 0; l < layers; l++)
+		home[l] = -1;
+	for (int64_t st = 0; st < j->strat.pp; st++) {
+		struct job_coord c = {0, 0, 0, st};
+		struct plan p;
+		if (!build(j, job_rank_of(j, &c), &p))
+			return false;
+		for (size_t i = 0; i < p.nops; i++) {
+			int32_t l = p.ops[i].layer;
+			if (p.ops[i].kind != PLAN_COMPUTE || l < 0 || l >= layers)
+				continue; /* (a receive carries the layer before it) */
+			if (home[l] == -1)
+				home[l] = p.ops[i].stage;
+			else if (home[l] != p.ops[i].stage)
+				home[l] = -2;
+		}
+		plan_release(&p);
+	}
+	return true;
+}
+
+/* Uneven stages under the interleaved schedule (Megatron-Core's get_transformer_layer_offset):
+ * with first/last_stage_layers each band of chunks (one chunk of every stage) holds 1/vp of
+ * every stage's count; with the embedding and the loss counted in the split, the pp x vp
+ * virtual stages share layers + 2 equally and the first and the last give one up. */
+static void test_uneven_stages_interleaved(struct test_ctx *t)
+{
+	struct job *j = fx_job(4);
+	fx_megatron(j);
+	fx_degrees(j, 1, 4, 1, 1, 4);
+	j->strat.schedule = STRAT_SCHED_INTERLEAVED;
+	j->strat.vp = 2;
+	int32_t home[36];
+	bool ok;
+
+	/* 36 = 6 + 2 x 12 + 6: chunks of 3, 6, 6, 3 layers; virtual stage v = chunk x 4 + stage */
+	j->model.layers = 36;
+	j->strat.first_stage_layers = 6, j->strat.last_stage_layers = 6;
+	const int32_t want_fl[36] = {0, 0, 0, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 3, 3, 3,
+				     4, 4, 4, 5, 5, 5, 5, 5, 5, 6, 6, 6, 6, 6, 6, 7, 7, 7};
+	double want = formula_flops_per_token(&j->model, j->seq) * (double)j->tokens_per_step;
+	CHECK_NEAR(t, sum_model_flops(j), want, 1e-9);
+	ok = layer_homes(j, home, 36);
+	CHECK(t, ok);
+	for (int l = 0; ok && l < 36; l++)
+		CHECK_EQ_INT(t, home[l], want_fl[l]);
+
+	/* 30 + embedding + loss = 32 over 8 virtual stages: 4 each, the first and last hold 3 */
+	j->model.layers = 30;
+	j->strat.first_stage_layers = 0, j->strat.last_stage_layers = 0;
+	j->strat.embed_in_split = true, j->strat.loss_in_split = true;
+	const int32_t want_el[30] = {0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3,
+				     4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7};
+	want = formula_flops_per_token(&j->model, j->seq) * (double)j->tokens_per_step;
+	CHECK_NEAR(t, sum_model_flops(j), want, 1e-9);
+	ok = layer_homes(j, home, 30);
+	CHECK(t, ok);
+	for (int l = 0; ok && l < 30; l++)
+		CHECK_EQ_INT(t, home[l], want_el[l]);
+
+	/* 6 + embedding + loss = 8: the first and the last virtual stage hold no layer at all */
+	j->model.layers = 6;
+	const int32_t want_e0[6] = {1, 2, 3, 4, 5, 6};
+	ok = layer_homes(j, home, 6);
+	CHECK(t, ok);
+	for (int l = 0; ok && l < 6; l++)
+		CHECK_EQ_INT(t, home[l], want_e0[l]);
+	free(j);
+}
+
 /* Today's DeepSpeed gathers several parameters in one call when it prefetches (or a module has
  * more than one): AllGatherCoalescedHandle.wait slices every parameter out of each rank's chunk
  * (a view per rank and tensor) and torch.cat's it into the parameter, a copy beside the gathered
@@ -2112,6 +2186,7 @@ int main(void)
 	TEST_RUN(&t, test_zero3_coalesced);
 	TEST_RUN(&t, test_zero3_frozen_int8);
 	TEST_RUN(&t, test_uneven_stages);
+	TEST_RUN(&t, test_uneven_stages_interleaved);
 	TEST_RUN(&t, test_tp_comm_overlap_userbuffers);
 	TEST_RUN(&t, test_async_tp_backward);
 	TEST_RUN(&t, test_expert_groups_cp);

@@ -804,6 +804,31 @@ static void test_ours(struct test_ctx *T)
 	CHECK_FAILS(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"pp\":2,\"first_stage_layers\":"
 					 "40,\"account_for_loss_in_pipeline_split\":true}", 16, NULL, 0),
 		    "Megatron refuses both");
+	/* under interleaving (Megatron-Core): every stage's count splits over the vp chunks, and
+	 * the counted embedding / loss split over the pp x vp virtual stages */
+	CHECK_OK(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"pp\":4,\"vp\":2,\"schedule\":"
+				      "\"interleaved\",\"global_batch\":32,\"first_stage_layers\":18,"
+				      "\"last_stage_layers\":18}", 32, NULL, 0)); /* 18, 22, 22, 18 */
+	CHECK_EQ_INT(T, f.s.first_stage_layers, 18);
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"pp\":4,\"vp\":2,\"schedule\":"
+					 "\"interleaved\",\"global_batch\":32,\"first_stage_layers\":20,"
+					 "\"last_stage_layers\":18}", 32, NULL, 0),
+		    "a stage of 21 layers does not split over vp=2 model chunks");
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"pp\":4,\"vp\":2,\"schedule\":"
+					 "\"interleaved\",\"global_batch\":32,\"first_stage_layers\":19,"
+					 "\"last_stage_layers\":19}", 32, NULL, 0),
+		    "a stage of 19 layers does not split");
+	CHECK_OK(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"pp\":3,\"vp\":3,\"schedule\":"
+				      "\"interleaved\",\"global_batch\":24,"
+				      "\"account_for_embedding_in_pipeline_split\":true}", 24, NULL, 0));
+	CHECK(T, f.s.embed_in_split && !f.s.loss_in_split);
+	CHECK_EQ_INT(T, f.s.first_stage_layers, 0); /* 81 / 9 = 9 a virtual stage, the first 8 */
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"pp\":2,\"vp\":2,\"schedule\":"
+					 "\"interleaved\",\"global_batch\":16,"
+					 "\"account_for_embedding_in_pipeline_split\":true,"
+					 "\"account_for_loss_in_pipeline_split\":true}", 16, NULL, 0),
+		    "plus the embedding and the loss counted as a layer (82) must be divisible by "
+		    "pp x vp=4");
 	/* LoRA */
 	CHECK_OK(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1}",
 			    "{\"lora\":{\"rank\":16,\"targets\":[\"q_proj\",\"v\",\"down_proj\"]}}", 8,
