@@ -18,7 +18,8 @@ static void usage(FILE *f)
 		"                 [--emit-ds-config F] [--threads N] [--set PATH=VALUE]... [--json]\n"
 		"\n"
 		"Search the strategies of a job: tp (divides heads and kv_heads, within a node), pp\n"
-		"(divides layers), dp = N / (tp x pp x cp), micro-batches with B divisible by\n"
+		"(divides layers; megatron: or layers + 2 with the embedding and the loss\n"
+		"counted, shown pp*), dp = N / (tp x pp x cp), micro-batches with B divisible by\n"
 		"micro x dp,\n"
 		"ZeRO stage 0-3 (megatron: distributed optimizer; fsdp: sharding; deepspeed on\n"
 		"more than one node with tp 1 also ZeRO-3 with ZeRO++, shown zero 3++, and MiCS\n"
@@ -77,8 +78,9 @@ static double gib(int64_t b)
 static void cand_desc(enum strat_framework f, const struct search_cand *c, char *buf, size_t len)
 {
 	char rl[32];
-	snprintf(buf, len, "tp %lld pp %lld vp %lld cp %lld dp %lld ep %lld micro %lld %s recompute %s%s",
-		 (long long)c->tp, (long long)c->pp, (long long)c->vp, (long long)c->cp, (long long)c->dp,
+	snprintf(buf, len, "tp %lld pp %lld%s vp %lld cp %lld dp %lld ep %lld micro %lld %s recompute %s%s",
+		 (long long)c->tp, (long long)c->pp, c->split_el ? " (embedding and loss counted)" : "",
+		 (long long)c->vp, (long long)c->cp, (long long)c->dp,
 		 (long long)c->ep,
 		 (long long)c->micro,
 		 search_cand_shard(f, c), recompute_label(c, rl, sizeof(rl)),
@@ -94,17 +96,23 @@ static void print_text(const struct job *base, const struct search_space *sp,
 	printf("%-4s %3s %3s %2s %2s %4s %3s %5s %4s  %-13s %-9s %-7s %10s %12s %6s  %s\n", "#",
 	       "tp", "pp", "vp", "cp", "dp", "ep", "micro", "gas", "zero/shard", "recompute", "offload", "step (s)", "tok/s/GPU",
 	       "MFU", "peak/capacity GiB");
+	bool any_el = false;
 	for (int i = 0; i < r->ntop; i++) {
 		const struct search_cand *c = &r->top[i];
-		char rl[32];
-		printf("%-4d %3lld %3lld %2lld %2lld %4lld %3lld %5lld %4lld  %-13s %-9s %-7s %10.4f %12.1f %5.1f%%  %.1f/%.1f\n",
-		       i + 1, (long long)c->tp, (long long)c->pp, (long long)c->vp, (long long)c->cp,
+		char rl[32], pp[24];
+		snprintf(pp, sizeof(pp), "%lld%s", (long long)c->pp, c->split_el ? "*" : "");
+		any_el |= c->split_el;
+		printf("%-4d %3lld %3s %2lld %2lld %4lld %3lld %5lld %4lld  %-13s %-9s %-7s %10.4f %12.1f %5.1f%%  %.1f/%.1f\n",
+		       i + 1, (long long)c->tp, pp, (long long)c->vp, (long long)c->cp,
 		       (long long)c->dp, (long long)c->ep,
 		       (long long)c->micro, (long long)c->grad_accum,
 		       search_cand_shard(sp->framework, c), recompute_label(c, rl, sizeof(rl)),
 		       c->offload == STRAT_OFFLOAD_CPU ? "cpu" : "-", (double)c->step_ns * 1e-9,
 		       c->tokens_s_gpu, 100 * c->mfu, gib(c->peak_bytes), gib(c->capacity_bytes));
 	}
+	if (any_el)
+		printf("* pp splits the layers with the embedding and the loss counted as a layer each "
+		       "(account_for_embedding/loss_in_pipeline_split)\n");
 	printf("\ncandidates %lld (rejected by the resolver %lld, skipped %lld, duplicates %lld), fit %lld, "
 	       "simulated %lld (pruned by bound %lld)%s\n",
 	       (long long)r->candidates, (long long)r->rejected, (long long)r->skipped,
@@ -120,6 +128,7 @@ static cJSON *cand_json(enum strat_framework f, const struct search_cand *c)
 	cJSON_AddNumberToObject(o, "tp", (double)c->tp);
 	cJSON_AddNumberToObject(o, "pp", (double)c->pp);
 	cJSON_AddNumberToObject(o, "vp", (double)c->vp);
+	cJSON_AddBoolToObject(o, "embedding_loss_in_split", c->split_el);
 	cJSON_AddNumberToObject(o, "cp", (double)c->cp);
 	cJSON_AddNumberToObject(o, "dp", (double)c->dp);
 	cJSON_AddNumberToObject(o, "ep", (double)c->ep);

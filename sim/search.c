@@ -106,6 +106,10 @@ static void cand_sets(const struct job *base, const struct search_space *sp, str
 			add_set(c, "vp=%lld", (long long)c->vp);
 			add_set(c, "schedule=interleaved");
 		}
+		if (c->split_el) {
+			add_set(c, "account_for_embedding_in_pipeline_split=true");
+			add_set(c, "account_for_loss_in_pipeline_split=true");
+		}
 		if (!bf16)
 			add_set(c, "precision=fp16");
 		break;
@@ -311,6 +315,7 @@ static void keep_top(struct search_result *res, int top, const struct search_can
  * offload). Tasks run on worker threads; their results are merged in task order. */
 struct task {
 	int64_t tp, pp, dp, ep, cp;
+	bool split_el; /* pp splits layers + the embedding and the loss (Megatron) */
 	int zero;
 	bool zeropp, use_mics;
 	enum strat_offload offload;
@@ -372,15 +377,36 @@ static int ep_choices(const struct search_space *sp, const struct model *m, int6
 
 /* Interleaving degrees worth a candidate (Megatron, pp > 1): 1, and every v <= SEARCH_MAX_VP
  * that splits a stage's layers into whole model chunks; a pinned vp keeps only itself. */
+/* Whether the user's --set gives the pipeline split itself (Megatron's uneven stages). */
+static bool user_sets_split(const struct search_space *sp)
+{
+	static const char *const keys[] = { "first_stage_layers", "last_stage_layers",
+					    "account_for_embedding_in_pipeline_split",
+					    "account_for_loss_in_pipeline_split" };
+	for (int i = 0; i < sp->nsets; i++)
+		for (size_t k = 0; k < sizeof(keys) / sizeof(*keys); k++) {
+			size_t n = strlen(keys[k]);
+			if (!strncmp(sp->sets[i], keys[k], n) && sp->sets[i][n] == '=')
+				return true;
+		}
+	return false;
+}
+
+/* The layers (counted ones included) a pipeline stage splits over its model chunks. */
+static int64_t stage_layers(const struct job *base, int64_t pp, bool split_el)
+{
+	return (base->model.layers + (split_el ? 2 : 0)) / pp;
+}
+
 static int vp_choices(const struct search_space *sp, const struct job *base, int64_t pp,
-		      int64_t *out)
+		      bool split_el, int64_t *out)
 {
 	int n = 0;
 	if (sp->pin_vp <= 1)
 		out[n++] = 1;
 	if (sp->framework != STRAT_MEGATRON || pp <= 1 || sp->pin_vp == 1)
 		return n;
-	int64_t per = base->model.layers / pp;
+	int64_t per = stage_layers(base, pp, split_el);
 	for (int64_t v = 2; v <= per && v <= SEARCH_MAX_VP; v++)
 		if (per % v == 0 && (sp->pin_vp < 0 || sp->pin_vp == v))
 			out[n++] = v;
@@ -397,7 +423,7 @@ static void run_task(struct shared *sh, struct task *t)
 	memset(&plan, 0, sizeof(plan));
 	t->closest_short = INT64_MAX;
 	int64_t vps[SEARCH_MAX_VP];
-	int nv = vp_choices(sp, base, t->pp, vps);
+	int nv = vp_choices(sp, base, t->pp, t->split_el, vps);
 	/* recompute none's peak and bound per micro-batch size and vp: a selective candidate
 	 * with the same figures recomputes nothing (flash attention saves no scores), a
 	 * duplicate */
@@ -427,6 +453,7 @@ static void run_task(struct shared *sh, struct task *t)
 				memset(&c, 0, sizeof(c));
 				c.tp = t->tp;
 				c.pp = t->pp;
+				c.split_el = t->split_el;
 				c.dp = t->dp;
 				c.ep = t->ep;
 				c.cp = t->cp;
@@ -442,7 +469,7 @@ static void run_task(struct shared *sh, struct task *t)
 				c.recompute = (enum strat_recompute)r;
 				if (block) {
 					/* half of a model chunk's layers, or the pinned N */
-					int64_t lpc = base->model.layers / t->pp / c.vp;
+					int64_t lpc = stage_layers(base, t->pp, t->split_el) / c.vp;
 					c.recompute_layers = sp->pin_recompute_layers > 0 ? sp->pin_recompute_layers
 											    : lpc / 2;
 					if (c.recompute_layers < 1 ||
@@ -629,6 +656,7 @@ enum tw_result search_run(const struct job *base, const struct search_space *spa
 	const int64_t gpus = base->gpus;
 
 	int64_t tps[MAX_DIVS], pps[MAX_DIVS];
+	bool pp_el[MAX_DIVS]; /* that pp splits layers + the embedding and the loss */
 	int ntp = 0, npp = 0;
 	{
 		int64_t d[MAX_DIVS];
@@ -637,11 +665,24 @@ enum tw_result search_run(const struct job *base, const struct search_space *spa
 			if (gpus % d[i] == 0 && m->heads % d[i] == 0 && m->kv_heads % d[i] == 0 &&
 			    (sp.pin_tp < 0 || sp.pin_tp == d[i]))
 				tps[ntp++] = d[i];
-		nd = divisors(m->layers, d, MAX_DIVS);
-		for (int i = 0; i < nd; i++)
-			if (gpus % d[i] == 0 && (sp.pin_pp < 0 || sp.pin_pp == d[i]) &&
-			    (sp.framework != STRAT_FSDP || d[i] == 1))
-				pps[npp++] = d[i];
+		/* pp divides the layers; for Megatron also a pp that divides them only with the
+		 * embedding and the loss counted as a layer each (Megatron-Core's
+		 * account_for_embedding/loss_in_pipeline_split) */
+		bool user_split = user_sets_split(&sp);
+		for (int64_t p = 1; p <= m->layers && npp < MAX_DIVS; p++) {
+			bool el = m->layers % p != 0;
+			/* the user's own split (first/last_stage_layers, ...) holds for a pinned pp */
+			if (el && user_split && sp.pin_pp == p)
+				el = false;
+			else if (el && (user_split || sp.framework != STRAT_MEGATRON ||
+					(m->layers + 2) % p))
+				continue;
+			if (gpus % p || (sp.pin_pp >= 0 && sp.pin_pp != p) ||
+			    (sp.framework == STRAT_FSDP && p != 1))
+				continue;
+			pp_el[npp] = el;
+			pps[npp++] = p;
+		}
 	}
 	if (ntp == 0)
 		return tw_errf(err, TW_ERR_INVALID,
@@ -656,7 +697,7 @@ enum tw_result search_run(const struct job *base, const struct search_space *spa
 	if (sp.pin_vp > 1) {
 		bool any = false;
 		for (int b = 0; b < npp; b++)
-			any |= pps[b] > 1 && (m->layers / pps[b]) % sp.pin_vp == 0;
+			any |= pps[b] > 1 && stage_layers(base, pps[b], pp_el[b]) % sp.pin_vp == 0;
 		if (!any)
 			return tw_errf(err, TW_ERR_INVALID,
 				       "--set vp=%lld: no pipeline degree pp > 1 leaves model.layers=%lld / pp "
@@ -669,8 +710,12 @@ enum tw_result search_run(const struct job *base, const struct search_space *spa
 			       (long long)sp.pin_ep, (long long)m->experts);
 	if (npp == 0)
 		return tw_errf(err, TW_ERR_INVALID,
-			       "no pipeline degree fits: pp must divide model.layers=%lld and --gpus %lld%s",
-			       (long long)m->layers, (long long)gpus,
+			       "no pipeline degree fits: pp must divide model.layers=%lld%s and --gpus "
+			       "%lld%s",
+			       (long long)m->layers,
+			       sp.framework == STRAT_MEGATRON ? " (or it + 2: the embedding and the "
+								"loss counted)" : "",
+			       (long long)gpus,
 			       sp.pin_pp >= 0 ? " (and the pinned --set pp)" : "");
 
 	/* context-parallel degrees (Megatron's ring attention): 1, and from SEARCH_CP_MIN_SEQ
@@ -792,6 +837,7 @@ enum tw_result search_run(const struct job *base, const struct search_space *spa
 						memset(t, 0, sizeof(*t));
 						t->tp = tp;
 						t->pp = pp;
+						t->split_el = pp_el[b];
 						t->dp = dp;
 						t->ep = eps[e];
 						t->cp = cp;

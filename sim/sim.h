@@ -81,7 +81,7 @@ struct search_space {
 #define SEARCH_MAX_THREADS 64
 void search_space_init(struct search_space *s);
 
-#define SEARCH_MAX_SETS 16
+#define SEARCH_MAX_SETS 20
 #define SEARCH_MAX_VP 8        /* model chunks per stage tried by the interleaved schedule */
 #define SEARCH_CP_MIN_SEQ 8192 /* tokens per sample from which context parallelism is tried */
 #define SEARCH_MAX_CP 8        /* largest context-parallel degree tried (unless pinned) */
@@ -95,6 +95,9 @@ struct search_cand {
 	bool zeropp;                 /* deepspeed ZeRO-3 with ZeRO++: hpZ over a node's ranks,
 					int8 weight gathers, int4 gradient all-to-alls */
 	bool mics;                   /* deepspeed ZeRO-3 as MiCS, sharded within a node */
+	bool split_el;               /* megatron: the embedding and the loss count as a layer
+					each of the pipeline split (pp divides layers + 2, not
+					layers: Llama 3.1 405B's 126 on pp 16) */
 	enum strat_recompute recompute;
 	int64_t recompute_layers;    /* full recompute of the first N layers of each model chunk
 					(Megatron's block method); 0: every layer */

@@ -128,3 +128,17 @@ check "plan (fsdp) --set recompute=op: pinned, tp 1" \
 st=$?
 check "plan (megatron) --set recompute=op: exit 2, one line" \
 	"[ $st -eq 2 ] && [ \$(wc -l <'$err') -eq 1 ] && grep -q 'fsdp only' '$err'"
+
+# Megatron's pipeline split with the embedding and the loss counted: Llama-2 13B's 40 layers
+# (+ 2) on pp 3, marked in the table; the candidate's --set list runs that split
+"$TWIN" plan -m llama2-13b -c dgx-h100 --gpus 24 --global-batch 24 --framework megatron \
+	--set tp=8 --set pp=3 --set recompute=full >"$tmp/el.txt" 2>"$err"
+check "plan: a pp that splits layers + 2 is searched and marked (3*)" \
+	"grep -q '^1  *8  *3\\* ' '$tmp/el.txt' && grep -q 'embedding and the loss counted' '$tmp/el.txt'"
+"$TWIN" plan -m llama2-13b -c dgx-h100 --gpus 24 --global-batch 24 --framework megatron \
+	--set tp=8 --set pp=3 --set recompute=full --top 1 --json >"$tmp/el.json" 2>"$err"
+sets=$(py "$tmp/el.json" '" ".join("--set " + s for s in d["top"][0]["sets"])')
+# shellcheck disable=SC2086
+"$TWIN" config show -m llama2-13b -c dgx-h100 --gpus 24 $sets --json >"$tmp/el.c.json" 2>"$err"
+check "plan --json: the candidate's sets give the split (pp 3, embedding and loss counted)" \
+	"[ \"\$(py '$tmp/el.json' 'd[\"top\"][0][\"embedding_loss_in_split\"]')\" = True ] && [ \"\$(py '$tmp/el.c.json' 'd[\"strategy\"][\"degrees\"][\"pp\"] == 3 and d[\"strategy\"][\"account_for_embedding_in_pipeline_split\"] and d[\"strategy\"][\"account_for_loss_in_pipeline_split\"]')\" = True ]"

@@ -251,6 +251,57 @@ static void test_interleaved(struct test_ctx *T)
 	free(base);
 }
 
+/* Megatron also tries the pipeline degrees that split the layers only with the embedding and
+ * the loss counted as a layer each (Llama-2 13B: 40 layers, 42 counted: pp 3 on 24 GPUs at tp
+ * 8); the candidates resolve to that split; a split the user gives is kept as given. */
+static void test_embedding_loss_split(struct test_ctx *T)
+{
+	struct job *base = load_base("llama2-13b", "dgx-h100", 24);
+	if (!base)
+		return;
+	struct search_space sp;
+	space(&sp, 24, 50, true);
+	sp.framework = STRAT_MEGATRON;
+	const char *sets[] = { "tp=8", "micro_batch=1", "recompute=full", "distributed_optimizer=true" };
+	sp.sets = sets;
+	sp.nsets = 4;
+	struct search_result r;
+	struct tw_err err = { 0 };
+	CHECK_EQ_INT(T, search_run(base, &sp, &r, &err), TW_OK);
+	int el = 0, plain = 0;
+	for (int i = 0; i < r.ntop; i++) {
+		const struct search_cand *c = &r.top[i];
+		CHECK_EQ_INT(T, c->split_el, 40 % c->pp != 0);
+		struct job *j = TW_NEW(struct job);
+		bool ok = search_job(base, &sp, c, j, &err) == TW_OK;
+		CHECK(T, ok);
+		if (ok) {
+			CHECK_EQ_INT(T, j->strat.pp, c->pp);
+			CHECK_EQ_INT(T, j->strat.embed_in_split, c->split_el);
+			CHECK_EQ_INT(T, j->strat.loss_in_split, c->split_el);
+		}
+		free(j);
+		el += c->split_el;
+		plain += !c->split_el;
+	}
+	CHECK(T, el > 0 && plain > 0);
+	search_result_release(&r);
+	/* the user's own split with a pinned pp: kept, not added again */
+	const char *user[] = { "tp=8", "pp=3", "micro_batch=1", "recompute=full",
+			       "account_for_embedding_in_pipeline_split=true",
+			       "account_for_loss_in_pipeline_split=true" };
+	sp.sets = user;
+	sp.nsets = 6;
+	CHECK_EQ_INT(T, search_run(base, &sp, &r, &err), TW_OK);
+	CHECK(T, r.ntop > 0);
+	for (int i = 0; i < r.ntop; i++) {
+		CHECK_EQ_INT(T, r.top[i].pp, 3);
+		CHECK(T, !r.top[i].split_el);
+	}
+	search_result_release(&r);
+	free(base);
+}
+
 /* Expert parallelism for MoE models: ep divides dp (Megatron: dp x cp) and the expert count,
  * candidates resolve to it, ep= pins; dense models keep ep 1. */
 static void test_expert_parallel(struct test_ctx *T)
@@ -477,6 +528,7 @@ int main(void)
 	TEST_RUN(&T, test_exhaustive_7b);
 	TEST_RUN(&T, test_pins_and_frameworks);
 	TEST_RUN(&T, test_interleaved);
+	TEST_RUN(&T, test_embedding_loss_split);
 	TEST_RUN(&T, test_expert_parallel);
 	TEST_RUN(&T, test_context_parallel);
 	TEST_RUN(&T, test_zeropp);
