@@ -1419,29 +1419,33 @@ static void test_uneven_stages(struct test_ctx *t)
 	free(j);
 }
 
-/* Which virtual stage (chunk x pp + stage) computes each layer, from the compute ops of every
- * stage's plan; -1 where no plan does, -2 where two do. */
-static bool layer_homes(const struct job *j, int32_t *home, int64_t layers)
+/* Every layer is computed by exactly the virtual stage (chunk x pp + stage) want[] names, from
+ * the compute ops of every stage's plan, and the step's FLOPs are the formula's. */
+static void check_layer_homes(struct test_ctx *t, const struct job *j, const int32_t *want)
 {
+	int64_t layers = j->model.layers;
+	int32_t home[64];
+	CHECK_NEAR(t, sum_model_flops(j),
+		   formula_flops_per_token(&j->model, j->seq) * (double)j->tokens_per_step, 1e-9);
 	for (int64_t l = 0; l < layers; l++)
-		home[l] = -1;
+		home[l] = -1; /* no plan computes it; -2: two do */
 	for (int64_t st = 0; st < j->strat.pp; st++) {
 		struct job_coord c = {0, 0, 0, st};
 		struct plan p;
-		if (!build(j, job_rank_of(j, &c), &p))
-			return false;
+		if (!build(j, job_rank_of(j, &c), &p)) {
+			CHECK(t, false);
+			return;
+		}
 		for (size_t i = 0; i < p.nops; i++) {
 			int32_t l = p.ops[i].layer;
 			if (p.ops[i].kind != PLAN_COMPUTE || l < 0 || l >= layers)
 				continue; /* (a receive carries the layer before it) */
-			if (home[l] == -1)
-				home[l] = p.ops[i].stage;
-			else if (home[l] != p.ops[i].stage)
-				home[l] = -2;
+			home[l] = home[l] == -1 || home[l] == p.ops[i].stage ? p.ops[i].stage : -2;
 		}
 		plan_release(&p);
 	}
-	return true;
+	for (int64_t l = 0; l < layers; l++)
+		CHECK_EQ_INT(t, home[l], want[l]);
 }
 
 /* Uneven stages under the interleaved schedule (Megatron-Core's get_transformer_layer_offset):
@@ -1455,20 +1459,13 @@ static void test_uneven_stages_interleaved(struct test_ctx *t)
 	fx_degrees(j, 1, 4, 1, 1, 4);
 	j->strat.schedule = STRAT_SCHED_INTERLEAVED;
 	j->strat.vp = 2;
-	int32_t home[36];
-	bool ok;
 
 	/* 36 = 6 + 2 x 12 + 6: chunks of 3, 6, 6, 3 layers; virtual stage v = chunk x 4 + stage */
 	j->model.layers = 36;
 	j->strat.first_stage_layers = 6, j->strat.last_stage_layers = 6;
 	const int32_t want_fl[36] = {0, 0, 0, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 3, 3, 3,
 				     4, 4, 4, 5, 5, 5, 5, 5, 5, 6, 6, 6, 6, 6, 6, 7, 7, 7};
-	double want = formula_flops_per_token(&j->model, j->seq) * (double)j->tokens_per_step;
-	CHECK_NEAR(t, sum_model_flops(j), want, 1e-9);
-	ok = layer_homes(j, home, 36);
-	CHECK(t, ok);
-	for (int l = 0; ok && l < 36; l++)
-		CHECK_EQ_INT(t, home[l], want_fl[l]);
+	check_layer_homes(t, j, want_fl);
 
 	/* 30 + embedding + loss = 32 over 8 virtual stages: 4 each, the first and last hold 3 */
 	j->model.layers = 30;
@@ -1476,20 +1473,12 @@ static void test_uneven_stages_interleaved(struct test_ctx *t)
 	j->strat.embed_in_split = true, j->strat.loss_in_split = true;
 	const int32_t want_el[30] = {0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3,
 				     4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7};
-	want = formula_flops_per_token(&j->model, j->seq) * (double)j->tokens_per_step;
-	CHECK_NEAR(t, sum_model_flops(j), want, 1e-9);
-	ok = layer_homes(j, home, 30);
-	CHECK(t, ok);
-	for (int l = 0; ok && l < 30; l++)
-		CHECK_EQ_INT(t, home[l], want_el[l]);
+	check_layer_homes(t, j, want_el);
 
 	/* 6 + embedding + loss = 8: the first and the last virtual stage hold no layer at all */
 	j->model.layers = 6;
 	const int32_t want_e0[6] = {1, 2, 3, 4, 5, 6};
-	ok = layer_homes(j, home, 6);
-	CHECK(t, ok);
-	for (int l = 0; ok && l < 6; l++)
-		CHECK_EQ_INT(t, home[l], want_e0[l]);
+	check_layer_homes(t, j, want_e0);
 	free(j);
 }
 
