@@ -1366,6 +1366,12 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 		      afl ? "true" : "false");
 		s->embed_in_split = afe;
 		s->loss_in_split = afl;
+		if (s->vp > 1)
+			strat_prov(s, "layers_per_virtual_stage", STRAT_SRC_DERIVED,
+				   afe && afl ? "the first and the last virtual stage hold one fewer"
+				   : afe      ? "the first virtual stage holds one fewer"
+					      : "the last virtual stage holds one fewer",
+				   "%" PRId64, n / parts);
 		if (s->vp <= 1) {
 			if (afe)
 				s->first_stage_layers = n / s->pp - 1;

@@ -823,6 +823,7 @@ static void test_ours(struct test_ctx *T)
 				      "\"account_for_embedding_in_pipeline_split\":true}", 24, NULL, 0));
 	CHECK(T, f.s.embed_in_split && !f.s.loss_in_split);
 	CHECK_EQ_INT(T, f.s.first_stage_layers, 0); /* 81 / 9 = 9 a virtual stage, the first 8 */
+	CHECK_SRC(T, &f.s, "layers_per_virtual_stage", "derived");
 	CHECK_FAILS(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"pp\":2,\"vp\":2,\"schedule\":"
 					 "\"interleaved\",\"global_batch\":16,"
 					 "\"account_for_embedding_in_pipeline_split\":true,"
