@@ -735,6 +735,71 @@ static void test_kernels_tf32(struct test_ctx *T)
 	fx_done(&f);
 }
 
+/* Whatever pipeline split the resolver accepts (equal stages, Megatron-Core's uneven first and
+ * last stages, the embedding and the loss counted; with and without interleaving), the model
+ * chunks in virtual-stage order (chunk x pp + stage) hold every layer exactly once and in
+ * order, the first and the last stage hold what was given, and only a virtual stage beside the
+ * embedding or the loss may hold none. Every combination over small ranges. */
+static void test_pipeline_split_layouts(struct test_ctx *T)
+{
+	struct fx f;
+	fx_init(&f);
+	static const int64_t given[] = {0, 1, 2, 3, 4, 6};
+	const int ng = (int)(sizeof(given) / sizeof(*given));
+	int accepted = 0, refused = 0, bad = 0;
+	for (int64_t L = 4; L <= 14; L++)
+	for (int64_t P = 2; P <= 4; P++)
+	for (int64_t V = 1; V <= 3; V++)
+	for (int k = 0; k < ng * ng + 3; k++) {
+		int64_t fl = k < ng * ng ? given[k / ng] : 0, ll = k < ng * ng ? given[k % ng] : 0;
+		int el = k < ng * ng ? 0 : k - ng * ng + 1; /* 1 embedding, 2 loss, 3 both */
+		char js[512];
+		int n = snprintf(js, sizeof(js), "{\"framework\":\"megatron\",\"pp\":%lld,\"vp\":%lld,"
+				 "\"schedule\":\"%s\",\"global_batch\":%lld", (long long)P,
+				 (long long)V, V > 1 ? "interleaved" : "1f1b", (long long)(2 * P));
+		if (fl)
+			n += snprintf(js + n, sizeof(js) - (size_t)n, ",\"first_stage_layers\":%lld",
+				      (long long)fl);
+		if (ll)
+			n += snprintf(js + n, sizeof(js) - (size_t)n, ",\"last_stage_layers\":%lld",
+				      (long long)ll);
+		if (el & 1)
+			n += snprintf(js + n, sizeof(js) - (size_t)n,
+				      ",\"account_for_embedding_in_pipeline_split\":true");
+		if (el & 2)
+			n += snprintf(js + n, sizeof(js) - (size_t)n,
+				      ",\"account_for_loss_in_pipeline_split\":true");
+		snprintf(js + n, sizeof(js) - (size_t)n, "}");
+		f.m.layers = L;
+		if (run(&f, NULL, js, P, NULL, 0) != TW_OK) {
+			refused++;
+			bad += f.err.msg[0] == '\0'; /* a refusal says why */
+			continue;
+		}
+		accepted++;
+		int64_t next = 0, stage_sum[4] = {0};
+		for (int64_t vs = 0; vs < P * V; vs++) {
+			int64_t first = -1, count = -1, c = vs / P, st = vs % P;
+			strategy_chunk_layers(&f.s, L, st, c, &first, &count);
+			bool end = (vs == 0 && (el & 1)) || (vs == P * V - 1 && (el & 2));
+			if (first != next || count < (end && V > 1 ? 0 : 1)) {
+				printf("#   L %lld pp %lld vp %lld %s: virtual stage %lld holds %lld from %lld, "
+				       "expected from %lld\n", (long long)L, (long long)P, (long long)V, js,
+				       (long long)vs, (long long)count, (long long)first, (long long)next);
+				bad++;
+				break;
+			}
+			next += count;
+			stage_sum[st] += count;
+		}
+		bad += next != L || (fl && stage_sum[0] != fl) || (ll && stage_sum[P - 1] != ll);
+	}
+	printf("#   pipeline splits: %d accepted, %d refused\n", accepted, refused);
+	CHECK(T, accepted > 100 && refused > 100);
+	CHECK_EQ_INT(T, bad, 0);
+	fx_done(&f);
+}
+
 static void test_ours(struct test_ctx *T)
 {
 	struct fx f;
@@ -946,6 +1011,7 @@ int main(void)
 	TEST_RUN(&t, test_model_refusals);
 	TEST_RUN(&t, test_set);
 	TEST_RUN(&t, test_ours);
+	TEST_RUN(&t, test_pipeline_split_layouts);
 	TEST_RUN(&t, test_kernels_tf32);
 	TEST_RUN(&t, test_presets);
 	return test_done(&t);
