@@ -2092,6 +2092,7 @@ static void run_item(struct pb *b, const struct item *it, int32_t *logits)
 	int64_t prev = stage_rank(b, b->c.pp - 1), next = stage_rank(b, b->c.pp + 1);
 	b->micro = it->micro;
 	b->stage = (int32_t)vs;
+	b->layer = -1; /* the item's receive, inputs and held send belong to no layer */
 	b->u_lo = first ? 0 : 1 + lo * b->upl;
 	b->u_hi = last ? b->head_uid : (lo + n) * b->upl;
 	bool ds_pipe = b->ds && b->pp > 1;

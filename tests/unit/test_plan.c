@@ -1428,7 +1428,7 @@ static void check_layer_homes(struct test_ctx *t, const struct job *j, const int
 	CHECK_NEAR(t, sum_model_flops(j),
 		   formula_flops_per_token(&j->model, j->seq) * (double)j->tokens_per_step, 1e-9);
 	for (int64_t l = 0; l < layers; l++)
-		home[l] = -1; /* no plan computes it; -2: two do */
+		home[l] = -1; /* no plan computes it; -2: two do; -3: a receive is labelled with it */
 	for (int64_t st = 0; st < j->strat.pp; st++) {
 		struct job_coord c = {0, 0, 0, st};
 		struct plan p;
@@ -1438,8 +1438,12 @@ static void check_layer_homes(struct test_ctx *t, const struct job *j, const int
 		}
 		for (size_t i = 0; i < p.nops; i++) {
 			int32_t l = p.ops[i].layer;
-			if (p.ops[i].kind != PLAN_COMPUTE || l < 0 || l >= layers)
-				continue; /* (a receive carries the layer before it) */
+			if (l < 0 || l >= layers)
+				continue;
+			if (p.ops[i].kind == PLAN_P2P && !strncmp(p.ops[i].name, "recv", 4))
+				home[l] = -3; /* a receive belongs to no layer */
+			if (p.ops[i].kind != PLAN_COMPUTE)
+				continue;
 			home[l] = home[l] == -1 || home[l] == p.ops[i].stage ? p.ops[i].stage : -2;
 		}
 		plan_release(&p);
