@@ -772,7 +772,25 @@ struct act_sizes {
 	int64_t saved;  /* bytes kept for backward without recompute */
 	int64_t input;  /* layer input (full-recompute checkpoint) */
 	int64_t work;   /* largest transient tensor of the backward */
+	int64_t rc;     /* of saved: what recompute_modules discards in forward and makes again
+			 * before the layer's backward (Megatron-Core's selective recompute) */
 };
+
+/* Megatron-Core's selective recompute of module m (recompute_modules; core_attn by default) */
+static bool rc_mod(const struct pb *b, unsigned m)
+{
+	unsigned mods = b->s->recompute_modules ? b->s->recompute_modules : STRAT_RC_CORE_ATTN;
+	return b->s->recompute == STRAT_RECOMPUTE_SELECTIVE && (mods & m);
+}
+
+/* Norms of layer l that are modules of their own, so that selective recompute of "layernorm"
+ * applies (Megatron-Core skips the IdentityOp ones): Transformer Engine fuses a dense layer's
+ * two norms into the QKV and fc1 linears; an MoE layer's pre-MLP norm stays (the router reads
+ * it); eager model code has both. */
+static int separate_norms(const struct pb *b, int64_t l)
+{
+	return b->eager ? 2 : layer_moe(b, l) ? 1 : 0;
+}
 
 static struct act_sizes layer_act(const struct pb *b, int64_t l)
 {
@@ -791,6 +809,11 @@ static struct act_sizes layer_act(const struct pb *b, int64_t l)
 	if (b->eager && b->swiglu)
 		mlpw += 1;
 	int64_t work, whole = 0; /* kept whole on every TP rank, with or without SP */
+	/* what recompute_modules drops: the norms' outputs (replicated like rep), the MLP's,
+	 * the experts' activation outputs and the shared experts' (split by TP) */
+	int64_t rc_rep = 0, rc_split = 0;
+	if (rc_mod(b, STRAT_RC_LAYERNORM))
+		rc_rep += separate_norms(b, l) * T * h * ab;
 	if (layer_moe(b, l)) {
 		rep += T * b->E * 4;
 		/* the experts' input: the permuted token copies; Megatron-Core's dispatcher
@@ -801,9 +824,15 @@ static struct act_sizes layer_act(const struct pb *b, int64_t l)
 			rep += T * b->topk * h * ab;
 		split += T * b->topk * mlpw * b->fe * ab + T * mlpw * b->fs * ab;
 		work = T * b->topk * (b->swiglu ? 2 : 1) * b->fe * ab;
+		if (rc_mod(b, STRAT_RC_MOE_ACT)) /* the activation's output, fc2's input */
+			rc_split += T * b->topk * b->fe * ab;
+		if (rc_mod(b, STRAT_RC_SHARED))
+			rc_split += T * mlpw * b->fs * ab;
 	} else {
 		split += T * mlpw * b->f * ab;
 		work = T * (b->swiglu ? 2 : 1) * b->f * ab;
+		if (rc_mod(b, STRAT_RC_MLP)) /* the MLP keeps its input (the norm's output) */
+			rc_split += T * mlpw * b->f * ab;
 	}
 	/* attention scores: softmax out, dropout mask and output = 5 a s^2 b; gone with flash
 	 * attention and with selective recompute. PyTorch's fp32 softmax keeps its fp32 output
@@ -813,16 +842,18 @@ static struct act_sizes layer_act(const struct pb *b, int64_t l)
 	int sk = torch_softmax(b, b->heads / tp / (b->ulysses ? b->cp : 1), s_blk, s_blk);
 	/* HF's eager attention keeps softmax's fp32 output and the 16-bit probabilities (6 a s^2 b)
 	 * and holds the masked 16-bit scores while the softmax runs */
-	if (!b->flash && b->s->recompute != STRAT_RECOMPUTE_SELECTIVE)
+	if (!b->flash && !rc_mod(b, STRAT_RC_CORE_ATTN))
 		scores = (sk == PLAN_SOFTMAX_FALLBACK ? 7 : sk == PLAN_SOFTMAX_HF_EAGER ? 6 : 5) * sxs;
 	if (sk == PLAN_SOFTMAX_FALLBACK)
 		work += 4 * sxs;
 	else if (sk == PLAN_SOFTMAX_HF_EAGER)
 		work += ab * sxs;
+	a.rc = (b->sp ? rc_rep / tp : rc_rep) + rc_split / tp;
 	if (b->sp)
 		a.saved = (rep + split + scores) / tp + whole;
 	else
 		a.saved = rep + (split + scores) / tp + whole;
+	a.saved -= a.rc;
 	a.input = T * h * ab;
 	if (b->sp || (b->ds && b->s->partition_activations))
 		a.input /= tp;
@@ -1456,6 +1487,21 @@ static const char *const shared_fc1_bwd_names[3] = { "shared_fc1_bwd", "shared_f
 						     "shared_fc1_wgrad" };
 
 /* MLP or MoE block between the second norm and the residual. */
+/* The shared experts' forward beside the routed ones: a dense MLP of width fs, which gathers
+ * and reduce-scatters the sequence itself under Megatron-Core's dispatcher */
+static void shared_fwd(struct pb *b)
+{
+	int64_t T = b->T, tp = b->tp, wide = b->swiglu ? 2 : 1;
+	bool disp = moe_dispatch_sp(b);
+	if (disp)
+		tp_enter(b, false);
+	gemm(b, "shared_fc1", T, wide * b->fs / tp, b->h, 1, 0, true);
+	act_op(b, "shared_act", (double)T * b->fs / tp, false, 0);
+	gemm(b, "shared_fc2", T, b->h, b->fs / tp, 1, 0, true);
+	if (disp)
+		tp_exit(b, false);
+}
+
 static void mlp_block(struct pb *b, int64_t l, bool bwd)
 {
 	int64_t T = b->T, tp = b->tp, g = bwd ? (b->lora ? 1 : 2) : 1;
@@ -1519,15 +1565,8 @@ static void mlp_block(struct pb *b, int64_t l, bool bwd)
 			coll_wait(b, PLAN_REDUCE_SCATTER, JOB_GROUP_TP, "rs_combine", a2a);
 		coll_tp(b, PLAN_ALL_TO_ALL, JOB_GROUP_EP, "a2a_combine", a2a);
 		elem(b, PLAN_K_PERMUTE, "unpermute", rload * b->h * b->ab * 2);
-		if (b->fs > 0) {
-			if (disp)
-				tp_enter(b, false);
-			gemm(b, "shared_fc1", T, wide * b->fs / tp, b->h, 1, 0, true);
-			act_op(b, "shared_act", (double)T * b->fs / tp, false, 0);
-			gemm(b, "shared_fc2", T, b->h, b->fs / tp, 1, 0, true);
-			if (disp)
-				tp_exit(b, false);
-		}
+		if (b->fs > 0)
+			shared_fwd(b);
 	} else {
 		if (b->fs > 0) {
 			if (disp)
@@ -1786,11 +1825,36 @@ static void layer_op_recompute(struct pb *b)
 	b->flags &= (uint8_t)~PLAN_F_RECOMPUTE;
 }
 
+/* Megatron-Core's recompute_modules before layer l's backward (CheckpointWithoutOutput and
+ * tensor_parallel.checkpoint): the separate norms, a dense MLP with its TP collectives, the
+ * experts' activation function, the shared experts */
+static void modules_recompute(struct pb *b, int64_t l)
+{
+	int64_t T = b->T, tp = b->tp;
+	bool moe = layer_moe(b, l);
+	double tne = (double)(b->sp ? T / tp : T) * b->h;
+	int norms = rc_mod(b, STRAT_RC_LAYERNORM) ? separate_norms(b, l) : 0;
+	if (norms == 2)
+		norm_op(b, "norm1_recompute", tne, false, 0);
+	if (norms >= 1)
+		norm_op(b, "norm2_recompute", tne, false, 0);
+	if (!moe && rc_mod(b, STRAT_RC_MLP)) {
+		tp_enter(b, false);
+		mlp_block(b, l, false);
+		tp_exit(b, false);
+	}
+	if (moe && rc_mod(b, STRAT_RC_MOE_ACT))
+		act_op(b, "expert_act_recompute", (double)T * (double)b->topk * b->fe / tp, false, 0);
+	if (moe && b->fs > 0 && rc_mod(b, STRAT_RC_SHARED))
+		shared_fwd(b);
+}
+
 static void layer_bwd(struct pb *b, int64_t l)
 {
 	b->layer = (int32_t)l;
 	struct act_sizes a = layer_act(b, l);
 	int64_t ai = act_index(b, l);
+	int32_t rc = -1;
 	/* FSDP gathers the block when its backward starts, before a checkpoint recomputes it */
 	if (b->upl == 1)
 		unit_in(b, 1 + l);
@@ -1813,12 +1877,18 @@ static void layer_bwd(struct pb *b, int64_t l)
 		for (int64_t u = 0; b->upl > 1 && u < 3; u++)
 			sub_in(b, l, u);
 		layer_op_recompute(b);
-	} else if (b->s->recompute == STRAT_RECOMPUTE_SELECTIVE && !b->flash) {
+	} else if (b->s->recompute == STRAT_RECOMPUTE_SELECTIVE) {
 		b->flags |= PLAN_F_RECOMPUTE;
 		uint8_t ph = b->phase;
 		b->phase = PLAN_PHASE_BWD;
-		attn(b, "attn_recompute", b->heads / b->tp / (b->ulysses ? b->cp : 1),
-		     b->ulysses ? b->seq : b->seq / b->cp, b->seq, false);
+		if (rc_mod(b, STRAT_RC_CORE_ATTN) && !b->flash)
+			attn(b, "attn_recompute", b->heads / b->tp / (b->ulysses ? b->cp : 1),
+			     b->ulysses ? b->seq : b->seq / b->cp, b->seq, false);
+		if (a.rc > 0) { /* the modules' outputs are made again for the backward */
+			rc = mem_alloc(b, PLAN_MEM_ACTIV, PLAN_DEV_GPU, a.rc, "recomputed",
+				       PLAN_STREAM_COMPUTE);
+			modules_recompute(b, l);
+		}
 		b->phase = ph;
 		b->flags &= (uint8_t)~PLAN_F_RECOMPUTE;
 	}
@@ -1826,6 +1896,8 @@ static void layer_bwd(struct pb *b, int64_t l)
 			      PLAN_STREAM_COMPUTE);
 	layer_bwd_ops(b, l);
 	mem_free(b, w, "workspace", PLAN_STREAM_COMPUTE);
+	if (rc >= 0)
+		mem_free(b, rc, "recomputed", PLAN_STREAM_COMPUTE);
 	mem_free(b, b->act[ai], "activations", PLAN_STREAM_COMPUTE);
 	b->act[ai] = -1;
 	if (b->ckpt[ai] >= 0) {

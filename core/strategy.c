@@ -139,7 +139,7 @@ static const char *const our_keys[] = {
 	"overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap",
 	"async_tensor_model_parallel_allreduce", "grad_reduce_in_bf16",
 	"first_stage_layers", "last_stage_layers", "account_for_embedding_in_pipeline_split",
-	"account_for_loss_in_pipeline_split", NULL};
+	"account_for_loss_in_pipeline_split", "recompute_modules", NULL};
 
 static bool is_our_key(const char *k)
 {
@@ -366,7 +366,7 @@ struct ours {
 	struct oval framework, version, tp, pp, cp, cp_kind, kernels, ep, vp, sp, schedule,
 		recompute, flash, fp8, tf32, precision, optimizer, distopt, fsdp_sharding, fsdp_group,
 		fsdp_version, fsdp_reduce, lora_rank, lora_targets, seq_len, host_op, ogr, opg, tpo, atp,
-		rnl, grb, fsl, lsl, afe, afl;
+		rnl, grb, fsl, lsl, afe, afl, rcm;
 	bool ogr_v, opg_v, tpo_v, atp_v, grb_v, afe_v, afl_v;
 	double host_op_v;
 	int framework_i, schedule_i, recompute_i, cp_kind_i, kernels_i, precision_i, optimizer_i,
@@ -375,7 +375,7 @@ struct ours {
 		rnl_v, fsl_v, lsl_v;
 	bool sp_v, flash_v, fp8_v, tf32_v, distopt_v;
 	char version_v[16];
-	unsigned lora_targets_v;
+	unsigned lora_targets_v, rcm_v;
 	bool has_fsdp, has_lora;
 };
 
@@ -421,6 +421,48 @@ static enum tw_result parse_lora_targets(struct strat_rd *r, const cJSON *lora, 
 	}
 	ov->given = true;
 	oval_fill(r, "lora.targets", ov);
+	return TW_OK;
+}
+
+/* Megatron-Core's --recompute-modules names, in STRAT_RC_* bit order; "moe" (the whole MoE
+ * layer, its all-to-alls again) and "mla_up_proj" are refused as not modelled */
+static const char *const rc_module_names[] = {"core_attn", "mlp", "moe_act", "shared_experts",
+					      "layernorm"};
+#define RC_NMODULES (sizeof(rc_module_names) / sizeof(*rc_module_names))
+
+static enum tw_result parse_rc_modules(struct strat_rd *r, const cJSON *o, unsigned *out,
+				       struct oval *ov)
+{
+	memset(ov, 0, sizeof(*ov));
+	const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "recompute_modules");
+	const char *label = strat_label(r, STRAT_TREE_OURS, "recompute_modules");
+	*out = STRAT_RC_CORE_ATTN;
+	if (!t || cJSON_IsNull(t))
+		return TW_OK;
+	if (!cJSON_IsArray(t) || cJSON_GetArraySize(t) == 0)
+		return tw_errf(r->err, TW_ERR_INVALID,
+			       "%s: recompute_modules: must be a non-empty array of module names "
+			       "(core_attn, mlp, moe_act, shared_experts, layernorm)", label);
+	*out = 0;
+	const cJSON *e;
+	cJSON_ArrayForEach(e, t)
+	{
+		const char *n = cJSON_IsString(e) ? e->valuestring : "(not a string)";
+		size_t hit = RC_NMODULES;
+		for (size_t i = 0; i < RC_NMODULES; i++)
+			if (!strcmp(n, rc_module_names[i]))
+				hit = i;
+		if (hit == RC_NMODULES)
+			return tw_errf(r->err, TW_ERR_INVALID,
+				       "%s: recompute_modules: %s %s (modelled: core_attn, mlp, moe_act, "
+				       "shared_experts, layernorm)", label, n,
+				       !strcmp(n, "moe") || !strcmp(n, "mla_up_proj")
+					       ? "is Megatron-Core's but not modelled"
+					       : "is not a module Megatron-Core recomputes");
+		*out |= 1u << hit;
+	}
+	ov->given = true;
+	oval_fill(r, "recompute_modules", ov);
 	return TW_OK;
 }
 
@@ -472,6 +514,7 @@ static enum tw_result parse_ours(struct strat_rd *r, const cJSON *o, struct ours
 	TW_CHECK(oenum(r, o, NULL, "schedule", schedule_names, &u->schedule_i, &u->schedule));
 	TW_CHECK(oenum(r, o, NULL, "recompute", recompute_names, &u->recompute_i, &u->recompute));
 	TW_CHECK(oint(r, o, NULL, "recompute_num_layers", 1, INT64_MAX, &u->rnl_v, &u->rnl));
+	TW_CHECK(parse_rc_modules(r, o, &u->rcm_v, &u->rcm));
 	TW_CHECK(oint(r, o, NULL, "first_stage_layers", 1, INT64_MAX, &u->fsl_v, &u->fsl));
 	TW_CHECK(oint(r, o, NULL, "last_stage_layers", 1, INT64_MAX, &u->lsl_v, &u->lsl));
 	TW_CHECK(obool(r, o, NULL, "account_for_embedding_in_pipeline_split", &u->afe_v, &u->afe));
@@ -1262,6 +1305,7 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 
 	s->recompute = u.recompute.given ? (enum strat_recompute)u.recompute_i : STRAT_RECOMPUTE_NONE;
 	s->recompute_num_layers = u.rnl.given ? u.rnl_v : 0;
+	s->recompute_modules = u.rcm.given ? u.rcm_v : STRAT_RC_CORE_ATTN;
 	s->flash_attention = u.flash.given ? u.flash_v : true;
 	s->fp8_gemm = u.fp8.given && u.fp8_v;
 	s->tf32 = u.tf32.given && u.tf32_v;
@@ -1434,6 +1478,20 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 				     recompute_names[s->recompute]);
 		oprov(s, "recompute_num_layers", &u.rnl, "", "%" PRId64, s->recompute_num_layers);
 	}
+	if (u.rcm.given) {
+		if (s->framework != STRAT_MEGATRON || s->recompute != STRAT_RECOMPUTE_SELECTIVE)
+			return sfail(r, "recompute_modules", "recompute_modules is Megatron-Core's "
+				     "fine-grained selective recompute: it needs framework megatron and "
+				     "recompute selective (framework %s, recompute %s)",
+				     fw_name(s->framework), recompute_names[s->recompute]);
+		char ml[96] = "";
+		for (size_t i = 0; i < RC_NMODULES; i++)
+			if (s->recompute_modules & (1u << i)) {
+				size_t n = strlen(ml);
+				snprintf(ml + n, sizeof(ml) - n, "%s%s", n ? "," : "", rc_module_names[i]);
+			}
+		oprov(s, "recompute_modules", &u.rcm, "core_attn", "%s", ml);
+	}
 	oprov(s, "flash_attention", &u.flash, "twin default: fused attention keeps no s x s scores",
 	      "%s", s->flash_attention ? "true" : "false");
 	oprov(s, "host_op_us", &u.host_op, "eager PyTorch: host time per framework op (docs/simulator.md)",
@@ -1600,6 +1658,10 @@ struct cJSON *strategy_to_json(const struct strategy *s)
 	cJSON *a = cJSON_AddObjectToObject(o, "activations");
 	cJSON_AddStringToObject(a, "recompute", recompute_names[s->recompute]);
 	cJSON_AddNumberToObject(a, "recompute_num_layers", (double)s->recompute_num_layers);
+	cJSON *rm = cJSON_AddArrayToObject(a, "recompute_modules");
+	for (size_t i = 0; i < RC_NMODULES; i++)
+		if (s->recompute == STRAT_RECOMPUTE_SELECTIVE && (s->recompute_modules & (1u << i)))
+			cJSON_AddItemToArray(rm, cJSON_CreateString(rc_module_names[i]));
 	cJSON_AddNumberToObject(o, "first_stage_layers", (double)s->first_stage_layers);
 	cJSON_AddNumberToObject(o, "last_stage_layers", (double)s->last_stage_layers);
 	cJSON_AddBoolToObject(o, "account_for_embedding_in_pipeline_split", s->embed_in_split);

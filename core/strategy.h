@@ -34,6 +34,12 @@ enum strat_optimizer { STRAT_OPT_ADAMW = 0, STRAT_OPT_ADAM, STRAT_OPT_SGD, STRAT
 enum { STRAT_LORA_Q = 1, STRAT_LORA_K = 2, STRAT_LORA_V = 4, STRAT_LORA_O = 8,
        STRAT_LORA_GATE = 16, STRAT_LORA_UP = 32, STRAT_LORA_DOWN = 64 };
 
+/* Megatron-Core's --recompute-modules under selective recompute, bit set: the attention core
+ * (the default), a dense layer's MLP, the MoE experts' activation function, the shared experts,
+ * the norms that are modules of their own */
+enum { STRAT_RC_CORE_ATTN = 1, STRAT_RC_MLP = 2, STRAT_RC_MOE_ACT = 4, STRAT_RC_SHARED = 8,
+       STRAT_RC_LAYERNORM = 16 };
+
 enum strat_src { STRAT_SRC_DEFAULT = 0, STRAT_SRC_FILE, STRAT_SRC_DERIVED, STRAT_SRC_SET,
 		 STRAT_SRC_OPTION };
 struct strat_prov {
@@ -138,6 +144,8 @@ struct strategy {
 	enum strat_recompute recompute;
 	int64_t recompute_num_layers; /* full recompute of only the first N layers of each stage's
 				       * model chunk (Megatron's block method); 0: every layer */
+	unsigned recompute_modules;   /* STRAT_RC_* with recompute selective (core_attn alone
+				       * unless given; 0 reads as core_attn) */
 	bool partition_activations, cpu_checkpointing;
 	bool flash_attention;       /* default true: no s*s scores saved */
 	/* DeepSpeed's pipeline engine (ds_config "pipeline", default true): with TP > 1 the

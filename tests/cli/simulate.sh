@@ -175,7 +175,8 @@ for st in '{"framework":"fsdp","tp":2,"pp":1,"micro_batch":2,"global_batch":32,"
 	'{"framework":"megatron","tp":2,"pp":2,"cp":2,"micro_batch":1,"global_batch":32,"sequence_parallel":true}' \
 	'{"framework":"deepspeed","tp":2,"pp":2,"micro_batch":1,"global_batch":12,"recompute":"full","ds_config":{"zero_optimization":{"stage":1},"bf16":{"enabled":true}}}' \
 	'{"framework":"deepspeed","tp":1,"pp":2,"cp":2,"cp_kind":"ring","micro_batch":1,"global_batch":12,"ds_config":{"zero_optimization":{"stage":1},"bf16":{"enabled":true}}}' \
-	'{"framework":"megatron","tp":2,"pp":4,"vp":2,"schedule":"interleaved","micro_batch":1,"global_batch":16,"first_stage_layers":6,"last_stage_layers":6}'; do
+	'{"framework":"megatron","tp":2,"pp":4,"vp":2,"schedule":"interleaved","micro_batch":1,"global_batch":16,"first_stage_layers":6,"last_stage_layers":6}' \
+	'{"framework":"megatron","tp":2,"pp":2,"micro_batch":1,"global_batch":16,"sequence_parallel":true,"recompute":"selective","recompute_modules":["mlp","core_attn"],"flash_attention":false}'; do
 	echo "$st" >"$tmp/st.json"
 	"$TWIN" simulate -m llama2-7b -c dgx-a100-80g --gpus 16 -s "$tmp/st.json" --json >"$tmp/a.json" 2>"$err"
 	"$TWIN" simulate -m llama2-7b -c dgx-a100-80g --gpus 16 -s "$tmp/st.json" --full --json >"$tmp/b.json" 2>>"$err"
@@ -206,3 +207,12 @@ echo '{"framework":"megatron","pp":2,"vp":7,"schedule":"interleaved","micro_batc
 a=$(jget "$tmp/a.json" 'd["sim"]["step_ns"]')
 b=$(jget "$tmp/b.json" 'd["sim"]["step_ns"]')
 check "simulate: embedding and loss in the split under vp 7: symmetric == full ($a vs $b)" "[ -n '$a' ] && [ '$a' = '$b' ]"
+# Megatron-Core's recompute_modules on an MoE model: less memory, a longer step, and the same
+# step in both modes
+echo '{"framework":"megatron","tp":2,"pp":2,"ep":2,"micro_batch":1,"global_batch":16,"sequence_parallel":true,"distributed_optimizer":true,"recompute":"selective"}' >"$tmp/rc0.json"
+echo '{"framework":"megatron","tp":2,"pp":2,"ep":2,"micro_batch":1,"global_batch":16,"sequence_parallel":true,"distributed_optimizer":true,"recompute":"selective","recompute_modules":["moe_act","layernorm"]}' >"$tmp/rc1.json"
+"$TWIN" simulate -m mixtral-8x7b -c dgx-h100 --gpus 16 -s "$tmp/rc0.json" --json >"$tmp/a.json" 2>"$err"
+"$TWIN" simulate -m mixtral-8x7b -c dgx-h100 --gpus 16 -s "$tmp/rc1.json" --json >"$tmp/b.json" 2>>"$err"
+"$TWIN" simulate -m mixtral-8x7b -c dgx-h100 --gpus 16 -s "$tmp/rc1.json" --full --json >"$tmp/c.json" 2>>"$err"
+check "simulate: recompute_modules moe_act + layernorm: less memory, a longer step, symmetric == full" \
+	"[ \"\$(python3 -c \"import json; a, b, c = (json.load(open('$tmp/' + n + '.json')) for n in 'abc'); print(b['memory']['gpu_bytes'] < a['memory']['gpu_bytes'] and b['sim']['step_ns'] > a['sim']['step_ns'] and b['sim']['step_ns'] == c['sim']['step_ns'])\")\" = True ]"

@@ -1486,6 +1486,82 @@ static void test_uneven_stages_interleaved(struct test_ctx *t)
 	free(j);
 }
 
+/* rank 0's first layer: its saved activations, the buffer its recompute_modules make again,
+ * how many ops recompute, and the plan's FLOPs */
+struct rc_figs {
+	int64_t act, rc, nrc;
+	double model, hw;
+};
+
+static bool rc_figs(const struct job *j, struct rc_figs *f)
+{
+	struct plan p;
+	memset(f, 0, sizeof(*f));
+	f->act = f->rc = -1;
+	if (!build(j, 0, &p))
+		return false;
+	for (size_t i = 0; i < p.nops; i++) {
+		const struct plan_op *o = &p.ops[i];
+		if (o->kind == PLAN_ALLOC && f->act < 0 && !strcmp(o->name, "activations"))
+			f->act = o->u.mem.bytes;
+		if (o->kind == PLAN_ALLOC && f->rc < 0 && !strcmp(o->name, "recomputed"))
+			f->rc = o->u.mem.bytes;
+		if (o->kind == PLAN_COMPUTE && (o->flags & PLAN_F_RECOMPUTE))
+			f->nrc++;
+	}
+	f->model = p.model_flops, f->hw = p.hw_flops;
+	plan_release(&p);
+	return true;
+}
+
+/* Megatron-Core's recompute_modules (selective): a module's tensors leave the layer's saved
+ * activations and come back, the same bytes, in a "recomputed" buffer before the layer's
+ * backward, beside the module's forward ops; model FLOPs do not change, hardware FLOPs grow by
+ * the recomputed forward. Llama-2 7B at TP 2 with SP: mlp = T x 3 x f x 2 bytes / 2 (gate, up,
+ * fc2's input); its norms are fused into the linears (no layernorm to recompute). The MoE
+ * fixture: moe_act = T x k x fe x 2 / 2, shared_experts = T x 3 x fs x 2 / 2, layernorm = the
+ * pre-MLP norm's output, T x h x 2 / 2 with SP. */
+static void test_recompute_modules(struct test_ctx *t)
+{
+	struct job *j = fx_job(2);
+	fx_megatron(j);
+	fx_degrees(j, 2, 1, 1, 1, 1);
+	j->strat.sequence_parallel = true;
+	j->strat.recompute = STRAT_RECOMPUTE_SELECTIVE;
+	int64_t T = j->seq, ab = 2;
+	struct rc_figs base, f;
+	j->strat.recompute_modules = STRAT_RC_CORE_ATTN;
+	bool ok = rc_figs(j, &base);
+	CHECK(t, ok && base.rc == -1 && base.nrc == 0); /* flash attention: nothing to redo */
+	j->strat.recompute_modules = STRAT_RC_CORE_ATTN | STRAT_RC_MLP | STRAT_RC_LAYERNORM;
+	ok = ok && rc_figs(j, &f);
+	int64_t mlp = T * 3 * j->model.ffn_hidden * ab / 2;
+	CHECK(t, ok);
+	CHECK_EQ_INT(t, base.act - f.act, mlp);
+	CHECK_EQ_INT(t, f.rc, mlp);
+	CHECK(t, f.nrc >= 3); /* fc1, act, fc2 */
+	CHECK_NEAR(t, f.model, base.model, 1e-12);
+	/* per layer and micro-batch: fc1 (two of f wide) and fc2 again, 2 x T x h x 3f / tp */
+	CHECK_NEAR(t, f.hw - base.hw,
+		   (double)j->model.layers * 2.0 * T * j->model.hidden * 3.0 * j->model.ffn_hidden / 2,
+		   1e-6);
+
+	fx_moe(j);
+	T = j->seq;
+	j->strat.recompute_modules = STRAT_RC_CORE_ATTN;
+	ok = rc_figs(j, &base);
+	j->strat.recompute_modules = STRAT_RC_MOE_ACT | STRAT_RC_SHARED | STRAT_RC_LAYERNORM |
+				     STRAT_RC_MLP; /* mlp: not an MoE layer's */
+	ok = ok && rc_figs(j, &f);
+	CHECK(t, ok);
+	int64_t want = T * 2 * 512 * ab / 2 + T * 3 * 1024 * ab / 2 + T * 1024 * ab / 2;
+	CHECK_EQ_INT(t, base.act - f.act, want);
+	CHECK_EQ_INT(t, f.rc, want);
+	CHECK_NEAR(t, f.model, base.model, 1e-12);
+	CHECK(t, f.hw > base.hw);
+	free(j);
+}
+
 /* Today's DeepSpeed gathers several parameters in one call when it prefetches (or a module has
  * more than one): AllGatherCoalescedHandle.wait slices every parameter out of each rank's chunk
  * (a view per rank and tensor) and torch.cat's it into the parameter, a copy beside the gathered
@@ -2180,6 +2256,7 @@ int main(void)
 	TEST_RUN(&t, test_zero3_frozen_int8);
 	TEST_RUN(&t, test_uneven_stages);
 	TEST_RUN(&t, test_uneven_stages_interleaved);
+	TEST_RUN(&t, test_recompute_modules);
 	TEST_RUN(&t, test_tp_comm_overlap_userbuffers);
 	TEST_RUN(&t, test_async_tp_backward);
 	TEST_RUN(&t, test_expert_groups_cp);

@@ -895,6 +895,30 @@ static void test_ours(struct test_ctx *T)
 					 "\"account_for_loss_in_pipeline_split\":true}", 16, NULL, 0),
 		    "plus the embedding and the loss counted as a layer (82) must be divisible by "
 		    "pp x vp=4");
+	/* Megatron-Core's recompute_modules: core_attn unless given; needs recompute selective */
+	CHECK_OK(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"recompute\":\"selective\"}", 8,
+			    NULL, 0));
+	CHECK_EQ_INT(T, f.s.recompute_modules, STRAT_RC_CORE_ATTN);
+	CHECK_OK(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"recompute\":\"selective\","
+				      "\"recompute_modules\":[\"mlp\",\"moe_act\",\"layernorm\"]}", 8,
+			    NULL, 0));
+	CHECK_EQ_INT(T, f.s.recompute_modules, STRAT_RC_MLP | STRAT_RC_MOE_ACT | STRAT_RC_LAYERNORM);
+	CHECK_SRC(T, &f.s, "recompute_modules", "file");
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"recompute\":\"full\","
+					 "\"recompute_modules\":[\"mlp\"]}", 8, NULL, 0),
+		    "needs framework megatron and recompute selective");
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"recompute\":\"selective\",\"recompute_modules\":"
+					 "[\"mlp\"]}", 8, NULL, 0),
+		    "needs framework megatron");
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"recompute\":\"selective\","
+					 "\"recompute_modules\":[\"moe\"]}", 8, NULL, 0),
+		    "moe is Megatron-Core's but not modelled");
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"recompute\":\"selective\","
+					 "\"recompute_modules\":[\"attention\"]}", 8, NULL, 0),
+		    "attention is not a module Megatron-Core recomputes");
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"recompute\":\"selective\","
+					 "\"recompute_modules\":[]}", 8, NULL, 0),
+		    "must be a non-empty array");
 	/* LoRA */
 	CHECK_OK(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1}",
 			    "{\"lora\":{\"rank\":16,\"targets\":[\"q_proj\",\"v\",\"down_proj\"]}}", 8,
