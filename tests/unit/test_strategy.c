@@ -910,15 +910,16 @@ static void test_ours(struct test_ctx *T)
 	CHECK_FAILS(T, &f, run(&f, NULL, "{\"recompute\":\"selective\",\"recompute_modules\":"
 					 "[\"mlp\"]}", 8, NULL, 0),
 		    "needs framework megatron");
-	CHECK_FAILS(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"recompute\":\"selective\","
-					 "\"recompute_modules\":[\"moe\"]}", 8, NULL, 0),
-		    "moe is Megatron-Core's but not modelled");
-	CHECK_FAILS(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"recompute\":\"selective\","
-					 "\"recompute_modules\":[\"attention\"]}", 8, NULL, 0),
-		    "attention is not a module Megatron-Core recomputes");
-	CHECK_FAILS(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"recompute\":\"selective\","
-					 "\"recompute_modules\":[]}", 8, NULL, 0),
-		    "must be a non-empty array");
+	static const char *const bad_modules[][2] = {
+		{"[\"moe\"]", "moe is Megatron-Core's but not modelled"},
+		{"[\"attention\"]", "attention is not a module Megatron-Core recomputes"},
+		{"[]", "must be a non-empty array"}};
+	for (size_t i = 0; i < sizeof(bad_modules) / sizeof(*bad_modules); i++) {
+		char js[160];
+		snprintf(js, sizeof(js), "{\"framework\":\"megatron\",\"recompute\":\"selective\","
+			 "\"recompute_modules\":%s}", bad_modules[i][0]);
+		CHECK_FAILS(T, &f, run(&f, NULL, js, 8, NULL, 0), bad_modules[i][1]);
+	}
 	/* LoRA */
 	CHECK_OK(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1}",
 			    "{\"lora\":{\"rank\":16,\"targets\":[\"q_proj\",\"v\",\"down_proj\"]}}", 8,
