@@ -811,7 +811,7 @@ static struct act_sizes layer_act(const struct pb *b, int64_t l)
 	int64_t work, whole = 0; /* kept whole on every TP rank, with or without SP */
 	/* what recompute_modules drops: the norms' outputs (replicated like rep), the MLP's,
 	 * the experts' activation outputs and the shared experts' (split by TP) */
-	int64_t rc_rep = 0, rc_split = 0;
+	int64_t rc_rep = 0, rc_split = 0, rc_whole = 0;
 	if (rc_mod(b, STRAT_RC_LAYERNORM))
 		rc_rep += separate_norms(b, l) * T * h * ab;
 	if (layer_moe(b, l)) {
@@ -824,10 +824,16 @@ static struct act_sizes layer_act(const struct pb *b, int64_t l)
 			rep += T * b->topk * h * ab;
 		split += T * b->topk * mlpw * b->fe * ab + T * mlpw * b->fs * ab;
 		work = T * b->topk * (b->swiglu ? 2 : 1) * b->fe * ab;
-		if (rc_mod(b, STRAT_RC_MOE_ACT)) /* the activation's output, fc2's input */
-			rc_split += T * b->topk * b->fe * ab;
-		if (rc_mod(b, STRAT_RC_SHARED))
-			rc_split += T * mlpw * b->fs * ab;
+		if (rc_mod(b, STRAT_RC_MOE)) { /* all of the block but its input */
+			rc_rep += T * b->E * 4 + (moe_dispatch_sp(b) ? 0 : T * b->topk * h * ab);
+			rc_whole += moe_dispatch_sp(b) ? T * b->topk * h * ab : 0;
+			rc_split += T * b->topk * mlpw * b->fe * ab + T * mlpw * b->fs * ab;
+		} else {
+			if (rc_mod(b, STRAT_RC_MOE_ACT)) /* the activation's output, fc2's input */
+				rc_split += T * b->topk * b->fe * ab;
+			if (rc_mod(b, STRAT_RC_SHARED))
+				rc_split += T * mlpw * b->fs * ab;
+		}
 	} else {
 		split += T * mlpw * b->f * ab;
 		work = T * (b->swiglu ? 2 : 1) * b->f * ab;
@@ -848,7 +854,7 @@ static struct act_sizes layer_act(const struct pb *b, int64_t l)
 		work += 4 * sxs;
 	else if (sk == PLAN_SOFTMAX_HF_EAGER)
 		work += ab * sxs;
-	a.rc = (b->sp ? rc_rep / tp : rc_rep) + rc_split / tp;
+	a.rc = (b->sp ? rc_rep / tp : rc_rep) + rc_split / tp + rc_whole;
 	if (b->sp)
 		a.saved = (rep + split + scores) / tp + whole;
 	else
@@ -1826,8 +1832,9 @@ static void layer_op_recompute(struct pb *b)
 }
 
 /* Megatron-Core's recompute_modules before layer l's backward (CheckpointWithoutOutput and
- * tensor_parallel.checkpoint): the separate norms, a dense MLP with its TP collectives, the
- * experts' activation function, the shared experts */
+ * tensor_parallel.checkpoint): the separate norms, a dense MLP with its TP collectives, an MoE
+ * block whole (its all-to-alls too) or the experts' activation function and the shared
+ * experts */
 static void modules_recompute(struct pb *b, int64_t l)
 {
 	int64_t T = b->T, tp = b->tp;
@@ -1842,6 +1849,15 @@ static void modules_recompute(struct pb *b, int64_t l)
 		tp_enter(b, false);
 		mlp_block(b, l, false);
 		tp_exit(b, false);
+	}
+	if (moe && rc_mod(b, STRAT_RC_MOE)) { /* the block again: router, all-to-alls, experts */
+		bool own = moe_dispatch_sp(b);
+		if (!own)
+			tp_enter(b, false);
+		mlp_block(b, l, false);
+		if (!own)
+			tp_exit(b, false);
+		return;
 	}
 	if (moe && rc_mod(b, STRAT_RC_MOE_ACT))
 		act_op(b, "expert_act_recompute", (double)T * (double)b->topk * b->fe / tp, false, 0);

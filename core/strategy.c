@@ -424,10 +424,10 @@ static enum tw_result parse_lora_targets(struct strat_rd *r, const cJSON *lora, 
 	return TW_OK;
 }
 
-/* Megatron-Core's --recompute-modules names, in STRAT_RC_* bit order; "moe" (the whole MoE
- * layer, its all-to-alls again) and "mla_up_proj" are refused as not modelled */
+/* Megatron-Core's --recompute-modules names, in STRAT_RC_* bit order; "mla_up_proj" is
+ * refused as not modelled */
 static const char *const rc_module_names[] = {"core_attn", "mlp", "moe_act", "shared_experts",
-					      "layernorm"};
+					      "layernorm", "moe"};
 #define RC_NMODULES (sizeof(rc_module_names) / sizeof(*rc_module_names))
 
 static enum tw_result parse_rc_modules(struct strat_rd *r, const cJSON *o, unsigned *out,
@@ -442,7 +442,7 @@ static enum tw_result parse_rc_modules(struct strat_rd *r, const cJSON *o, unsig
 	if (!cJSON_IsArray(t) || cJSON_GetArraySize(t) == 0)
 		return tw_errf(r->err, TW_ERR_INVALID,
 			       "%s: recompute_modules: must be a non-empty array of module names "
-			       "(core_attn, mlp, moe_act, shared_experts, layernorm)", label);
+			       "(core_attn, mlp, moe_act, shared_experts, layernorm, moe)", label);
 	*out = 0;
 	const cJSON *e;
 	cJSON_ArrayForEach(e, t)
@@ -455,8 +455,8 @@ static enum tw_result parse_rc_modules(struct strat_rd *r, const cJSON *o, unsig
 		if (hit == RC_NMODULES)
 			return tw_errf(r->err, TW_ERR_INVALID,
 				       "%s: recompute_modules: %s %s (modelled: core_attn, mlp, moe_act, "
-				       "shared_experts, layernorm)", label, n,
-				       !strcmp(n, "moe") || !strcmp(n, "mla_up_proj")
+				       "shared_experts, layernorm, moe)", label, n,
+				       !strcmp(n, "mla_up_proj")
 					       ? "is Megatron-Core's but not modelled"
 					       : "is not a module Megatron-Core recomputes");
 		*out |= 1u << hit;

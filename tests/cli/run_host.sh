@@ -108,8 +108,9 @@ check_run "run host, 4 ranks, LoRA with int8 frozen weights and hpZ" "$tmp/qfroz
 # data-parallel pairs (ZeRO-1, ZeRO-2; FSDP2 gathers and reduce-scatters them there); Megatron
 # TP 2 with SP routes each rank's own tokens (all-to-all, then a TP all-gather); Megatron CP 2
 # folds both cp ranks into an expert group, whose replicas are then the two dp ranks;
-# Megatron-Core's recompute_modules (experts' activation, norms) under TP 2 with SP
-for s in z1 z2 fsdp2 tp2 cp2 rc-modules; do
+# Megatron-Core's recompute_modules (experts' activation, norms; the whole block) under TP 2
+# with SP
+for s in z1 z2 fsdp2 tp2 cp2 rc-modules rc-moe; do
 	db=$tmp/moe-$s.db
 	spec="$FIX/$s.json"
 	[ "$s" = fsdp2 ] && spec="torchtitan-fsdp2 --set global_batch=4 --set seq_len=128"

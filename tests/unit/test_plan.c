@@ -1520,7 +1520,7 @@ static bool rc_figs(const struct job *j, struct rc_figs *f)
  * the recomputed forward. Llama-2 7B at TP 2 with SP: mlp = T x 3 x f x 2 bytes / 2 (gate, up,
  * fc2's input); its norms are fused into the linears (no layernorm to recompute). The MoE
  * fixture: moe_act = T x k x fe x 2 / 2, shared_experts = T x 3 x fs x 2 / 2, layernorm = the
- * pre-MLP norm's output, T x h x 2 / 2 with SP. */
+ * pre-MLP norm's output, T x h x 2 / 2 with SP; moe = all of the block's. */
 static void test_recompute_modules(struct test_ctx *t)
 {
 	struct job *j = fx_job(2);
@@ -1559,6 +1559,16 @@ static void test_recompute_modules(struct test_ctx *t)
 	CHECK_EQ_INT(t, f.rc, want);
 	CHECK_NEAR(t, f.model, base.model, 1e-12);
 	CHECK(t, f.hw > base.hw);
+	/* moe: the whole block but its input, again with its all-to-alls; the dispatcher (SP)
+	 * keeps the experts' input whole on every TP rank, the router's fp32 probabilities are
+	 * split with the sequence */
+	j->strat.recompute_modules = STRAT_RC_MOE | STRAT_RC_MOE_ACT; /* moe_act: within moe */
+	ok = rc_figs(j, &f);
+	CHECK(t, ok);
+	want = T * 8 * 4 / 2 + T * 2 * 1024 * ab + T * 2 * 3 * 512 * ab / 2 + T * 3 * 1024 * ab / 2;
+	CHECK_EQ_INT(t, base.act - f.act, want);
+	CHECK_EQ_INT(t, f.rc, want);
+	CHECK_NEAR(t, f.model, base.model, 1e-12);
 	free(j);
 }
 
