@@ -25,7 +25,8 @@ static void usage(FILE *f)
 		"more than one node with tp 1 also ZeRO-3 with ZeRO++, shown zero 3++, and MiCS\n"
 		"sharded within a node, shown mics), recompute\n"
 		"none/selective/full (megatron also full of half of each model chunk's layers,\n"
-		"shown full:N; fsdp with tp 1 on a dense model also op, torchtitan's selective\n"
+		"shown full:N, and on MoE models selective of the experts' activation and the\n"
+		"norms, shown sel:moe; fsdp with tp 1 on a dense model also op, torchtitan's selective\n"
 		"op AC), megatron's interleaved schedule (vp = 2..8 model chunks of\n"
 		"whole layers per stage, micro-batches a multiple of pp) and context parallelism\n"
 		"from 8192 tokens (cp = 2, 4, 8), expert parallelism for MoE models (ep divides dp,\n"
@@ -59,6 +60,8 @@ static void usage(FILE *f)
 /* "full:N" for full recompute of N layers of each model chunk (Megatron's block method) */
 static const char *recompute_label(const struct search_cand *c, char *buf, size_t len)
 {
+	if (c->rc_modules)
+		return "sel:moe"; /* selective with the experts' activation and the norms */
 	if (c->recompute != STRAT_RECOMPUTE_FULL || c->recompute_layers <= 0)
 		return strat_recompute_name(c->recompute);
 	snprintf(buf, len, "full:%lld", (long long)c->recompute_layers);
@@ -140,6 +143,14 @@ static cJSON *cand_json(enum strat_framework f, const struct search_cand *c)
 	cJSON_AddBoolToObject(o, "mics", c->mics);
 	cJSON_AddStringToObject(o, "recompute", strat_recompute_name(c->recompute));
 	cJSON_AddNumberToObject(o, "recompute_num_layers", (double)c->recompute_layers);
+	cJSON *rm = cJSON_AddArrayToObject(o, "recompute_modules");
+	if (c->recompute == STRAT_RECOMPUTE_SELECTIVE) {
+		cJSON_AddItemToArray(rm, cJSON_CreateString("core_attn"));
+		if (c->rc_modules) {
+			cJSON_AddItemToArray(rm, cJSON_CreateString("moe_act"));
+			cJSON_AddItemToArray(rm, cJSON_CreateString("layernorm"));
+		}
+	}
 	cJSON_AddStringToObject(o, "offload_optimizer", c->offload == STRAT_OFFLOAD_CPU ? "cpu" : "none");
 	cJSON_AddBoolToObject(o, "sequence_parallel", c->sequence_parallel);
 	cJSON_AddNumberToObject(o, "step_time_s", (double)c->step_ns * 1e-9);

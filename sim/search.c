@@ -128,6 +128,8 @@ static void cand_sets(const struct job *base, const struct search_space *sp, str
 	if (c->cp > 1)
 		add_set(c, "cp=%lld", (long long)c->cp);
 	add_set(c, "recompute=%s", strat_recompute_name(c->recompute));
+	if (c->rc_modules == SEARCH_RC_MOE_MODULES)
+		add_set(c, "recompute_modules=[\"core_attn\",\"moe_act\",\"layernorm\"]");
 	if (c->recompute_layers > 0)
 		add_set(c, "recompute_num_layers=%lld", (long long)c->recompute_layers);
 	/* the model code is the user's whatever the degrees (its default follows tp and pp): the
@@ -377,19 +379,25 @@ static int ep_choices(const struct search_space *sp, const struct model *m, int6
 
 /* Interleaving degrees worth a candidate (Megatron, pp > 1): 1, and every v <= SEARCH_MAX_VP
  * that splits a stage's layers into whole model chunks; a pinned vp keeps only itself. */
+/* Whether the user's --set gives one of keys[0 .. n) itself. */
+static bool user_sets_any(const struct search_space *sp, const char *const *keys, size_t n)
+{
+	for (int i = 0; i < sp->nsets; i++)
+		for (size_t k = 0; k < n; k++) {
+			size_t len = strlen(keys[k]);
+			if (!strncmp(sp->sets[i], keys[k], len) && sp->sets[i][len] == '=')
+				return true;
+		}
+	return false;
+}
+
 /* Whether the user's --set gives the pipeline split itself (Megatron's uneven stages). */
 static bool user_sets_split(const struct search_space *sp)
 {
 	static const char *const keys[] = { "first_stage_layers", "last_stage_layers",
 					    "account_for_embedding_in_pipeline_split",
 					    "account_for_loss_in_pipeline_split" };
-	for (int i = 0; i < sp->nsets; i++)
-		for (size_t k = 0; k < sizeof(keys) / sizeof(*keys); k++) {
-			size_t n = strlen(keys[k]);
-			if (!strncmp(sp->sets[i], keys[k], n) && sp->sets[i][n] == '=')
-				return true;
-		}
-	return false;
+	return user_sets_any(sp, keys, sizeof(keys) / sizeof(*keys));
 }
 
 /* The layers (counted ones included) a pipeline stage splits over its model chunks. */
@@ -432,12 +440,21 @@ static void run_task(struct shared *sh, struct task *t)
 		for (int v = 0; v < nv; v++)
 			none_peak[k][v] = none_bound[k][v] = -1;
 	/* recompute choices: none, selective, full of half of each model chunk's layers
-	 * (Megatron's block method; the activations of the rest are kept), full, and for FSDP
-	 * without TP on a dense model torchtitan's selective op AC */
-	for (int o = 0; o < 5; o++) {
-		int r = o < 2 ? o : o < 4 ? STRAT_RECOMPUTE_FULL : STRAT_RECOMPUTE_OP;
+	 * (Megatron's block method; the activations of the rest are kept), full, for FSDP
+	 * without TP on a dense model torchtitan's selective op AC, and for Megatron MoE models
+	 * selective with the experts' activation and the separate norms (recompute_modules)
+	 * unless the user gives the modules */
+	static const char *const rc_key[] = { "recompute_modules" };
+	bool moe_rc = sp->framework == STRAT_MEGATRON && base->model.experts > 0 &&
+		      !user_sets_any(sp, rc_key, 1);
+	for (int o = 0; o < 6; o++) {
+		int r = o < 2 ? o : o < 4 ? STRAT_RECOMPUTE_FULL
+			: o == 4   ? STRAT_RECOMPUTE_OP
+				   : STRAT_RECOMPUTE_SELECTIVE;
 		bool block = o == 2;
 		if (sp->pin_recompute >= 0 && sp->pin_recompute != r)
+			continue;
+		if (o == 5 && !moe_rc)
 			continue;
 		if (r == STRAT_RECOMPUTE_OP && (sp->framework != STRAT_FSDP || t->tp > 1 ||
 						base->model.experts > 0 || base->strat.lora_rank > 0))
@@ -467,6 +484,7 @@ static void run_task(struct shared *sh, struct task *t)
 				c.zeropp = t->zeropp;
 				c.mics = t->use_mics;
 				c.recompute = (enum strat_recompute)r;
+				c.rc_modules = o == 5 ? SEARCH_RC_MOE_MODULES : 0;
 				if (block) {
 					/* half of a model chunk's layers, or the pinned N */
 					int64_t lpc = stage_layers(base, t->pp, t->split_el) / c.vp;

@@ -82,6 +82,9 @@ struct search_space {
 void search_space_init(struct search_space *s);
 
 #define SEARCH_MAX_SETS 20
+/* the selective recompute_modules the search tries on Megatron MoE models: the cheap ones, the
+ * experts' activation function and the separate norms (elementwise work again) */
+#define SEARCH_RC_MOE_MODULES (STRAT_RC_CORE_ATTN | STRAT_RC_MOE_ACT | STRAT_RC_LAYERNORM)
 #define SEARCH_MAX_VP 8        /* model chunks per stage tried by the interleaved schedule */
 #define SEARCH_CP_MIN_SEQ 8192 /* tokens per sample from which context parallelism is tried */
 #define SEARCH_MAX_CP 8        /* largest context-parallel degree tried (unless pinned) */
@@ -101,6 +104,8 @@ struct search_cand {
 	enum strat_recompute recompute;
 	int64_t recompute_layers;    /* full recompute of the first N layers of each model chunk
 					(Megatron's block method); 0: every layer */
+	unsigned rc_modules;         /* megatron MoE, selective: SEARCH_RC_MOE_MODULES (shown
+					sel:moe), 0: the attention core alone */
 	enum strat_offload offload;  /* optimizer offload */
 	bool sequence_parallel;
 	int64_t peak_bytes;          /* worst role: plan_memory gpu_total */

@@ -302,6 +302,56 @@ static void test_embedding_loss_split(struct test_ctx *T)
 	free(base);
 }
 
+/* Megatron MoE models also try selective recompute of the experts' activation and the norms
+ * (recompute_modules): the candidate resolves to those modules and needs less memory than the
+ * same one without recompute; a user's own recompute_modules replaces the choice. */
+static void test_moe_recompute_modules(struct test_ctx *T)
+{
+	struct job *base = load_base("mixtral-8x7b", "dgx-h100", 16);
+	if (!base)
+		return;
+	struct search_space sp;
+	space(&sp, 64, 100, true);
+	sp.framework = STRAT_MEGATRON;
+	const char *sets[] = { "tp=2", "pp=1", "micro_batch=1", "distributed_optimizer=true" };
+	sp.sets = sets;
+	sp.nsets = 4;
+	struct search_result r;
+	struct tw_err err = { 0 };
+	CHECK_EQ_INT(T, search_run(base, &sp, &r, &err), TW_OK);
+	int64_t none = 0, rc = 0;
+	for (int i = 0; i < r.ntop; i++) {
+		const struct search_cand *c = &r.top[i];
+		if (c->ep != 8)
+			continue;
+		if (c->recompute == STRAT_RECOMPUTE_NONE)
+			none = c->peak_bytes;
+		if (!c->rc_modules)
+			continue;
+		rc = c->peak_bytes;
+		struct job *j = TW_NEW(struct job);
+		bool ok = search_job(base, &sp, c, j, &err) == TW_OK;
+		CHECK(T, ok);
+		CHECK(T, !ok || (j->strat.recompute == STRAT_RECOMPUTE_SELECTIVE &&
+				 j->strat.recompute_modules == SEARCH_RC_MOE_MODULES));
+		free(j);
+	}
+	printf("#   mixtral tp 2 ep 8: peak %.2f GiB without recompute, %.2f GiB with sel:moe\n",
+	       (double)none / (double)TW_GIB, (double)rc / (double)TW_GIB);
+	CHECK(T, none > 0 && rc > 0 && rc < none);
+	search_result_release(&r);
+	const char *user[] = { "tp=2", "pp=1", "micro_batch=1", "recompute=selective",
+			       "recompute_modules=[\"moe_act\"]" };
+	sp.sets = user;
+	sp.nsets = 5;
+	CHECK_EQ_INT(T, search_run(base, &sp, &r, &err), TW_OK);
+	CHECK(T, r.ntop > 0);
+	for (int i = 0; i < r.ntop; i++)
+		CHECK(T, !r.top[i].rc_modules);
+	search_result_release(&r);
+	free(base);
+}
+
 /* Expert parallelism for MoE models: ep divides dp (Megatron: dp x cp) and the expert count,
  * candidates resolve to it, ep= pins; dense models keep ep 1. */
 static void test_expert_parallel(struct test_ctx *T)
@@ -529,6 +579,7 @@ int main(void)
 	TEST_RUN(&T, test_pins_and_frameworks);
 	TEST_RUN(&T, test_interleaved);
 	TEST_RUN(&T, test_embedding_loss_split);
+	TEST_RUN(&T, test_moe_recompute_modules);
 	TEST_RUN(&T, test_expert_parallel);
 	TEST_RUN(&T, test_context_parallel);
 	TEST_RUN(&T, test_zeropp);
