@@ -1492,7 +1492,6 @@ static const char *const logits_bwd_names[3] = { "logits_bwd", "logits_dgrad", "
 static const char *const shared_fc1_bwd_names[3] = { "shared_fc1_bwd", "shared_fc1_dgrad",
 						     "shared_fc1_wgrad" };
 
-/* MLP or MoE block between the second norm and the residual. */
 /* The shared experts' forward beside the routed ones: a dense MLP of width fs, which gathers
  * and reduce-scatters the sequence itself under Megatron-Core's dispatcher */
 static void shared_fwd(struct pb *b)
@@ -1508,6 +1507,7 @@ static void shared_fwd(struct pb *b)
 		tp_exit(b, false);
 }
 
+/* MLP or MoE block between the second norm and the residual. */
 static void mlp_block(struct pb *b, int64_t l, bool bwd)
 {
 	int64_t T = b->T, tp = b->tp, g = bwd ? (b->lora ? 1 : 2) : 1;

@@ -1384,14 +1384,13 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 	s->first_stage_layers = u.fsl.given ? u.fsl_v : 0;
 	s->last_stage_layers = u.lsl.given ? u.lsl_v : 0;
 	bool afe = u.afe.given && u.afe_v, afl = u.afl.given && u.afl_v;
+	const char *afk = afe ? "account_for_embedding_in_pipeline_split"
+			      : "account_for_loss_in_pipeline_split";
 	if ((afe || afl) && (u.fsl.given || u.lsl.given))
-		return sfail(r, afe ? "account_for_embedding_in_pipeline_split"
-				    : "account_for_loss_in_pipeline_split",
+		return sfail(r, afk,
 			     "first_stage_layers / last_stage_layers cannot be given with "
 			     "account_for_embedding_in_pipeline_split or "
 			     "account_for_loss_in_pipeline_split (Megatron refuses both)");
-	const char *afk = afe ? "account_for_embedding_in_pipeline_split"
-			      : "account_for_loss_in_pipeline_split";
 	if ((afe || afl) && r->m && r->m->layers > 0 && s->pp > 1 &&
 	    s->framework == STRAT_MEGATRON) {
 		/* Megatron-Core: with vp 1 the stages split layers + the counted ones; with vp > 1
@@ -1410,13 +1409,13 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 		      afl ? "true" : "false");
 		s->embed_in_split = afe;
 		s->loss_in_split = afl;
-		if (s->vp > 1)
+		if (s->vp > 1) {
 			strat_prov(s, "layers_per_virtual_stage", STRAT_SRC_DERIVED,
 				   afe && afl ? "the first and the last virtual stage hold one fewer"
 				   : afe      ? "the first virtual stage holds one fewer"
 					      : "the last virtual stage holds one fewer",
 				   "%" PRId64, n / parts);
-		if (s->vp <= 1) {
+		} else {
 			if (afe)
 				s->first_stage_layers = n / s->pp - 1;
 			if (afl)
