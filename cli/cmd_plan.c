@@ -144,13 +144,10 @@ static cJSON *cand_json(enum strat_framework f, const struct search_cand *c)
 	cJSON_AddStringToObject(o, "recompute", strat_recompute_name(c->recompute));
 	cJSON_AddNumberToObject(o, "recompute_num_layers", (double)c->recompute_layers);
 	cJSON *rm = cJSON_AddArrayToObject(o, "recompute_modules");
-	if (c->recompute == STRAT_RECOMPUTE_SELECTIVE) {
-		cJSON_AddItemToArray(rm, cJSON_CreateString("core_attn"));
-		if (c->rc_modules) {
-			cJSON_AddItemToArray(rm, cJSON_CreateString("moe_act"));
-			cJSON_AddItemToArray(rm, cJSON_CreateString("layernorm"));
-		}
-	}
+	unsigned mods = c->rc_modules ? c->rc_modules : STRAT_RC_CORE_ATTN;
+	for (int i = 0; c->recompute == STRAT_RECOMPUTE_SELECTIVE && strat_rc_module_name(i); i++)
+		if (mods & (1u << i))
+			cJSON_AddItemToArray(rm, cJSON_CreateString(strat_rc_module_name(i)));
 	cJSON_AddStringToObject(o, "offload_optimizer", c->offload == STRAT_OFFLOAD_CPU ? "cpu" : "none");
 	cJSON_AddBoolToObject(o, "sequence_parallel", c->sequence_parallel);
 	cJSON_AddNumberToObject(o, "step_time_s", (double)c->step_ns * 1e-9);

@@ -430,6 +430,11 @@ static const char *const rc_module_names[] = {"core_attn", "mlp", "moe_act", "sh
 					      "layernorm", "moe"};
 #define RC_NMODULES (sizeof(rc_module_names) / sizeof(*rc_module_names))
 
+const char *strat_rc_module_name(int i)
+{
+	return i >= 0 && (size_t)i < RC_NMODULES ? rc_module_names[i] : NULL;
+}
+
 static enum tw_result parse_rc_modules(struct strat_rd *r, const cJSON *o, unsigned *out,
 				       struct oval *ov)
 {

@@ -189,6 +189,8 @@ void strategy_list_presets(const char *strategies_dir, char *buf, size_t len);
 const char *strat_src_name(enum strat_src s);
 const char *strat_kernels_name(enum strat_kernels k); /* "fused", "eager" */
 const char *strat_recompute_name(enum strat_recompute r); /* "none", "selective", "full", "op" */
+/* Megatron-Core's name of recompute module bit i (STRAT_RC_* = 1 << i), NULL past the last */
+const char *strat_rc_module_name(int i);
 struct cJSON *strategy_to_json(const struct strategy *s);
 /* The layers model chunk `chunk` of pipeline stage `stage` holds: its first global layer and
  * count (0 for a virtual stage that holds only the embedding or the loss). One chunk a stage

@@ -128,8 +128,16 @@ static void cand_sets(const struct job *base, const struct search_space *sp, str
 	if (c->cp > 1)
 		add_set(c, "cp=%lld", (long long)c->cp);
 	add_set(c, "recompute=%s", strat_recompute_name(c->recompute));
-	if (c->rc_modules == SEARCH_RC_MOE_MODULES)
-		add_set(c, "recompute_modules=[\"core_attn\",\"moe_act\",\"layernorm\"]");
+	if (c->rc_modules) { /* recompute_modules=["core_attn",...] from the bits */
+		char v[64] = "";
+		for (int i = 0; strat_rc_module_name(i); i++)
+			if (c->rc_modules & (1u << i)) {
+				size_t n = strlen(v);
+				snprintf(v + n, sizeof(v) - n, "%s\"%s\"", n ? "," : "",
+					 strat_rc_module_name(i));
+			}
+		add_set(c, "recompute_modules=[%s]", v);
+	}
 	if (c->recompute_layers > 0)
 		add_set(c, "recompute_num_layers=%lld", (long long)c->recompute_layers);
 	/* the model code is the user's whatever the degrees (its default follows tp and pp): the
