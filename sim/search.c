@@ -342,6 +342,7 @@ struct task {
 struct shared {
 	const struct job *base;
 	const struct search_space *sp;
+	bool moe_rc; /* Megatron MoE, no user recompute_modules: also try sel:moe */
 	struct task *tasks;
 	size_t ntasks, next_task;
 	/* simulation */
@@ -385,8 +386,6 @@ static int ep_choices(const struct search_space *sp, const struct model *m, int6
 	return n;
 }
 
-/* Interleaving degrees worth a candidate (Megatron, pp > 1): 1, and every v <= SEARCH_MAX_VP
- * that splits a stage's layers into whole model chunks; a pinned vp keeps only itself. */
 /* Whether the user's --set gives one of keys[0 .. n) itself. */
 static bool user_sets_any(const struct search_space *sp, const char *const *keys, size_t n)
 {
@@ -414,6 +413,8 @@ static int64_t stage_layers(const struct job *base, int64_t pp, bool split_el)
 	return (base->model.layers + (split_el ? 2 : 0)) / pp;
 }
 
+/* Interleaving degrees worth a candidate (Megatron, pp > 1): 1, and every v <= SEARCH_MAX_VP
+ * that splits a stage's layers into whole model chunks; a pinned vp keeps only itself. */
 static int vp_choices(const struct search_space *sp, const struct job *base, int64_t pp,
 		      bool split_el, int64_t *out)
 {
@@ -452,9 +453,6 @@ static void run_task(struct shared *sh, struct task *t)
 	 * without TP on a dense model torchtitan's selective op AC, and for Megatron MoE models
 	 * selective with the experts' activation and the separate norms (recompute_modules)
 	 * unless the user gives the modules */
-	static const char *const rc_key[] = { "recompute_modules" };
-	bool moe_rc = sp->framework == STRAT_MEGATRON && base->model.experts > 0 &&
-		      !user_sets_any(sp, rc_key, 1);
 	for (int o = 0; o < 6; o++) {
 		int r = o < 2 ? o : o < 4 ? STRAT_RECOMPUTE_FULL
 			: o == 4   ? STRAT_RECOMPUTE_OP
@@ -462,7 +460,7 @@ static void run_task(struct shared *sh, struct task *t)
 		bool block = o == 2;
 		if (sp->pin_recompute >= 0 && sp->pin_recompute != r)
 			continue;
-		if (o == 5 && !moe_rc)
+		if (o == 5 && !sh->moe_rc)
 			continue;
 		if (r == STRAT_RECOMPUTE_OP && (sp->framework != STRAT_FSDP || t->tp > 1 ||
 						base->model.experts > 0 || base->strat.lora_rank > 0))
@@ -813,6 +811,9 @@ enum tw_result search_run(const struct job *base, const struct search_space *spa
 	memset(&sh, 0, sizeof(sh));
 	sh.base = base;
 	sh.sp = &sp;
+	static const char *const rc_key[] = { "recompute_modules" };
+	sh.moe_rc = sp.framework == STRAT_MEGATRON && m->experts > 0 &&
+		    !user_sets_any(&sp, rc_key, 1);
 	sh.res = res;
 	pthread_mutex_init(&sh.mu, NULL);
 	pthread_mutex_init(&sh.resolve_mu, NULL);
