@@ -796,9 +796,9 @@ static struct act_sizes layer_act(const struct pb *b, int64_t l)
 {
 	struct act_sizes a;
 	int64_t T = b->T, h = b->h, ab = b->ab, tp = b->tp;
-	/* replicated across TP ranks without SP: two norm inputs, QKV and fc1 inputs, two
-	 * dropout masks (1 byte each) = 10 sbh for 16-bit activations */
-	int64_t rep = T * h * (4 * ab + 2);
+	/* replicated across TP ranks without SP: two norm inputs, QKV and fc1 inputs, and with
+	 * hidden dropout its two masks (1 byte each) = 10 sbh for 16-bit activations */
+	int64_t rep = T * h * (4 * ab + (b->s->hidden_dropout > 0 ? 2 : 0));
 	/* split by TP: q, k, v, out-proj input (8 sbh for MHA) */
 	int64_t split = T * ab * (2 * b->qd + 2 * b->kvd);
 	int64_t mlpw = b->swiglu ? 3 : 2; /* gelu: act in + fc2 in; swiglu: gate, up, fc2 in */
@@ -840,16 +840,22 @@ static struct act_sizes layer_act(const struct pb *b, int64_t l)
 		if (rc_mod(b, STRAT_RC_MLP)) /* the MLP keeps its input (the norm's output) */
 			rc_split += T * mlpw * b->f * ab;
 	}
-	/* attention scores: softmax out, dropout mask and output = 5 a s^2 b; gone with flash
-	 * attention and with selective recompute. PyTorch's fp32 softmax keeps its fp32 output
-	 * for backward (7 a s^2 b) and holds a scaled fp32 copy of the scores while it runs. */
+	/* attention scores: softmax out, dropout mask and output = 5 a s^2 b (2 without attention
+	 * dropout: the probabilities are the matmul's input); gone with flash attention and with
+	 * selective recompute. PyTorch's fp32 softmax keeps its fp32 output for backward (7 a s^2 b,
+	 * 6 without dropout: its 16-bit cast then feeds the matmul) and holds a scaled fp32 copy of
+	 * the scores while it runs. */
 	int64_t scores = 0, sxs = b->heads * T * (b->ulysses ? b->seq / b->cp * b->cp : b->seq);
 	int64_t s_blk = b->ulysses || b->cp == 1 ? b->seq : b->seq / b->cp;
 	int sk = torch_softmax(b, b->heads / tp / (b->ulysses ? b->cp : 1), s_blk, s_blk);
-	/* HF's eager attention keeps softmax's fp32 output and the 16-bit probabilities (6 a s^2 b)
-	 * and holds the masked 16-bit scores while the softmax runs */
+	/* HF's eager attention keeps softmax's fp32 output and the 16-bit probabilities (6 a s^2 b;
+	 * with dropout the mask and its output instead of the probabilities, 7) and holds the
+	 * masked 16-bit scores while the softmax runs */
+	int drop = b->s->attention_dropout > 0;
 	if (!b->flash && !rc_mod(b, STRAT_RC_CORE_ATTN))
-		scores = (sk == PLAN_SOFTMAX_FALLBACK ? 7 : sk == PLAN_SOFTMAX_HF_EAGER ? 6 : 5) * sxs;
+		scores = (sk == PLAN_SOFTMAX_FALLBACK ? 6 + drop
+			  : sk == PLAN_SOFTMAX_HF_EAGER ? 6 + drop
+							: 2 + 3 * drop) * sxs;
 	if (sk == PLAN_SOFTMAX_FALLBACK)
 		work += 4 * sxs;
 	else if (sk == PLAN_SOFTMAX_HF_EAGER)
@@ -1953,9 +1959,14 @@ static void embed(struct pb *b, bool bwd)
  * (8), sum (4), divide into the softmax kept for backward (8); backward scales the softmax by
  * the grad in place (8) and casts back (4 + ab).
  * HF's causal-LM loss (eager model code): cast, log_softmax (reads twice, writes: 12);
- * backward: the nll grad (4), log_softmax backward (12) and the cast back. */
+ * backward: the nll grad (4), log_softmax backward (12) and the cast back.
+ * A fused cross-entropy (Transformer Engine's, Liger's, flash-attn's) reads the 16-bit logits
+ * twice (max and sum of exp, online) and writes the gradient over them in the same kernel;
+ * backward scales that gradient in place by the loss's. */
 static double ce_bytes(const struct pb *b, bool bwd)
 {
+	if (b->s->cross_entropy == STRAT_CE_FUSED)
+		return bwd ? 2.0 * b->ab : 3.0 * b->ab;
 	double cast = b->ab == 4 ? 0 : (double)(b->ab + 4);
 	if (!b->eager) /* Megatron's code (also Megatron-DeepSpeed's) */
 		return bwd ? 8 + cast : cast + 4 + 8 + 8 + 4 + 8;
@@ -1969,13 +1980,15 @@ static int32_t head_fwd(struct pb *b)
 	unit_in(b, mid);
 	/* Megatron's cross-entropy: the logits in 16 bits and the fp32 copy it works on in place,
 	 * kept for backward. Eager (HF, torchtitan): logits.float() and log_softmax's fp32 output
-	 * beside the 16-bit logits while the loss runs; only that output is kept. */
-	int64_t kept = b->eager ? 4 : b->ab + 4;
+	 * beside the 16-bit logits while the loss runs; only that output is kept. Fused: the
+	 * logits, which then hold their gradient. */
+	bool fused = b->s->cross_entropy == STRAT_CE_FUSED, eager = b->eager && !fused;
+	int64_t kept = fused ? b->ab : b->eager ? 4 : b->ab + 4;
 	int32_t buf = mem_alloc(b, PLAN_MEM_LOGITS, PLAN_DEV_GPU, b->T * vl * kept, "logits",
 				PLAN_STREAM_COMPUTE);
-	int32_t tmp = b->eager ? mem_alloc(b, PLAN_MEM_LOGITS, PLAN_DEV_GPU, b->T * vl * (b->ab + 4),
-					   "logits_tmp", PLAN_STREAM_COMPUTE)
-			       : -1;
+	int32_t tmp = eager ? mem_alloc(b, PLAN_MEM_LOGITS, PLAN_DEV_GPU, b->T * vl * (b->ab + 4),
+					"logits_tmp", PLAN_STREAM_COMPUTE)
+			    : -1;
 	norm_op(b, "final_norm", (double)(b->sp ? b->T / b->tp : b->T) * b->h, false, 0);
 	tp_enter(b, false);
 	gemm(b, "logits", b->T, vl, b->h, 1, 0, true);
@@ -1993,10 +2006,12 @@ static void head_bwd(struct pb *b, int32_t logits)
 	int64_t mid = b->head_uid, vl = b->V / b->tp;
 	b->layer = -1;
 	unit_in(b, mid);
-	/* eager: log_softmax's fp32 grad and its 16-bit cast for the logits GEMM's backward */
-	int32_t g = b->eager ? mem_alloc(b, PLAN_MEM_LOGITS, PLAN_DEV_GPU, b->T * vl * (b->ab + 4),
-					 "logits_grad", PLAN_STREAM_COMPUTE)
-			     : -1;
+	/* eager: log_softmax's fp32 grad and its 16-bit cast for the logits GEMM's backward (a
+	 * fused loss left the grad in the logits' buffer) */
+	int32_t g = b->eager && b->s->cross_entropy != STRAT_CE_FUSED
+			    ? mem_alloc(b, PLAN_MEM_LOGITS, PLAN_DEV_GPU, b->T * vl * (b->ab + 4),
+					"logits_grad", PLAN_STREAM_COMPUTE)
+			    : -1;
 	compute(b, PLAN_K_LOSS, "loss_bwd", 0, (double)b->T * vl * ce_bytes(b, true),
 		PLAN_STREAM_COMPUTE);
 	col_bwd(b, logits_bwd_names, b->T, vl, b->h, b->lora ? 1 : 2);

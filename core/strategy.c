@@ -139,7 +139,8 @@ static const char *const our_keys[] = {
 	"overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap",
 	"async_tensor_model_parallel_allreduce", "grad_reduce_in_bf16",
 	"first_stage_layers", "last_stage_layers", "account_for_embedding_in_pipeline_split",
-	"account_for_loss_in_pipeline_split", "recompute_modules", NULL};
+	"account_for_loss_in_pipeline_split", "recompute_modules", "hidden_dropout",
+	"attention_dropout", "cross_entropy", NULL};
 
 static bool is_our_key(const char *k)
 {
@@ -354,6 +355,7 @@ const char *strat_kernels_name(enum strat_kernels k)
 {
 	return k == STRAT_KERNELS_EAGER ? kernels_names[1] : kernels_names[0];
 }
+static const char *const ce_names[] = {"unfused", "fused", NULL};
 static const char *const precision_names[] = {"fp32", "bf16", "fp16", NULL};
 static const enum tw_dtype precision_types[] = {TW_FP32, TW_BF16, TW_FP16};
 static const char *const optimizer_names[] = {"adamw", "adam", "sgd", "lion", "adagrad", NULL};
@@ -366,11 +368,11 @@ struct ours {
 	struct oval framework, version, tp, pp, cp, cp_kind, kernels, ep, vp, sp, schedule,
 		recompute, flash, fp8, tf32, precision, optimizer, distopt, fsdp_sharding, fsdp_group,
 		fsdp_version, fsdp_reduce, lora_rank, lora_targets, seq_len, host_op, ogr, opg, tpo, atp,
-		rnl, grb, fsl, lsl, afe, afl, rcm;
+		rnl, grb, fsl, lsl, afe, afl, rcm, hdrop, adrop, ce;
 	bool ogr_v, opg_v, tpo_v, atp_v, grb_v, afe_v, afl_v;
-	double host_op_v;
+	double host_op_v, hdrop_v, adrop_v;
 	int framework_i, schedule_i, recompute_i, cp_kind_i, kernels_i, precision_i, optimizer_i,
-		fsdp_i, fsdp_reduce_i;
+		fsdp_i, fsdp_reduce_i, ce_i;
 	int64_t tp_v, pp_v, cp_v, ep_v, vp_v, seq_v, fsdp_group_v, fsdp_version_v, lora_rank_v,
 		rnl_v, fsl_v, lsl_v;
 	bool sp_v, flash_v, fp8_v, tf32_v, distopt_v;
@@ -525,6 +527,9 @@ static enum tw_result parse_ours(struct strat_rd *r, const cJSON *o, struct ours
 	TW_CHECK(obool(r, o, NULL, "account_for_embedding_in_pipeline_split", &u->afe_v, &u->afe));
 	TW_CHECK(obool(r, o, NULL, "account_for_loss_in_pipeline_split", &u->afl_v, &u->afl));
 	TW_CHECK(obool(r, o, NULL, "flash_attention", &u->flash_v, &u->flash));
+	TW_CHECK(onum(r, o, NULL, "hidden_dropout", 0, 1, &u->hdrop_v, &u->hdrop));
+	TW_CHECK(onum(r, o, NULL, "attention_dropout", 0, 1, &u->adrop_v, &u->adrop));
+	TW_CHECK(oenum(r, o, NULL, "cross_entropy", ce_names, &u->ce_i, &u->ce));
 	TW_CHECK(obool(r, o, NULL, "fp8", &u->fp8_v, &u->fp8));
 	TW_CHECK(obool(r, o, NULL, "tf32", &u->tf32_v, &u->tf32));
 	TW_CHECK(onum(r, o, NULL, "host_op_us", 0, 1e4, &u->host_op_v, &u->host_op));
@@ -1327,6 +1332,12 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 			     (s->framework == STRAT_DEEPSPEED && (s->tp > 1 || s->pp > 1));
 	s->kernels = u.kernels.given ? (enum strat_kernels)u.kernels_i
 				     : megatron_code ? STRAT_KERNELS_FUSED : STRAT_KERNELS_EAGER;
+	/* Megatron's --hidden-dropout and --attention-dropout default to 0.1; the HF / torchtitan
+	 * configs of today's LLMs (Llama, Mistral, Qwen, MPT) set 0 */
+	double drop = megatron_code ? 0.1 : 0.0;
+	s->hidden_dropout = u.hdrop.given ? u.hdrop_v : drop;
+	s->attention_dropout = u.adrop.given ? u.adrop_v : drop;
+	s->cross_entropy = u.ce.given ? (enum strat_ce)u.ce_i : STRAT_CE_UNFUSED;
 	if (s->framework == STRAT_DEEPSPEED && s->pp > 1 && s->zero_stage == 1 && s->overlap_comm) {
 		s->overlap_comm = false;
 		strat_prov(s, "zero_optimization.overlap_comm", STRAT_SRC_DERIVED,
@@ -1507,6 +1518,11 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 	      megatron_code ? "Megatron's model code: fused norm, activation and RoPE kernels"
 			    : "HF / torchtitan modules in eager PyTorch",
 	      "%s", kernels_names[s->kernels]);
+	const char *drop_why = megatron_code ? "Megatron's default"
+					     : "HF / torchtitan LLM configs: no dropout";
+	oprov(s, "hidden_dropout", &u.hdrop, drop_why, "%g", s->hidden_dropout);
+	oprov(s, "attention_dropout", &u.adrop, drop_why, "%g", s->attention_dropout);
+	oprov(s, "cross_entropy", &u.ce, "the model code's own loss", "%s", ce_names[s->cross_entropy]);
 	oprov(s, "tf32", &u.tf32, "PyTorch default: fp32 matmuls in fp32 (allow_tf32 off since 1.12)",
 	      "%s", s->tf32 ? "true" : "false");
 	if (s->tf32 && r->c && r->c->gpu.name[0] && r->c->gpu.peak_tflops[TW_TF32] <= 0)
@@ -1674,6 +1690,9 @@ struct cJSON *strategy_to_json(const struct strategy *s)
 	cJSON_AddBoolToObject(a, "cpu_checkpointing", s->cpu_checkpointing);
 	cJSON_AddBoolToObject(a, "flash_attention", s->flash_attention);
 	cJSON_AddStringToObject(a, "kernels", kernels_names[s->kernels]);
+	cJSON_AddNumberToObject(a, "hidden_dropout", s->hidden_dropout);
+	cJSON_AddNumberToObject(a, "attention_dropout", s->attention_dropout);
+	cJSON_AddStringToObject(a, "cross_entropy", ce_names[s->cross_entropy]);
 	cJSON *pl = cJSON_AddObjectToObject(o, "pipeline");
 	cJSON_AddBoolToObject(pl, "pipe_partitioned", s->pipe_partitioned);
 	cJSON_AddBoolToObject(pl, "grad_partitioned", s->grad_partitioned);

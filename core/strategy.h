@@ -27,6 +27,7 @@ enum strat_cp_kind { STRAT_CP_RING = 0 /* Megatron context parallel */, STRAT_CP
  * torch.compile) or eager PyTorch modules (HF transformers, torchtitan): RMSNorm, SwiGLU and
  * RoPE as several kernels each, with fp32 intermediates (docs/plan.md, "Eager ops"). */
 enum strat_kernels { STRAT_KERNELS_FUSED = 0, STRAT_KERNELS_EAGER };
+enum strat_ce { STRAT_CE_UNFUSED = 0, STRAT_CE_FUSED };
 enum strat_optimizer { STRAT_OPT_ADAMW = 0, STRAT_OPT_ADAM, STRAT_OPT_SGD, STRAT_OPT_LION,
 		       STRAT_OPT_ADAGRAD };
 
@@ -148,6 +149,16 @@ struct strategy {
 				       * unless given; 0 reads as core_attn) */
 	bool partition_activations, cpu_checkpointing;
 	bool flash_attention;       /* default true: no s*s scores saved */
+	/* dropout probabilities (Megatron's --hidden-dropout, --attention-dropout; HF configs'
+	 * hidden/attention dropout): a hidden dropout > 0 keeps a 1-byte mask after the attention
+	 * and the MLP, an attention dropout > 0 one over the s x s probabilities and its output
+	 * (without flash attention). Default 0.1 for Megatron's model code (its defaults), 0 for
+	 * eager HF / torchtitan modules (Llama-style configs) */
+	double hidden_dropout, attention_dropout;
+	/* cross-entropy: unfused (the model code's own, docs/plan.md) or fused (one kernel that
+	 * writes the logits' gradient in place of the 16-bit logits: Transformer Engine's and
+	 * Liger's, flash-attn's with inplace_backward) */
+	enum strat_ce cross_entropy;
 	/* DeepSpeed's pipeline engine (ds_config "pipeline", default true): with TP > 1 the
 	 * activations / grads sent between stages are split over the TP group and all-gathered
 	 * by the receiver (PartitionedTensor); false elsewhere */

@@ -50,3 +50,24 @@ for r in none selective full op; do
 	"$TWIN" memory -m llama3-8b -c dgx-h100 --gpus 8 -s torchtitan-fsdp2 --set recompute=$r >"$tmp/rc" 2>&1
 	check "memory header names recompute $r" grep -q "recompute $r, " "$tmp/rc"
 done
+
+# a fused cross-entropy keeps only the 16-bit logits (8,192 tokens x 128,256 x 2 bytes; HF's
+# eager loss holds 10 bytes a logit); hidden dropout adds two 1-byte masks per layer
+mem8b="-m llama3-8b -c dgx-h100 --gpus 8 -s torchtitan-fsdp2 --json"
+# shellcheck disable=SC2086
+"$TWIN" memory $mem8b --set cross_entropy=fused >"$tmp/ce.json"
+check "cross_entropy fused: logits are 2 bytes a logit" python3 -c "
+import json; b = json.load(open('$tmp/ce.json'))['roles'][0]['gpu']['breakdown_bytes']
+assert b['logits'] == 8192 * 128256 * 2, b['logits']"
+# shellcheck disable=SC2086
+"$TWIN" memory $mem8b --set recompute=none >"$tmp/d0.json"
+# shellcheck disable=SC2086
+"$TWIN" memory $mem8b --set recompute=none --set hidden_dropout=0.1 >"$tmp/d1.json"
+check "hidden_dropout 0.1 keeps 2 x 8192 x 4096 bytes more per layer" python3 -c "
+import json
+a = [json.load(open(f))['roles'][0]['gpu']['breakdown_bytes']['activations'] for f in ('$tmp/d0.json', '$tmp/d1.json')]
+assert a[1] - a[0] == 32 * 2 * 8192 * 4096, a"
+# shellcheck disable=SC2086
+"$TWIN" memory $mem8b --set hidden_dropout=2 >"$tmp/bad" 2>"$tmp/baderr"
+check "hidden_dropout 2 exits 2" test $? -eq 2
+check "hidden_dropout 2: one line naming the field and the range" sh -c "test \$(wc -l <'$tmp/baderr') -eq 1 && grep -q 'hidden_dropout: must be in \[0, 1\]' '$tmp/baderr' && test ! -s '$tmp/bad'"

@@ -244,6 +244,7 @@ static void test_activations_torch_softmax(struct test_ctx *t)
 	j->seq = 2048;
 	gpt_korthikanti(j, 8, 1, 2, 1);
 	j->strat.framework = STRAT_DEEPSPEED, j->strat.kernels = STRAT_KERNELS_EAGER;
+	j->strat.attention_dropout = 0; /* HF's configs */
 	if (fx_mem(j, 0, &m))
 		CHECK_NEAR(t, m.max_cat[GPU][PLAN_MEM_ACTIV], 8 * 2 * sbh * (10 + 24.0 / 8 + 6 * as_h / 8), 1e-12);
 	free(j);
@@ -270,6 +271,91 @@ static void test_activations_eager(struct test_ctx *t)
 		CHECK_NEAR(t, eager.max_cat[GPU][PLAN_MEM_LOGITS], T * 32000 * 10, 1e-12);
 	} else {
 		CHECK(t, false);
+	}
+	free(j);
+}
+
+/* no dropout (HF / torchtitan configs, the eager code's default): no masks after attention and
+ * MLP (2 sbh less), and without flash attention Megatron's fused softmax path keeps only the
+ * probabilities (2 a s^2 b instead of 5), its fp32 fallback 6 instead of 7, HF's eager
+ * attention 6 (7 with dropout: the mask and the dropout output in place of the probabilities) */
+static void test_activations_dropout(struct test_ctx *t)
+{
+	struct plan_mem m;
+	struct job *j = fx_job(8);
+	double sbh = 2048.0 * 2 * 1024, as_h = 16.0 * 2048 / 1024;
+	gpt_korthikanti(j, 1, 1, 2, 1);
+	j->strat.flash_attention = true;
+	j->strat.hidden_dropout = 0;
+	if (fx_mem(j, 0, &m))
+		CHECK_NEAR(t, m.max_cat[GPU][PLAN_MEM_ACTIV], 8 * sbh * 32, 1e-12);
+	j->strat.hidden_dropout = 0.1;
+	if (fx_mem(j, 0, &m))
+		CHECK_NEAR(t, m.max_cat[GPU][PLAN_MEM_ACTIV], 8 * sbh * 34, 1e-12);
+	/* attention dropout matters only where the s x s probabilities are kept */
+	j->strat.attention_dropout = 0;
+	if (fx_mem(j, 0, &m))
+		CHECK_NEAR(t, m.max_cat[GPU][PLAN_MEM_ACTIV], 8 * sbh * 34, 1e-12);
+	j->strat.flash_attention = false;
+	if (fx_mem(j, 0, &m))
+		CHECK_NEAR(t, m.max_cat[GPU][PLAN_MEM_ACTIV], 8 * sbh * (34 + 2 * as_h), 1e-12);
+	j->strat.attention_dropout = 0.1;
+	if (fx_mem(j, 0, &m))
+		CHECK_NEAR(t, m.max_cat[GPU][PLAN_MEM_ACTIV], 8 * sbh * (34 + 5 * as_h), 1e-12);
+	/* the fp32 fallback (TP 8, micro-batch 1: 2 score batches) */
+	gpt_korthikanti(j, 8, 1, 1, 1);
+	double sbh1 = sbh / 2;
+	j->strat.attention_dropout = 0;
+	if (fx_mem(j, 0, &m))
+		CHECK_NEAR(t, m.max_cat[GPU][PLAN_MEM_ACTIV], 8 * sbh1 * (10 + 24.0 / 8 + 6 * as_h / 8), 1e-12);
+	/* HF's eager attention */
+	gpt_korthikanti(j, 1, 1, 2, 1);
+	j->strat.framework = STRAT_DEEPSPEED, j->strat.kernels = STRAT_KERNELS_EAGER;
+	j->strat.hidden_dropout = 0;
+	for (int d = 0; d <= 1; d++) {
+		j->strat.attention_dropout = d ? 0.1 : 0;
+		if (fx_mem(j, 0, &m))
+			CHECK_NEAR(t, m.max_cat[GPU][PLAN_MEM_ACTIV], 8 * sbh * (32 + (6 + d) * as_h), 1e-12);
+	}
+	free(j);
+}
+
+/* cross_entropy fused: the 16-bit logits alone are kept (the kernel writes their gradient over
+ * them), for Megatron's code and the eager one alike; the loss moves 3 bytes per logit element
+ * forward and 2 backward at 16 bits (Megatron's unfused: 38 and 14) */
+static void test_cross_entropy_fused(struct test_ctx *t)
+{
+	struct plan_mem m;
+	struct job *j = fx_job(8);
+	const double T = 4096, V = 32000;
+	for (int k = 0; k < 2; k++) {
+		j->strat.kernels = k ? STRAT_KERNELS_EAGER : STRAT_KERNELS_FUSED;
+		j->strat.cross_entropy = STRAT_CE_FUSED;
+		if (fx_mem(j, 0, &m))
+			CHECK_NEAR(t, m.max_cat[GPU][PLAN_MEM_LOGITS], T * V * 2, 1e-12);
+		double fwd = -1, bwd = -1;
+		struct plan p;
+		struct tw_err e = {0};
+		for (int fused = 0; fused < 2; fused++) {
+			j->strat.cross_entropy = fused ? STRAT_CE_FUSED : STRAT_CE_UNFUSED;
+			if (plan_rank(j, 0, &p, &e) != TW_OK) {
+				CHECK(t, false);
+				continue;
+			}
+			for (size_t i = 0; i < p.nops; i++) {
+				const struct plan_op *op = &p.ops[i];
+				if (op->kind == PLAN_COMPUTE && op->u.compute.kernel == PLAN_K_LOSS) {
+					if (op->phase == PLAN_PHASE_FWD)
+						fwd = op->u.compute.bytes;
+					else
+						bwd = op->u.compute.bytes;
+				}
+			}
+			plan_release(&p);
+			double wf = fused ? 6 : k ? 18 : 38, wb = fused ? 4 : k ? 22 : 14;
+			CHECK_NEAR(t, fwd, T * V * wf, 1e-12);
+			CHECK_NEAR(t, bwd, T * V * wb, 1e-12);
+		}
 	}
 	free(j);
 }
@@ -587,6 +673,8 @@ int main(void)
 	TEST_RUN(&t, test_activations_korthikanti);
 	TEST_RUN(&t, test_activations_torch_softmax);
 	TEST_RUN(&t, test_activations_eager);
+	TEST_RUN(&t, test_activations_dropout);
+	TEST_RUN(&t, test_cross_entropy_fused);
 	TEST_RUN(&t, test_bf16_optimizer_grads);
 	TEST_RUN(&t, test_pipeline_inflight);
 	TEST_RUN(&t, test_offload_moves_states);

@@ -735,6 +735,40 @@ static void test_kernels_tf32(struct test_ctx *T)
 	fx_done(&f);
 }
 
+/* dropout follows the model code: Megatron's (Megatron, DeepSpeed with TP or PP) defaults to
+ * 0.1, HF / torchtitan modules to 0; a given value wins and must be a probability; the loss is
+ * the code's own unless cross_entropy says fused */
+static void test_dropout_cross_entropy(struct test_ctx *T)
+{
+	struct fx f;
+	fx_init(&f);
+	CHECK_OK(T, &f, run(&f, NULL, "{\"framework\":\"megatron\"}", 8, NULL, 0));
+	CHECK_NEAR(T, f.s.hidden_dropout, 0.1, 1e-12);
+	CHECK_NEAR(T, f.s.attention_dropout, 0.1, 1e-12);
+	CHECK_SRC(T, &f.s, "hidden_dropout", "default");
+	CHECK_EQ_INT(T, f.s.cross_entropy, STRAT_CE_UNFUSED);
+	CHECK_OK(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1}", "{\"tp\":2}", 8, NULL, 0));
+	CHECK_NEAR(T, f.s.hidden_dropout, 0.1, 1e-12);
+	CHECK_OK(T, &f, run(&f, NULL, "{\"framework\":\"fsdp\"}", 8, NULL, 0));
+	CHECK_NEAR(T, f.s.hidden_dropout, 0, 0);
+	CHECK_NEAR(T, f.s.attention_dropout, 0, 0);
+	CHECK_OK(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"hidden_dropout\":0,"
+				      "\"cross_entropy\":\"fused\"}", 8, NULL, 0));
+	CHECK_NEAR(T, f.s.hidden_dropout, 0, 0);
+	CHECK_NEAR(T, f.s.attention_dropout, 0.1, 1e-12);
+	CHECK_SRC(T, &f.s, "hidden_dropout", "file");
+	CHECK_EQ_INT(T, f.s.cross_entropy, STRAT_CE_FUSED);
+	static const char *const sets[] = {"attention_dropout=0.25"};
+	CHECK_OK(T, &f, run(&f, NULL, "{\"framework\":\"fsdp\"}", 8, sets, 1));
+	CHECK_NEAR(T, f.s.attention_dropout, 0.25, 1e-12);
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"hidden_dropout\":1.5}", 8, NULL, 0), "hidden_dropout");
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"attention_dropout\":-0.1}", 8, NULL, 0),
+		    "attention_dropout");
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"cross_entropy\":\"liger\"}", 8, NULL, 0),
+		    "must be one of: unfused, fused");
+	fx_done(&f);
+}
+
 /* Whatever pipeline split the resolver accepts (equal stages, Megatron-Core's uneven first and
  * last stages, the embedding and the loss counted; with and without interleaving), the model
  * chunks in virtual-stage order (chunk x pp + stage) hold every layer exactly once and in
@@ -1038,6 +1072,7 @@ int main(void)
 	TEST_RUN(&t, test_ours);
 	TEST_RUN(&t, test_pipeline_split_layouts);
 	TEST_RUN(&t, test_kernels_tf32);
+	TEST_RUN(&t, test_dropout_cross_entropy);
 	TEST_RUN(&t, test_presets);
 	return test_done(&t);
 }
