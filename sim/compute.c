@@ -138,14 +138,16 @@ int64_t sim_compute_ns(const struct job *j, const struct plan_op *op)
 		/* unfused attention (Megatron's fused scale-mask-softmax, no FlashAttention): the
 		 * full s_q x s_kv score matrix is computed (no causal saving) and goes through HBM:
 		 * forward writes the scores, softmax reads and writes them, dropout reads them and
-		 * writes probabilities and a 1-byte mask, AV reads them: 6.5 passes of 2 bytes;
-		 * backward about twice that */
+		 * writes probabilities and a 1-byte mask, AV reads them: 6.5 passes of 2 bytes
+		 * (4 without attention dropout: PyTorch skips a dropout of p = 0); backward about
+		 * twice that */
 		double sxs = (double)op->u.compute.b * (double)op->u.compute.heads *
 			     (double)op->u.compute.s_q * (double)op->u.compute.s_kv;
 		bool bwd = op->phase == PLAN_PHASE_BWD && !(op->flags & PLAN_F_RECOMPUTE);
 		if (op->u.compute.causal)
 			flops *= 2.0;
-		bytes += sxs * 2.0 * (bwd ? 13.0 : 6.5);
+		double passes = j->strat.attention_dropout > 0 ? 6.5 : 4.0;
+		bytes += sxs * 2.0 * passes * (bwd ? 2.0 : 1.0);
 		/* PyTorch's fp32 softmax instead of the fused kernel (core/plan_build.c
 		 * torch_softmax): its bytes (its kernels are the op's extra_kernels) */
 		bytes += plan_torch_softmax_bytes(op);
