@@ -58,10 +58,15 @@ static void header(const struct job *j)
 	       framework_desc(s, fw, sizeof(fw)), (long long)s->tp, (long long)s->pp,
 	       (long long)s->dp, (long long)s->cp, (long long)(s->ep > 0 ? s->ep : 1),
 	       s->sequence_parallel ? " +SP" : "");
-	printf("batch        micro %lld x %lld micro-batches, seq %lld, %s, recompute %s%s%s\n",
+	/* what decides the activations and logits beyond the batch: dropout masks, the loss */
+	char drop[64] = "";
+	if (s->hidden_dropout > 0 || s->attention_dropout > 0)
+		snprintf(drop, sizeof(drop), ", dropout %g/%g", s->hidden_dropout, s->attention_dropout);
+	printf("batch        micro %lld x %lld micro-batches, seq %lld, %s, recompute %s%s%s%s%s\n",
 	       (long long)s->micro_batch, (long long)s->grad_accum, (long long)j->seq,
 	       tw_dtype_name(s->param_dtype), strat_recompute_name(s->recompute),
-	       s->flash_attention ? ", flash attention" : "",
+	       s->flash_attention ? ", flash attention" : "", drop,
+	       s->cross_entropy == STRAT_CE_FUSED ? ", fused loss" : "",
 	       s->lora_rank > 0 ? ", LoRA" : "");
 }
 

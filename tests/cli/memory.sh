@@ -71,3 +71,6 @@ assert a[1] - a[0] == 32 * 2 * 8192 * 4096, a"
 "$TWIN" memory $mem8b --set hidden_dropout=2 >"$tmp/bad" 2>"$tmp/baderr"
 check "hidden_dropout 2 exits 2" test $? -eq 2
 check "hidden_dropout 2: one line naming the field and the range" sh -c "test \$(wc -l <'$tmp/baderr') -eq 1 && grep -q 'hidden_dropout: must be in \[0, 1\]' '$tmp/baderr' && test ! -s '$tmp/bad'"
+"$TWIN" memory -m llama3-8b -c dgx-h100 --gpus 8 -s torchtitan-fsdp2 --set cross_entropy=fused >"$tmp/hdr" 2>&1
+check "memory header says the loss is fused and names no dropout" sh -c "grep -q '^batch .*, fused loss' '$tmp/hdr' && ! grep -q dropout '$tmp/hdr'"
+check "memory header names Megatron's default dropout" grep -q "^batch .*, dropout 0.1/0.1" "$tmp/pp"
