@@ -1335,8 +1335,8 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 	/* Megatron's --hidden-dropout and --attention-dropout default to 0.1; the HF / torchtitan
 	 * configs of today's LLMs (Llama, Mistral, Qwen, MPT) set 0 */
 	double drop = megatron_code ? 0.1 : 0.0;
-	s->hidden_dropout = u.hdrop.given ? u.hdrop_v : drop;
-	s->attention_dropout = u.adrop.given ? u.adrop_v : drop;
+	s->hidden_dropout = u.hdrop.given ? u.hdrop_v + 0.0 : drop; /* + 0.0: -0 is 0 */
+	s->attention_dropout = u.adrop.given ? u.adrop_v + 0.0 : drop;
 	s->cross_entropy = u.ce.given ? (enum strat_ce)u.ce_i : STRAT_CE_UNFUSED;
 	if (s->framework == STRAT_DEEPSPEED && s->pp > 1 && s->zero_stage == 1 && s->overlap_comm) {
 		s->overlap_comm = false;
