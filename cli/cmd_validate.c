@@ -19,7 +19,7 @@
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: twin validate CASES.json [--json] [--only ID-PREFIX] [--max-events N]\n"
-		   "                    [--keep DIR]\n"
+		   "                    [--keep DIR] [--set PATH=VALUE]...\n"
 		   "\n"
 		   "Predict every case of a validation file (twin-validation/1, see\n"
 		   "../shared/validation/README.md) and compare with the measurement: per case the\n"
@@ -35,7 +35,10 @@ static void usage(FILE *f)
 		   "  --max-events N       per-case simulation bound (default: the simulator's)\n"
 		   "  --keep DIR           write each training case's inputs to DIR (created if\n"
 		   "                       missing): ID.model.json, ID.strategy.json and ID.sh,\n"
-		   "                       the twin simulate command that predicts the case\n");
+		   "                       the twin simulate command that predicts the case\n"
+		   "  --set PATH=VALUE     a cluster field for every case, after the case's own\n"
+		   "                       (repeatable): how a calibrated efficiency or a network\n"
+		   "                       figure moves the errors, e.g. --set eff.comm_overlap_slowdown=1.2\n");
 }
 
 #define MAX_METRICS 8
@@ -94,23 +97,36 @@ static const char *str(const cJSON *o, const char *k)
 	return v && cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
-/* "path=value" strings from the case's cluster.set object */
-static int cluster_sets(const cJSON *cl, char bufs[][160], const char **sets, int max)
+/* What every case runs with: the command line's options. */
+struct vrun {
+	const struct cli_ctx *ctx;
+	int64_t max_events;
+	const char *keep;
+	const char *const *sets; /* --set: cluster fields, applied after each case's own */
+	int nsets;
+};
+
+#define CASE_SETS 16
+/* "path=value" strings from the case's cluster.set object, then the command line's --set */
+static int cluster_sets(const struct vrun *vr, const cJSON *cl, char bufs[][160],
+			const char **sets)
 {
 	const cJSON *set = field(cl, "set"), *e;
 	int n = 0;
-	if (!set || !cJSON_IsObject(set))
-		return 0;
-	cJSON_ArrayForEach(e, set)
-	{
-		if (n >= max)
-			break;
-		char *v = cJSON_PrintUnformatted(e);
-		snprintf(bufs[n], 160, "%s=%s", e->string, v);
-		free(v);
-		sets[n] = bufs[n];
-		n++;
+	if (set && cJSON_IsObject(set)) {
+		cJSON_ArrayForEach(e, set)
+		{
+			if (n >= CASE_SETS)
+				break;
+			char *v = cJSON_PrintUnformatted(e);
+			snprintf(bufs[n], 160, "%s=%s", e->string, v);
+			free(v);
+			sets[n] = bufs[n];
+			n++;
+		}
 	}
+	for (int i = 0; i < vr->nsets; i++)
+		sets[n++] = vr->sets[i];
 	return n;
 }
 
@@ -124,8 +140,9 @@ static bool whole_gpus(double v)
 	return v >= 1 && v <= VALIDATE_MAX_GPUS && v == floor(v);
 }
 
-static void run_collective(const struct cli_ctx *ctx, const cJSON *cs, struct vcase *vc)
+static void run_collective(const struct vrun *vr, const cJSON *cs, struct vcase *vc)
 {
+	const struct cli_ctx *ctx = vr->ctx;
 	const cJSON *cl = field(cs, "cluster"), *co = field(cs, "collective"), *me = field(cs, "measured");
 	double meas, bytes, ranks;
 	const char *op = str(co, "op"), *topo = str(cl, "topology");
@@ -150,9 +167,9 @@ static void run_collective(const struct cli_ctx *ctx, const cJSON *cs, struct vc
 			 "collective.ranks=%g: not a whole number in 1 .. %d", ranks, VALIDATE_MAX_GPUS);
 		return;
 	}
-	char bufs[16][160];
-	const char *sets[16];
-	int ns = cluster_sets(cl, bufs, sets, 16);
+	char bufs[CASE_SETS][160];
+	const char *sets[CASE_SETS + CLI_MAX_SETS];
+	int ns = cluster_sets(vr, cl, bufs, sets);
 	char dir[1024];
 	snprintf(dir, sizeof(dir), "%s/topologies", ctx->data_dir);
 	struct cluster c;
@@ -480,9 +497,12 @@ static void keep_case(const char *dir, const char *id, const cJSON *mj, const cJ
 		assume(vc, "--keep: could not write %s/%s.*", dir, stem);
 }
 
-static void run_training(const struct cli_ctx *ctx, const cJSON *cs, struct vcase *vc,
-			 int64_t max_events, bool memory_only, const char *keep)
+static void run_training(const struct vrun *vr, const cJSON *cs, struct vcase *vc,
+			 bool memory_only)
 {
+	const struct cli_ctx *ctx = vr->ctx;
+	int64_t max_events = vr->max_events;
+	const char *keep = vr->keep;
 	const cJSON *mo = field(cs, "model"), *cl = field(cs, "cluster"), *st = field(cs, "strategy"),
 		    *me = field(cs, "measured");
 	const char *notes = str(cs, "notes");
@@ -534,9 +554,9 @@ static void run_training(const struct cli_ctx *ctx, const cJSON *cs, struct vcas
 		mpath = write_temp(mj, &err);
 	}
 	spath = write_temp(sj, &err);
-	char bufs[16][160];
-	const char *sets[16];
-	int ns = cluster_sets(cl, bufs, sets, 16);
+	char bufs[CASE_SETS][160];
+	const char *sets[CASE_SETS + CLI_MAX_SETS];
+	int ns = cluster_sets(vr, cl, bufs, sets);
 	if (keep)
 		keep_case(keep, vc->id, mj, sj, preset, topo, gpus, sets, ns, vc);
 	cJSON_Delete(mj);
@@ -665,12 +685,28 @@ int cmd_validate(const struct cli_ctx *ctx, int argc, char **argv)
 		return 0;
 	}
 	const char *path = NULL, *only = NULL, *keep = NULL;
+	const char *usets[CLI_MAX_SETS];
+	int nusets = 0;
 	bool json = false;
 	int64_t max_events = 0;
 	struct tw_err err = { 0 };
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--json")) {
 			json = true;
+		} else if (cli_is_opt(argv[i], "--set")) {
+			const char *v = cli_value(argc, argv, &i, "--set", &err);
+			if (!v)
+				return cli_fail(&err);
+			if (nusets >= CLI_MAX_SETS)
+				return cli_usage_error("validate", "--set: at most %d overrides", CLI_MAX_SETS);
+			if (!strchr(v, '='))
+				return cli_usage_error("validate", "--set %s: expected PATH=VALUE", v);
+			char p[128];
+			snprintf(p, sizeof(p), "%.*s", (int)strcspn(v, "="), v);
+			if (!cluster_owns_path(p))
+				return cli_usage_error("validate", "--set %s: validate takes cluster fields "
+						       "(gpu., node., net., eff.); the cases give the strategy", p);
+			usets[nusets++] = v;
 		} else if (cli_is_opt(argv[i], "--only")) {
 			if (!(only = cli_value(argc, argv, &i, "--only", &err)))
 				return cli_fail(&err);
@@ -691,6 +727,17 @@ int cmd_validate(const struct cli_ctx *ctx, int argc, char **argv)
 	}
 	if (!path)
 		return cli_usage_error("validate", "missing the validation file (twin validate CASES.json)");
+	if (nusets > 0) { /* every preset has the same fields: one load checks paths and values */
+		char dir[1024];
+		struct cluster c;
+		snprintf(dir, sizeof(dir), "%s/topologies", ctx->data_dir);
+		if (cluster_load("dgx-h100", dir, usets, nusets, &c, &err) != TW_OK) {
+			struct tw_err e2;
+			tw_errf(&e2, err.code, "--set (checked on the dgx-h100 preset): %s", err.msg);
+			return cli_fail(&e2);
+		}
+	}
+	struct vrun vr = { ctx, max_events, keep, usets, nusets };
 	if (keep) {
 		struct stat sb;
 		if (mkdir(keep, 0777) != 0 && errno != EEXIST)
@@ -738,11 +785,11 @@ int cmd_validate(const struct cli_ctx *ctx, int argc, char **argv)
 		if (!kind)
 			snprintf(v->skipped, sizeof(v->skipped), "no kind");
 		else if (!strcmp(kind, "collective"))
-			run_collective(ctx, cs, v);
+			run_collective(&vr, cs, v);
 		else if (!strcmp(kind, "training"))
-			run_training(ctx, cs, v, max_events, false, keep);
+			run_training(&vr, cs, v, false);
 		else if (!strcmp(kind, "memory"))
-			run_training(ctx, cs, v, max_events, true, keep);
+			run_training(&vr, cs, v, true);
 		else
 			snprintf(v->skipped, sizeof(v->skipped), "unknown kind '%s'", kind);
 		if (!v->skipped[0] && v->nm == 0)

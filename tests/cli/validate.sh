@@ -104,3 +104,23 @@ check "validate: wrong schema is exit 2 with one line" "[ $st -eq 2 ] && [ \$(wc
 TWIN="$TWIN" sh "$tmp/keep/korthikanti2022_t5_22B_full_recompute.sh" --json >"$tmp/ks.json" 2>>"$tmp/err"
 check "validate --keep: the kept command predicts the case's iteration time" \
 	"python3 -c \"import json; a=json.load(open('$tmp/k.json'))['cases'][0]['metrics'][0]['predicted']; b=json.load(open('$tmp/ks.json'))['step_time_s']; assert abs(a - b) < 1e-9 * b, (a, b)\""
+
+# --set: a cluster field for every case, after the case's own (the 4-node H200 case sets
+# net.nic_gbps=200 itself; halving the NICs again lowers its predicted bus bandwidth)
+"$TWIN" validate examples/validation/public.json --only nccl_h200_4node --json >"$tmp/s0.json" 2>"$tmp/err"
+"$TWIN" validate examples/validation/public.json --only nccl_h200_4node --json \
+	--set net.nic_gbps=100 >"$tmp/s1.json" 2>>"$tmp/err"
+check "validate --set: a cluster field overrides the case's own" python3 -c "
+import json
+a, b = (json.load(open(f))['cases'][0]['metrics'][0]['predicted'] for f in ('$tmp/s0.json', '$tmp/s1.json'))
+assert b < 0.75 * a, (a, b)"
+"$TWIN" validate examples/validation/public.json --only korthikanti2022_t5_22B_full --json \
+	--set eff.comm_overlap_slowdown=2 --keep "$tmp/keep2" >"$tmp/s2.json" 2>>"$tmp/err"
+check "validate --set: reaches training cases and their kept command" sh -c "
+python3 -c \"import json; a=json.load(open('$tmp/k.json'))['cases'][0]['metrics'][0]['predicted']; b=json.load(open('$tmp/s2.json'))['cases'][0]['metrics'][0]['predicted']; assert b > a, (a, b)\" &&
+grep -q \"--set 'eff.comm_overlap_slowdown=2'\" '$tmp/keep2/korthikanti2022_t5_22B_full_recompute.sh'"
+for bad in tp=2 eff.nothing=1 eff.comm_overlap_slowdown=0.5 net.nic_gbps; do
+	"$TWIN" validate examples/validation/public.json --set "$bad" >"$tmp/o" 2>"$tmp/e"
+	st=$?
+	check "validate --set $bad: exit 2, one line, nothing on stdout" "[ $st -eq 2 ] && [ \$(wc -l <'$tmp/e') -eq 1 ] && [ ! -s '$tmp/o' ]"
+done
