@@ -67,7 +67,7 @@ fi
 MPIRUN="mpirun -np 4 --oversubscribe --allow-run-as-root"
 
 # ---- four ranks: every strategy feature the plan has ----
-for s in z0 z1 z2 z3 tp2 pp2 pp2-vp3-split ds-tp2-pp2 z2-offload z3-offload; do
+for s in z0 z1 z2 z3 tp2 pp2 pp2-vp3-split ds-tp2-pp2 z2-offload z3-offload drop-ce fsdp-drop; do
 	db=$tmp/$s.db
 	timeout 120 $MPIRUN "$TWIN" run -m tiny -c host-cpu --gpus 4 -s "$FIX/$s.json" --backend host \
 		--steps 1 --warmup 0 --db "$db" --json >"$tmp/$s.json" 2>"$tmp/$s.json.err"
