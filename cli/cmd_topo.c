@@ -156,6 +156,11 @@ static void print_cluster(const struct cluster *c)
 	printf("\nEfficiency     (fraction of peak by kernel size)\n");
 	print_eff("GEMM", &c->eff.gemm, "GFLOP", 1e9);
 	print_eff("attention", &c->eff.attn, "GFLOP", 1e9);
+	for (int i = 0; i < c->eff.n_attn_kernels; i++) { /* strategy attention_kernel */
+		char label[32];
+		snprintf(label, sizeof(label), "  %s", c->eff.attn_kernels[i].name);
+		print_eff(label, &c->eff.attn_kernels[i].t, "GFLOP", 1e9);
+	}
 	print_eff("memory-bound", &c->eff.mem, "MB", 1e6);
 	printf("  comm overlap compute x%.2f slower while a communication kernel runs\n",
 	       c->eff.comm_overlap_slowdown);

@@ -6,6 +6,7 @@
  * stragglers array are handled by hand. */
 #include "cluster.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <math.h>
 #include <stddef.h>
@@ -281,16 +282,76 @@ static enum tw_result get_num_array(const struct json_ctx *jc, const cJSON *obj,
 	return TW_OK;
 }
 
+/* One efficiency table object {min_key: [...], "eff": [...]} at path `prefix`. */
+static enum tw_result parse_table(const struct json_ctx *jc, const char *prefix, const cJSON *t,
+				  const char *min_key, struct cluster_eff_table *tab)
+{
+	struct json_ctx tjc = {jc->file, prefix, jc->err};
+	if (!cJSON_IsObject(t))
+		return json_fail(jc, NULL, "%s: must be an object {\"%s\": [...], \"eff\": [...]}",
+				 prefix, min_key);
+	const char *allowed[] = {min_key, "eff", NULL};
+	TW_CHECK(check_keys(&tjc, t, allowed));
+	int nmin = 0, neff = 0;
+	TW_CHECK(get_num_array(&tjc, t, min_key, tab->min, &nmin));
+	TW_CHECK(get_num_array(&tjc, t, "eff", tab->eff, &neff));
+	if (nmin != neff)
+		return json_fail(&tjc, "eff", "has %d entries but %s has %d", neff, min_key, nmin);
+	tab->n = nmin;
+	return TW_OK;
+}
+
+/* eff.attn_kernels: named attention tables (optional). A name is 1-15 of [a-z0-9_]. */
+static enum tw_result parse_attn_kernels(const struct json_ctx *jc, const cJSON *eff,
+					 struct cluster *c)
+{
+	const cJSON *ak = cJSON_GetObjectItemCaseSensitive(eff, "attn_kernels"), *k;
+	c->eff.n_attn_kernels = 0;
+	if (!ak || cJSON_IsNull(ak))
+		return TW_OK;
+	if (!cJSON_IsObject(ak))
+		return json_fail(jc, "attn_kernels", "must be an object of named attention tables");
+	struct json_ctx kjc = {jc->file, "eff.attn_kernels", jc->err};
+	cJSON_ArrayForEach(k, ak)
+	{
+		const char *name = k->string ? k->string : "";
+		size_t n = strlen(name);
+		if (!strcmp(name, "note") || (n > 5 && !strcmp(name + n - 5, "_note"))) {
+			if (!cJSON_IsString(k))
+				return json_fail(&kjc, name, "must be a string (where the number comes from)");
+			continue;
+		}
+		bool ok = n >= 1 && n < CLUSTER_KERNEL_NAME;
+		for (size_t i = 0; i < n && ok; i++)
+			ok = islower((unsigned char)name[i]) || isdigit((unsigned char)name[i]) || name[i] == '_';
+		if (!ok)
+			return json_fail(&kjc, name, "a kernel name is 1 to %d of a-z, 0-9 and _",
+					 CLUSTER_KERNEL_NAME - 1);
+		for (int i = 0; i < c->eff.n_attn_kernels; i++)
+			if (!strcmp(c->eff.attn_kernels[i].name, name))
+				return json_fail(&kjc, name, "duplicate key");
+		if (c->eff.n_attn_kernels >= CLUSTER_MAX_ATTN_KERNELS)
+			return json_fail(&kjc, name, "at most %d attention kernels", CLUSTER_MAX_ATTN_KERNELS);
+		struct cluster_attn_kernel *ke = &c->eff.attn_kernels[c->eff.n_attn_kernels++];
+		snprintf(ke->name, sizeof(ke->name), "%s", name);
+		char prefix[64];
+		snprintf(prefix, sizeof(prefix), "eff.attn_kernels.%s", name);
+		TW_CHECK(parse_table(jc, prefix, k, "min_flops", &ke->t));
+	}
+	return TW_OK;
+}
+
 static enum tw_result parse_eff(const struct json_ctx *root_jc, const cJSON *root,
 				struct cluster *c)
 {
 	const cJSON *eff;
 	TW_CHECK(get_section(root_jc, root, "eff", &eff));
 	struct json_ctx jc = {root_jc->file, "eff", root_jc->err};
-	const char *extra[N_EFF_TABLES + 1];
+	const char *extra[N_EFF_TABLES + 2];
 	for (size_t i = 0; i < N_EFF_TABLES; i++)
 		extra[i] = eff_tables[i].key;
-	extra[N_EFF_TABLES] = NULL;
+	extra[N_EFF_TABLES] = "attn_kernels";
+	extra[N_EFF_TABLES + 1] = NULL;
 	TW_CHECK(parse_fields(&jc, eff, eff_fields, extra, c));
 	for (size_t i = 0; i < N_EFF_TABLES; i++) {
 		const struct eff_desc *d = &eff_tables[i];
@@ -298,19 +359,10 @@ static enum tw_result parse_eff(const struct json_ctx *root_jc, const cJSON *roo
 		TW_CHECK(get_section(&jc, eff, d->key, &t));
 		char prefix[32];
 		snprintf(prefix, sizeof(prefix), "eff.%s", d->key);
-		struct json_ctx tjc = {jc.file, prefix, jc.err};
-		const char *allowed[] = {d->min_key, "eff", NULL};
-		TW_CHECK(check_keys(&tjc, t, allowed));
-		struct cluster_eff_table *tab = (struct cluster_eff_table *)((char *)c + d->off);
-		int nmin = 0, neff = 0;
-		TW_CHECK(get_num_array(&tjc, t, d->min_key, tab->min, &nmin));
-		TW_CHECK(get_num_array(&tjc, t, "eff", tab->eff, &neff));
-		if (nmin != neff)
-			return json_fail(&tjc, "eff", "has %d entries but %s has %d", neff, d->min_key,
-					 nmin);
-		tab->n = nmin;
+		TW_CHECK(parse_table(&jc, prefix, t, d->min_key,
+				     (struct cluster_eff_table *)((char *)c + d->off)));
 	}
-	return TW_OK;
+	return parse_attn_kernels(&jc, eff, c);
 }
 
 static enum tw_result parse_stragglers(const struct json_ctx *root_jc, const cJSON *root,
@@ -562,6 +614,12 @@ enum tw_result cluster_validate(const struct cluster *c, const char *file, struc
 					 (const struct cluster_eff_table *)((const char *)c +
 									    eff_tables[i].off),
 					 err));
+	for (int i = 0; i < c->eff.n_attn_kernels; i++) {
+		char key[64];
+		snprintf(key, sizeof(key), "attn_kernels.%s", c->eff.attn_kernels[i].name);
+		struct eff_desc d = {key, "min_flops", 0};
+		TW_CHECK(check_eff_table(file, &d, &c->eff.attn_kernels[i].t, err));
+	}
 
 	/* stragglers: inside the largest job, slower not faster */
 	int64_t max_gpus = (int64_t)c->node.gpus * c->net.max_nodes;
@@ -627,6 +685,23 @@ enum tw_result cluster_load(const char *name_or_path, const char *topologies_dir
 	if (rc == TW_OK)
 		rc = cluster_validate(out, path, err);
 	return rc;
+}
+
+const struct cluster_eff_table *cluster_attn_kernel(const struct cluster *c, const char *name,
+						    char *list, size_t len)
+{
+	if (list && len)
+		list[0] = '\0';
+	const struct cluster_eff_table *hit = NULL;
+	for (int i = 0; i < c->eff.n_attn_kernels; i++) {
+		if (!strcmp(c->eff.attn_kernels[i].name, name))
+			hit = &c->eff.attn_kernels[i].t;
+		if (list && len) {
+			size_t l = strlen(list);
+			snprintf(list + l, len - l, "%s%s", l ? ", " : "", c->eff.attn_kernels[i].name);
+		}
+	}
+	return hit;
 }
 
 bool cluster_owns_path(const char *path)
@@ -781,6 +856,15 @@ struct cJSON *cluster_to_json(const struct cluster *c)
 		cJSON *to = cJSON_AddObjectToObject(eff, eff_tables[i].key);
 		cJSON_AddItemToObject(to, eff_tables[i].min_key, cJSON_CreateDoubleArray(t->min, t->n));
 		cJSON_AddItemToObject(to, "eff", cJSON_CreateDoubleArray(t->eff, t->n));
+	}
+	if (c->eff.n_attn_kernels > 0) {
+		cJSON *ak = cJSON_AddObjectToObject(eff, "attn_kernels");
+		for (int i = 0; i < c->eff.n_attn_kernels; i++) {
+			const struct cluster_eff_table *t = &c->eff.attn_kernels[i].t;
+			cJSON *to = cJSON_AddObjectToObject(ak, c->eff.attn_kernels[i].name);
+			cJSON_AddItemToObject(to, "min_flops", cJSON_CreateDoubleArray(t->min, t->n));
+			cJSON_AddItemToObject(to, "eff", cJSON_CreateDoubleArray(t->eff, t->n));
+		}
 	}
 	cJSON *st = cJSON_AddArrayToObject(o, "stragglers");
 	for (int i = 0; i < c->n_stragglers; i++) {

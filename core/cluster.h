@@ -37,6 +37,15 @@ struct cluster_eff_table {
 };
 double cluster_eff_lookup(const struct cluster_eff_table *t, double x);
 
+/* Named attention kernels with their own efficiency tables (eff.attn_kernels: "fa2", "fa3",
+ * "cudnn", ...), which a strategy's attention_kernel picks instead of eff.attn. */
+#define CLUSTER_MAX_ATTN_KERNELS 4
+#define CLUSTER_KERNEL_NAME 16
+struct cluster_attn_kernel {
+	char name[CLUSTER_KERNEL_NAME];
+	struct cluster_eff_table t;
+};
+
 #define CLUSTER_MAX_STRAGGLERS 16
 struct cluster {
 	char name[64];
@@ -83,6 +92,8 @@ struct cluster {
 	struct {
 		struct cluster_eff_table gemm;   /* by FLOPs of one GEMM */
 		struct cluster_eff_table attn;   /* by FLOPs of one attention kernel */
+		struct cluster_attn_kernel attn_kernels[CLUSTER_MAX_ATTN_KERNELS];
+		int n_attn_kernels;
 		struct cluster_eff_table mem;    /* by bytes moved, memory-bound kernels */
 		double comm_overlap_slowdown;    /* compute slowdown while a comm kernel runs, >= 1 */
 		double alloc_fragmentation;      /* allocator overhead on top of live bytes, >= 1 */
@@ -122,6 +133,10 @@ double cluster_gemm_peak(const double peak_tflops[TW_NUM_DTYPES], enum tw_dtype 
 enum tw_result cluster_load(const char *name_or_path, const char *topologies_dir,
 			    const char *const *sets, int nsets, struct cluster *out,
 			    struct tw_err *err);
+/* The efficiency table of the attention kernel called `name` (eff.attn_kernels), NULL when the
+ * cluster has none by that name; `list` (may be NULL) gets the names it has, comma-separated. */
+const struct cluster_eff_table *cluster_attn_kernel(const struct cluster *c, const char *name,
+						    char *list, size_t len);
 /* Whether a --set path belongs to the cluster (gpu., node., net., eff., ...). */
 bool cluster_owns_path(const char *path);
 /* For a descriptive field no prediction reads (node.pcie_gen, node.cpu_cores, net.fabric,

@@ -140,7 +140,7 @@ static const char *const our_keys[] = {
 	"async_tensor_model_parallel_allreduce", "grad_reduce_in_bf16",
 	"first_stage_layers", "last_stage_layers", "account_for_embedding_in_pipeline_split",
 	"account_for_loss_in_pipeline_split", "recompute_modules", "hidden_dropout",
-	"attention_dropout", "cross_entropy", NULL};
+	"attention_dropout", "cross_entropy", "attention_kernel", NULL};
 
 static bool is_our_key(const char *k)
 {
@@ -368,7 +368,7 @@ struct ours {
 	struct oval framework, version, tp, pp, cp, cp_kind, kernels, ep, vp, sp, schedule,
 		recompute, flash, fp8, tf32, precision, optimizer, distopt, fsdp_sharding, fsdp_group,
 		fsdp_version, fsdp_reduce, lora_rank, lora_targets, seq_len, host_op, ogr, opg, tpo, atp,
-		rnl, grb, fsl, lsl, afe, afl, rcm, hdrop, adrop, ce;
+		rnl, grb, fsl, lsl, afe, afl, rcm, hdrop, adrop, ce, akern;
 	bool ogr_v, opg_v, tpo_v, atp_v, grb_v, afe_v, afl_v;
 	double host_op_v, hdrop_v, adrop_v;
 	int framework_i, schedule_i, recompute_i, cp_kind_i, kernels_i, precision_i, optimizer_i,
@@ -376,7 +376,7 @@ struct ours {
 	int64_t tp_v, pp_v, cp_v, ep_v, vp_v, seq_v, fsdp_group_v, fsdp_version_v, lora_rank_v,
 		rnl_v, fsl_v, lsl_v;
 	bool sp_v, flash_v, fp8_v, tf32_v, distopt_v;
-	char version_v[16];
+	char version_v[16], akern_v[16];
 	unsigned lora_targets_v, rcm_v;
 	bool has_fsdp, has_lora;
 };
@@ -530,6 +530,10 @@ static enum tw_result parse_ours(struct strat_rd *r, const cJSON *o, struct ours
 	TW_CHECK(onum(r, o, NULL, "hidden_dropout", 0, 1, &u->hdrop_v, &u->hdrop));
 	TW_CHECK(onum(r, o, NULL, "attention_dropout", 0, 1, &u->adrop_v, &u->adrop));
 	TW_CHECK(oenum(r, o, NULL, "cross_entropy", ce_names, &u->ce_i, &u->ce));
+	c.file = strat_label(r, STRAT_TREE_OURS, "attention_kernel");
+	TW_CHECK(json_get_str(&c, o, "attention_kernel", u->akern_v, sizeof(u->akern_v),
+			      &u->akern.given));
+	oval_fill(r, "attention_kernel", &u->akern);
 	TW_CHECK(obool(r, o, NULL, "fp8", &u->fp8_v, &u->fp8));
 	TW_CHECK(obool(r, o, NULL, "tf32", &u->tf32_v, &u->tf32));
 	TW_CHECK(onum(r, o, NULL, "host_op_us", 0, 1e4, &u->host_op_v, &u->host_op));
@@ -1523,6 +1527,20 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 	oprov(s, "hidden_dropout", &u.hdrop, drop_why, "%g", s->hidden_dropout);
 	oprov(s, "attention_dropout", &u.adrop, drop_why, "%g", s->attention_dropout);
 	oprov(s, "cross_entropy", &u.ce, "the model code's own loss", "%s", ce_names[s->cross_entropy]);
+	if (u.akern.given) {
+		snprintf(s->attention_kernel, sizeof(s->attention_kernel), "%s", u.akern_v);
+		if (!s->flash_attention)
+			return sfail(r, "attention_kernel", "attention_kernel: %s names a flash attention "
+				     "kernel; flash_attention is false", u.akern_v);
+		char have[96];
+		if (r->c && r->c->gpu.name[0] &&
+		    !cluster_attn_kernel(r->c, u.akern_v, have, sizeof(have)))
+			return sfail(r, "attention_kernel", "attention_kernel: cluster %s has no table "
+				     "for '%s' (eff.attn_kernels: %s)", r->c->name, u.akern_v,
+				     have[0] ? have : "none");
+	}
+	oprov(s, "attention_kernel", &u.akern, "the cluster's attention table (eff.attn)", "%s",
+	      s->attention_kernel[0] ? s->attention_kernel : "-");
 	oprov(s, "tf32", &u.tf32, "PyTorch default: fp32 matmuls in fp32 (allow_tf32 off since 1.12)",
 	      "%s", s->tf32 ? "true" : "false");
 	if (s->tf32 && r->c && r->c->gpu.name[0] && r->c->gpu.peak_tflops[TW_TF32] <= 0)
@@ -1693,6 +1711,7 @@ struct cJSON *strategy_to_json(const struct strategy *s)
 	cJSON_AddNumberToObject(a, "hidden_dropout", s->hidden_dropout);
 	cJSON_AddNumberToObject(a, "attention_dropout", s->attention_dropout);
 	cJSON_AddStringToObject(a, "cross_entropy", ce_names[s->cross_entropy]);
+	cJSON_AddStringToObject(a, "attention_kernel", s->attention_kernel);
 	cJSON *pl = cJSON_AddObjectToObject(o, "pipeline");
 	cJSON_AddBoolToObject(pl, "pipe_partitioned", s->pipe_partitioned);
 	cJSON_AddBoolToObject(pl, "grad_partitioned", s->grad_partitioned);

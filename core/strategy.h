@@ -155,6 +155,9 @@ struct strategy {
 	 * (without flash attention). Default 0.1 for Megatron's model code (its defaults), 0 for
 	 * eager HF / torchtitan modules (Llama-style configs) */
 	double hidden_dropout, attention_dropout;
+	/* the flash attention kernel whose table in the cluster's eff.attn_kernels times attention
+	 * ("fa2", "fa3", "cudnn", ...); "": the cluster's eff.attn */
+	char attention_kernel[16];
 	/* cross-entropy: unfused (the model code's own, docs/plan.md) or fused (one kernel that
 	 * writes the logits' gradient in place of the 16-bit logits: Transformer Engine's and
 	 * Liger's, flash-attn's with inplace_backward) */

@@ -134,6 +134,14 @@ int64_t sim_compute_ns(const struct job *j, const struct plan_op *op)
 	const struct cluster_eff_table *et = op->u.compute.kernel == PLAN_K_GEMM   ? &c->eff.gemm
 					     : op->u.compute.kernel == PLAN_K_ATTN ? &c->eff.attn
 										   : NULL;
+	/* a named flash attention kernel has its own table (the strategy checked it exists) */
+	if (op->u.compute.kernel == PLAN_K_ATTN && j->strat.flash_attention &&
+	    j->strat.attention_kernel[0]) {
+		const struct cluster_eff_table *kt =
+			cluster_attn_kernel(c, j->strat.attention_kernel, NULL, 0);
+		if (kt)
+			et = kt;
+	}
 	if (op->u.compute.kernel == PLAN_K_ATTN && !j->strat.flash_attention && op->u.compute.s_q > 0) {
 		/* unfused attention (Megatron's fused scale-mask-softmax, no FlashAttention): the
 		 * full s_q x s_kv score matrix is computed (no causal saving) and goes through HBM:

@@ -216,3 +216,14 @@ echo '{"framework":"megatron","tp":2,"pp":2,"ep":2,"micro_batch":1,"global_batch
 "$TWIN" simulate -m mixtral-8x7b -c dgx-h100 --gpus 16 -s "$tmp/rc1.json" --full --json >"$tmp/c.json" 2>>"$err"
 check "simulate: recompute_modules moe + layernorm: less memory, a longer step, symmetric == full" \
 	"[ \"\$(python3 -c \"import json; a, b, c = (json.load(open('$tmp/' + n + '.json')) for n in 'abc'); print(b['memory']['gpu_bytes'] < a['memory']['gpu_bytes'] and b['sim']['step_ns'] > a['sim']['step_ns'] and b['sim']['step_ns'] == c['sim']['step_ns'])\")\" = True ]"
+
+# attention_kernel: the H100 preset's tables from FlashAttention-3's figures; at 8,192 tokens
+# FlashAttention-2 is the slowest of the three, and the choice shows in config show
+for k in fa2 fa3 cudnn; do
+	"$TWIN" simulate -m llama3-8b -c dgx-h100 --gpus 8 -s torchtitan-fsdp2 --set attention_kernel=$k \
+		--json >"$tmp/ak_$k.json" 2>"$tmp/ak_$k.err"
+done
+check "attention_kernel: fa2 slower than cudnn slower than fa3 (Llama-3-8B, 8,192 tokens, H100)" \
+	"python3 -c \"import json; t = {k: json.load(open('$tmp/ak_%s.json' % k))['step_time_s'] for k in ('fa2', 'fa3', 'cudnn')}; assert t['fa2'] > t['cudnn'] > t['fa3'], t\""
+"$TWIN" config show -m llama3-8b -c dgx-h100 --gpus 8 -s torchtitan-fsdp2 --set attention_kernel=fa3 >"$tmp/akc" 2>&1
+check "config show names the attention kernel and its source" "grep -q '^attention_kernel *fa3 *set' '$tmp/akc'"

@@ -180,6 +180,33 @@ static void test_attention_torch_softmax(struct test_ctx *T)
 	free(j);
 }
 
+/* A named flash attention kernel (strategy attention_kernel) takes its own table from the
+ * cluster's eff.attn_kernels; without one, or without flash attention, eff.attn. */
+static void test_attention_kernel_table(struct test_ctx *T)
+{
+	struct job *j = calloc(1, sizeof(*j));
+	a100(&j->cluster);
+	j->cluster.eff.attn.n = 1, j->cluster.eff.attn.eff[0] = 0.6;
+	j->cluster.eff.n_attn_kernels = 1;
+	snprintf(j->cluster.eff.attn_kernels[0].name, CLUSTER_KERNEL_NAME, "slow");
+	j->cluster.eff.attn_kernels[0].t.n = 1, j->cluster.eff.attn_kernels[0].t.eff[0] = 0.3;
+	j->strat.flash_attention = true;
+	struct plan_op op;
+	memset(&op, 0, sizeof(op));
+	op.kind = PLAN_COMPUTE;
+	op.stream = PLAN_STREAM_COMPUTE;
+	op.phase = PLAN_PHASE_FWD;
+	op.u.compute.kernel = PLAN_K_ATTN;
+	op.u.compute.flops = 312e12 * 1e-3; /* 1 ms of the A100's peak */
+	CHECK_NEAR(T, (double)sim_compute_ns(j, &op), ceil(1e-3 / 0.6 * 1e9), 1e-6);
+	snprintf(j->strat.attention_kernel, sizeof(j->strat.attention_kernel), "slow");
+	CHECK_NEAR(T, (double)sim_compute_ns(j, &op), ceil(1e-3 / 0.3 * 1e9), 1e-6);
+	char have[32];
+	CHECK(T, cluster_attn_kernel(&j->cluster, "fast", have, sizeof(have)) == NULL);
+	CHECK_STR_CONTAINS(T, have, "slow");
+	free(j);
+}
+
 int main(void)
 {
 	struct test_ctx T = { 0 };
@@ -187,5 +214,6 @@ int main(void)
 	TEST_RUN(&T, test_gemm_time_fwd_bwd);
 	TEST_RUN(&T, test_host_checkpoint);
 	TEST_RUN(&T, test_attention_torch_softmax);
+	TEST_RUN(&T, test_attention_kernel_table);
 	return test_done(&T);
 }
