@@ -130,6 +130,16 @@ static void test_host_checkpoint(struct test_ctx *T)
 	free(j);
 }
 
+/* A forward attention op on the compute stream (the tests fill in its shape or FLOPs). */
+static void attn_op(struct plan_op *op)
+{
+	memset(op, 0, sizeof(*op));
+	op->kind = PLAN_COMPUTE;
+	op->stream = PLAN_STREAM_COMPUTE;
+	op->phase = PLAN_PHASE_FWD;
+	op->u.compute.kernel = PLAN_K_ATTN;
+}
+
 /* Unfused attention: 6.5 passes of 2 bytes over the s x s scores in forward (13 backward), 4
  * (8) without attention dropout;
  * Megatron's fp32 softmax fallback adds 33 bytes per score (35 backward), four kernels and
@@ -142,11 +152,7 @@ static void test_attention_torch_softmax(struct test_ctx *T)
 	j->strat.host_op_us = 20;
 	j->strat.attention_dropout = 0.1;
 	struct plan_op op;
-	memset(&op, 0, sizeof(op));
-	op.kind = PLAN_COMPUTE;
-	op.stream = PLAN_STREAM_COMPUTE;
-	op.phase = PLAN_PHASE_FWD;
-	op.u.compute.kernel = PLAN_K_ATTN;
+	attn_op(&op);
 	op.u.compute.b = 1, op.u.compute.heads = 2, op.u.compute.s_q = op.u.compute.s_kv = 1024;
 	double sxs = 2.0 * 1024 * 1024, hbm = 2039e9;
 	CHECK_NEAR(T, (double)sim_compute_ns(j, &op), ceil((sxs * 13 / hbm + 5e-6) * 1e9), 1e-4);
@@ -192,11 +198,7 @@ static void test_attention_kernel_table(struct test_ctx *T)
 	j->cluster.eff.attn_kernels[0].t.n = 1, j->cluster.eff.attn_kernels[0].t.eff[0] = 0.3;
 	j->strat.flash_attention = true;
 	struct plan_op op;
-	memset(&op, 0, sizeof(op));
-	op.kind = PLAN_COMPUTE;
-	op.stream = PLAN_STREAM_COMPUTE;
-	op.phase = PLAN_PHASE_FWD;
-	op.u.compute.kernel = PLAN_K_ATTN;
+	attn_op(&op);
 	op.u.compute.flops = 312e12 * 1e-3; /* 1 ms of the A100's peak */
 	CHECK_NEAR(T, (double)sim_compute_ns(j, &op), ceil(1e-3 / 0.6 * 1e9), 1e-6);
 	snprintf(j->strat.attention_kernel, sizeof(j->strat.attention_kernel), "slow");
