@@ -678,6 +678,39 @@ static int summarise(const struct vcase *cs, size_t n, bool by_source, struct gr
 	return (int)ng;
 }
 
+/* The command line's --set must apply to every topology the selected cases name (paths and
+ * values: a preset may lack a field another has, eff.attn_kernels' tables), checked before any
+ * case runs. A topology that does not load on its own is the case's to report. */
+static enum tw_result check_sets(const struct cli_ctx *ctx, const cJSON *cases, const char *only,
+				 const char *const *sets, int nsets, struct tw_err *err)
+{
+	char dir[1024];
+	snprintf(dir, sizeof(dir), "%s/topologies", ctx->data_dir);
+	const cJSON *cs;
+	const char *seen[32]; /* topologies checked already (a file names a handful) */
+	int nseen = 0;
+	cJSON_ArrayForEach(cs, cases)
+	{
+		const char *id = str(cs, "id"), *topo = str(field(cs, "cluster"), "topology");
+		if (nsets == 0 || !topo || (only && id && strncmp(id, only, strlen(only)) != 0))
+			continue;
+		bool done = false;
+		for (int i = 0; i < nseen && !done; i++)
+			done = !strcmp(seen[i], topo);
+		if (done)
+			continue;
+		if (nseen < 32)
+			seen[nseen++] = topo;
+		struct cluster c;
+		struct tw_err e = { 0 };
+		if (cluster_load(topo, dir, NULL, 0, &c, &e) != TW_OK)
+			continue;
+		if (cluster_load(topo, dir, sets, nsets, &c, &e) != TW_OK)
+			return tw_errf(err, e.code, "--set on %s (case %s): %s", topo, id ? id : "?", e.msg);
+	}
+	return TW_OK;
+}
+
 int cmd_validate(const struct cli_ctx *ctx, int argc, char **argv)
 {
 	if (cli_wants_help(argc, argv)) {
@@ -727,16 +760,6 @@ int cmd_validate(const struct cli_ctx *ctx, int argc, char **argv)
 	}
 	if (!path)
 		return cli_usage_error("validate", "missing the validation file (twin validate CASES.json)");
-	if (nusets > 0) { /* every preset has the same fields: one load checks paths and values */
-		char dir[1024];
-		struct cluster c;
-		snprintf(dir, sizeof(dir), "%s/topologies", ctx->data_dir);
-		if (cluster_load("dgx-h100", dir, usets, nusets, &c, &err) != TW_OK) {
-			struct tw_err e2;
-			tw_errf(&e2, err.code, "--set (checked on the dgx-h100 preset): %s", err.msg);
-			return cli_fail(&e2);
-		}
-	}
 	struct vrun vr = { ctx, max_events, keep, usets, nusets };
 	if (keep) {
 		struct stat sb;
@@ -760,6 +783,10 @@ int cmd_validate(const struct cli_ctx *ctx, int argc, char **argv)
 	if (!cases || !cJSON_IsArray(cases)) {
 		cJSON_Delete(root);
 		tw_errf(&err, TW_ERR_INVALID, "%s: cases: must be an array", path);
+		return cli_fail(&err);
+	}
+	if (check_sets(ctx, cases, only, usets, nusets, &err) != TW_OK) {
+		cJSON_Delete(root);
 		return cli_fail(&err);
 	}
 	size_t n = (size_t)cJSON_GetArraySize(cases), nv = 0;

@@ -286,10 +286,10 @@ static enum tw_result get_num_array(const struct json_ctx *jc, const cJSON *obj,
 static enum tw_result parse_table(const struct json_ctx *jc, const char *prefix, const cJSON *t,
 				  const char *min_key, struct cluster_eff_table *tab)
 {
-	struct json_ctx tjc = {jc->file, prefix, jc->err};
+	struct json_ctx tjc = {jc->file, prefix, jc->err}, pjc = {jc->file, NULL, jc->err};
 	if (!cJSON_IsObject(t))
-		return json_fail(jc, NULL, "%s: must be an object {\"%s\": [...], \"eff\": [...]}",
-				 prefix, min_key);
+		return json_fail(&pjc, prefix, "must be an object {\"%s\": [...], \"eff\": [...]}",
+				 min_key);
 	const char *allowed[] = {min_key, "eff", NULL};
 	TW_CHECK(check_keys(&tjc, t, allowed));
 	int nmin = 0, neff = 0;

@@ -124,3 +124,13 @@ for bad in tp=2 eff.nothing=1 eff.comm_overlap_slowdown=0.5 net.nic_gbps; do
 	st=$?
 	check "validate --set $bad: exit 2, one line, nothing on stdout" "[ $st -eq 2 ] && [ \$(wc -l <'$tmp/e') -eq 1 ] && [ ! -s '$tmp/o' ]"
 done
+# a field only some presets have (the H100/H200 attention kernel tables): refused before any
+# case runs when a selected case's topology lacks it, taken when none does
+"$TWIN" validate examples/validation/public.json --set 'eff.attn_kernels.fa3.eff=[0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8]' \
+	>"$tmp/o" 2>"$tmp/e"
+st=$?
+check "validate --set eff.attn_kernels.fa3 with A100 cases: exit 2, one line naming the topology" \
+	"[ $st -eq 2 ] && [ \$(wc -l <'$tmp/e') -eq 1 ] && [ ! -s '$tmp/o' ] && grep -q 'on dgx-a100-80g' '$tmp/e'"
+"$TWIN" validate examples/validation/public.json --only nccl_h200_1node --json \
+	--set 'eff.attn_kernels.fa3.eff=[0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8]' >"$tmp/o" 2>"$tmp/e"
+check "validate --set eff.attn_kernels.fa3 with H200 cases only: runs" "[ $? -eq 0 ] && [ -s '$tmp/o' ]"
