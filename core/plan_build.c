@@ -1677,10 +1677,30 @@ static void rope_op(struct pb *b, const char *name)
 	elem_k(b, PLAN_K_ELEMWISE, name, n * b->ab * (b->eager ? 10.0 : 2.0), b->eager ? 9 : 0);
 }
 
+/* The residual add after attention or the MLP, over tne elements of the residual stream.
+ * Megatron fuses bias, dropout and add in one kernel (bias_dropout_add): read the branch and
+ * the residual, write the sum (3 ab per element); hidden dropout also writes its 1-byte mask,
+ * and the backward, which passes the grad on (2 ab, and 1 ab more for the bias grad's sum),
+ * reads it. Eager model code runs nn.Dropout as its own kernel before the add: read, write
+ * the output and the mask (2 ab + 1), and its backward alike. PyTorch skips dropout at p = 0. */
+static void residual_op(struct pb *b, const char *name, double tne, bool bwd, bool bias)
+{
+	double ab = b->ab, bytes = bwd ? (2.0 + (bias ? 1.0 : 0.0)) * ab : 3.0 * ab;
+	int extra = 0;
+	if (b->s->hidden_dropout > 0) {
+		bytes += 1.0;
+		if (b->eager) {
+			bytes += 2.0 * ab;
+			extra = 1;
+		}
+	}
+	elem_k(b, PLAN_K_ELEMWISE, name, tne * bytes, extra);
+}
+
 static void layer_fwd_ops(struct pb *b, int64_t l)
 {
 	int64_t T = b->T, tp = b->tp, h = b->h;
-	double tne = (double)(b->sp ? T / tp : T) * h, tn = tne * b->ab;
+	double tne = (double)(b->sp ? T / tp : T) * h;
 	sub_in(b, l, 0);
 	norm_op(b, "norm1", tne, false, 0);
 	tp_enter(b, false);
@@ -1695,7 +1715,7 @@ static void layer_fwd_ops(struct pb *b, int64_t l)
 		elem(b, PLAN_K_ELEMWISE, "attn_out_copy", (double)T * b->qd / tp * b->ab * 2);
 	gemm(b, "out_proj", T, h, b->qd / tp, 1, 0, true);
 	tp_exit(b, false);
-	elem(b, PLAN_K_ELEMWISE, "residual1", tn * 3);
+	residual_op(b, "residual1", tne, false, false);
 	norm_op(b, "norm2", tne, false, 0);
 	sub_out(b, l, 1);
 	bool own = layer_moe(b, l) && moe_dispatch_sp(b); /* the block gathers for itself */
@@ -1704,7 +1724,7 @@ static void layer_fwd_ops(struct pb *b, int64_t l)
 	mlp_block(b, l, false);
 	if (!own)
 		tp_exit(b, false);
-	elem(b, PLAN_K_ELEMWISE, "residual2", tn * 3);
+	residual_op(b, "residual2", tne, false, false);
 }
 
 /* Backward memory passes per layer beyond the kernels' own, in units of the residual stream
@@ -1716,7 +1736,7 @@ static void layer_bwd_ops(struct pb *b, int64_t l)
 	int64_t T = b->T, tp = b->tp, h = b->h, g = b->lora ? 1 : 2;
 	double tne = (double)(b->sp ? T / tp : T) * h, tn = tne * b->ab;
 	const struct model *m = b->m;
-	elem(b, PLAN_K_ELEMWISE, "residual2_bwd", tn * (2 + (m->mlp_bias ? 1 : 0)));
+	residual_op(b, "residual2_bwd", tne, true, m->mlp_bias);
 	bool own = layer_moe(b, l) && moe_dispatch_sp(b); /* the block gathers for itself */
 	if (!own)
 		tp_enter(b, true); /* SP: gather the output grad */
@@ -1727,7 +1747,7 @@ static void layer_bwd_ops(struct pb *b, int64_t l)
 	}
 	sub_in(b, l, 1);
 	norm_op(b, "norm2_bwd", tne, true, tn * 3);
-	elem(b, PLAN_K_ELEMWISE, "residual1_bwd", tn * (2 + (m->out_bias ? 1 : 0)));
+	residual_op(b, "residual1_bwd", tne, true, m->out_bias);
 	tp_enter(b, true);
 	gemm(b, "out_proj_bwd", T, h, b->qd / tp, g, 0, false);
 	if (b->eager) /* the attention kernel's backward wants a contiguous output grad */
@@ -1812,7 +1832,7 @@ static void layer_op_recompute(struct pb *b)
 	int64_t T = b->T, h = b->h, w[8];
 	const char *names[8];
 	int n = op_sac_mms(b, w, names);
-	double tne = (double)T * h, tn = tne * b->ab;
+	double tne = (double)T * h;
 	b->flags |= PLAN_F_RECOMPUTE;
 	norm_op(b, "norm1", tne, false, 0);
 	int i = 0;
@@ -1828,7 +1848,7 @@ static void layer_op_recompute(struct pb *b)
 		elem(b, PLAN_K_ELEMWISE, "attn_out_copy", (double)T * b->qd * b->ab * 2);
 	if (i % 2) /* o */
 		gemm(b, names[i], T, h, b->qd, 1, 0, true);
-	elem(b, PLAN_K_ELEMWISE, "residual1", tn * 3);
+	residual_op(b, "residual1", tne, false, false);
 	norm_op(b, "norm2", tne, false, 0);
 	for (i++; i < n - 1; i++) /* the MLP's input projections; not the last matmul */
 		if (i % 2)

@@ -1919,6 +1919,15 @@ static double op_bytes(const struct plan *p, const char *name)
 	return -1;
 }
 
+/* the kernels beyond the first of the first compute op with this name, -1 if none */
+static double op_extra(const struct plan *p, const char *name)
+{
+	for (size_t i = 0; i < p->nops; i++)
+		if (p->ops[i].kind == PLAN_COMPUTE && !strcmp(p->ops[i].name, name))
+			return p->ops[i].u.compute.extra_kernels;
+	return -1;
+}
+
 /* The embedding's backward: its token rows (4 passes of T x h x 2 bytes) and the dense grad of
  * the rank's vocabulary rows, zeroed (2 B) and added to the accumulated grad: Megatron's fp32
  * main_grad (read 4 + 2, write 4), DeepSpeed's bf16 param.grad (read 4, write 2). */
@@ -1973,6 +1982,7 @@ static void test_backward_passes(struct test_ctx *t)
 	struct job *j = fx_job(8); /* Llama-2-7B: no biases */
 	double tn = 4096.0 * 4096 * 2;
 	struct plan p;
+	j->strat.hidden_dropout = 0; /* its mask: test_residual_dropout */
 	if (build(j, 0, &p)) {
 		CHECK_NEAR(t, op_bytes(&p, "norm2_bwd"), 6 * tn, 1e-9);
 		CHECK_NEAR(t, op_bytes(&p, "residual1_bwd"), 2 * tn, 1e-9);
@@ -1986,6 +1996,39 @@ static void test_backward_passes(struct test_ctx *t)
 		CHECK_NEAR(t, op_bytes(&p, "residual1_bwd"), 3 * tn, 1e-9);
 		CHECK_NEAR(t, op_bytes(&p, "residual2_bwd"), 3 * tn, 1e-9);
 		CHECK_NEAR(t, op_bytes(&p, "norm1_bwd"), 6 * tn + 2048.0 * 3 * 2048 * 2, 1e-9);
+		plan_release(&p);
+	}
+	free(j);
+}
+
+/* The residual adds with hidden dropout: the fused bias_dropout_add writes a 1-byte mask per
+ * element (3 tn + tne forward) and its backward reads it (2 tn + tne); eager code runs the
+ * dropout as a kernel of its own (read, write the output: 2 tn more, the mask counted once). */
+static void test_residual_dropout(struct test_ctx *t)
+{
+	struct job *j = fx_job(8); /* Llama-2-7B: no biases */
+	double tne = 4096.0 * 4096, tn = tne * 2;
+	struct plan p;
+	j->strat.hidden_dropout = 0;
+	if (build(j, 0, &p)) {
+		CHECK_NEAR(t, op_bytes(&p, "residual1"), 3 * tn, 1e-9);
+		CHECK_NEAR(t, op_bytes(&p, "residual2_bwd"), 2 * tn, 1e-9);
+		plan_release(&p);
+	}
+	j->strat.hidden_dropout = 0.1;
+	j->strat.kernels = STRAT_KERNELS_FUSED;
+	if (build(j, 0, &p)) {
+		CHECK_NEAR(t, op_bytes(&p, "residual1"), 3 * tn + tne, 1e-9);
+		CHECK_NEAR(t, op_bytes(&p, "residual2"), 3 * tn + tne, 1e-9);
+		CHECK_NEAR(t, op_bytes(&p, "residual2_bwd"), 2 * tn + tne, 1e-9);
+		CHECK_NEAR(t, op_extra(&p, "residual1"), 0, 0);
+		plan_release(&p);
+	}
+	j->strat.kernels = STRAT_KERNELS_EAGER;
+	if (build(j, 0, &p)) {
+		CHECK_NEAR(t, op_bytes(&p, "residual1"), 5 * tn + tne, 1e-9);
+		CHECK_NEAR(t, op_bytes(&p, "residual1_bwd"), 4 * tn + tne, 1e-9);
+		CHECK_NEAR(t, op_extra(&p, "residual1"), 1, 0);
 		plan_release(&p);
 	}
 	free(j);
@@ -2276,6 +2319,7 @@ int main(void)
 	TEST_RUN(&t, test_cross_entropy_passes);
 	TEST_RUN(&t, test_embedding_backward);
 	TEST_RUN(&t, test_backward_passes);
+	TEST_RUN(&t, test_residual_dropout);
 	TEST_RUN(&t, test_offload_ops);
 	TEST_RUN(&t, test_roles);
 	TEST_RUN(&t, test_bad_strategies);
