@@ -82,6 +82,9 @@ static void print_text(const struct model *m, const struct model_params *p,
 		       (long long)m->q_lora_rank, (long long)m->kv_lora_rank,
 		       (long long)m->qk_nope_head_dim, (long long)m->qk_rope_head_dim,
 		       (long long)m->v_head_dim);
+	if (m->dropout_given) /* what eager HF modules apply unless the strategy says otherwise */
+		printf("dropout      hidden %g, attention %g (the config's; eager model code)\n",
+		       m->hidden_dropout, m->attention_dropout);
 	printf("\nparameters\n");
 	row("embeddings", p->embedding, p->total);
 	row("attention", p->attention, p->total);

@@ -349,7 +349,8 @@ static const char *const schema_keys[] = {
 	"norms_per_layer", "embed_norm", "proj_dim", "final_norm", "experts", "top_k",
 	"expert_ffn_hidden", "shared_experts", "shared_ffn_hidden", "dense_layers",
 	"moe_layer_freq", "router_bias", "shared_expert_gate", "q_lora_rank", "kv_lora_rank",
-	"qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", NULL};
+	"qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "hidden_dropout", "attention_dropout",
+	NULL};
 
 static enum tw_result need(const struct json_ctx *c, const cJSON *obj, const char *key,
 			   int64_t *out)
@@ -459,6 +460,10 @@ enum tw_result model_from_json(const struct cJSON *obj, const char *file, struct
 	bool final_norm = true;
 	TW_CHECK(json_get_bool(&c, obj, "final_norm", &final_norm, NULL));
 	m.no_final_norm = !final_norm;
+	bool hd = false, ad = false;
+	TW_CHECK(json_get_num(&c, obj, "hidden_dropout", 0, 1, &m.hidden_dropout, &hd));
+	TW_CHECK(json_get_num(&c, obj, "attention_dropout", 0, 1, &m.attention_dropout, &ad));
+	m.dropout_given = hd || ad;
 
 	TW_CHECK(opt_int(&c, obj, "experts", 1, &m.experts));
 	TW_CHECK(opt_int(&c, obj, "top_k", 1, &m.top_k));
@@ -539,6 +544,10 @@ struct cJSON *model_to_json(const struct model *m)
 	if (m->proj_dim)
 		NUM("proj_dim", m->proj_dim);
 	BOOL("final_norm", !m->no_final_norm);
+	if (m->dropout_given) {
+		NUM("hidden_dropout", m->hidden_dropout);
+		NUM("attention_dropout", m->attention_dropout);
+	}
 	if (model_is_moe(m)) {
 		NUM("experts", m->experts);
 		NUM("top_k", m->top_k);
@@ -590,6 +599,24 @@ static enum tw_result hf_bool(const struct json_ctx *c, const cJSON *o, const ch
 	return json_get_bool(c, o, key, out, NULL);
 }
 
+/* The dropout probabilities of an HF config: the first present of each list of keys, else the
+ * configuration class's default. */
+static enum tw_result hf_dropout(const struct json_ctx *c, const cJSON *o,
+				 const char *const *hidden, double hdflt, const char *const *attn,
+				 double adflt, struct model *m)
+{
+	const char *const *keys[2] = {hidden, attn};
+	double *out[2] = {&m->hidden_dropout, &m->attention_dropout}, dflt[2] = {hdflt, adflt};
+	for (int k = 0; k < 2; k++) {
+		*out[k] = dflt[k];
+		bool present = false;
+		for (int i = 0; keys[k] && keys[k][i] && !present; i++)
+			TW_CHECK(json_get_num(c, o, keys[k][i], 0, 1, out[k], &present));
+	}
+	m->dropout_given = true;
+	return TW_OK;
+}
+
 /* Defaults of the Llama-style families (transformers configuration classes). */
 struct hf_llama_defaults {
 	int64_t vocab, hidden, inter, layers, heads, kv, max_pos;
@@ -617,6 +644,7 @@ static enum tw_result hf_llama_like(const struct json_ctx *c, const cJSON *o,
 		TW_CHECK(json_get_int(&rc, rs, "original_max_position_embeddings", 1, MODEL_MAX_DIM,
 				      &m->seq_len, NULL));
 	}
+	TW_CHECK(hf_dropout(c, o, NULL, 0, NAMES("attention_dropout"), 0, m));
 	TW_CHECK(hf_bool(c, o, "tie_word_embeddings", false, &m->tied_embeddings));
 	bool attn_bias = false;
 	TW_CHECK(hf_bool(c, o, "attention_bias", false, &attn_bias));
@@ -757,7 +785,7 @@ static enum tw_result hf_gpt2(const struct json_ctx *c, const cJSON *o, struct m
 	m->pos = MODEL_POS_LEARNED;
 	m->tied_embeddings = true; /* lm_head is the token embedding */
 	m->qkv_bias = m->out_bias = m->mlp_bias = true; /* Conv1D layers carry a bias */
-	return TW_OK;
+	return hf_dropout(c, o, NAMES("resid_pdrop"), 0.1, NAMES("attn_pdrop"), 0.1, m);
 }
 
 static enum tw_result hf_gpt_neox(const struct json_ctx *c, const cJSON *o, struct model *m)
@@ -777,7 +805,7 @@ static enum tw_result hf_gpt_neox(const struct json_ctx *c, const cJSON *o, stru
 	TW_CHECK(hf_bool(c, o, "tie_word_embeddings", false, &m->tied_embeddings));
 	m->kv_heads = m->heads;
 	m->pos = MODEL_POS_ROPE;
-	return TW_OK;
+	return hf_dropout(c, o, NAMES("hidden_dropout"), 0, NAMES("attention_dropout"), 0, m);
 }
 
 static enum tw_result hf_falcon(const struct json_ctx *c, const cJSON *o, struct model *m)
@@ -809,7 +837,7 @@ static enum tw_result hf_falcon(const struct json_ctx *c, const cJSON *o, struct
 	m->qkv_bias = m->out_bias = m->mlp_bias = bias;
 	m->pos = alibi ? MODEL_POS_ALIBI : MODEL_POS_ROPE;
 	m->tied_embeddings = true;
-	return TW_OK;
+	return hf_dropout(c, o, NAMES("hidden_dropout"), 0, NAMES("attention_dropout"), 0, m);
 }
 
 static enum tw_result hf_bloom(const struct json_ctx *c, const cJSON *o, struct model *m)
@@ -827,7 +855,7 @@ static enum tw_result hf_bloom(const struct json_ctx *c, const cJSON *o, struct 
 	m->embed_norm = true; /* word_embeddings_layernorm */
 	m->tied_embeddings = true;
 	m->qkv_bias = m->out_bias = m->mlp_bias = true;
-	return TW_OK;
+	return hf_dropout(c, o, NAMES("hidden_dropout"), 0, NAMES("attention_dropout"), 0, m);
 }
 
 static enum tw_result hf_opt(const struct json_ctx *c, const cJSON *o, struct model *m)
@@ -855,7 +883,7 @@ static enum tw_result hf_opt(const struct json_ctx *c, const cJSON *o, struct mo
 	m->max_pos = m->seq_len + 2; /* OPTLearnedPositionalEmbedding keeps an offset of 2 */
 	m->tied_embeddings = true;
 	m->qkv_bias = m->out_bias = m->mlp_bias = bias;
-	return TW_OK;
+	return hf_dropout(c, o, NAMES("dropout"), 0.1, NAMES("attention_dropout"), 0, m);
 }
 
 struct hf_family {

@@ -36,6 +36,11 @@ struct model {
 	bool embed_norm;      /* BLOOM's word_embeddings_layernorm */
 	int64_t proj_dim;     /* OPT word_embed_proj_dim when != hidden, else 0 */
 	bool no_final_norm;   /* no norm after the last block (OPT with do_layer_norm_before false) */
+	/* the dropout probabilities the model's own config sets (HF's resid_pdrop / hidden_dropout /
+	 * dropout, attn_pdrop / attention_dropout), which eager HF modules apply; unset: the
+	 * strategy's defaults */
+	bool dropout_given;
+	double hidden_dropout, attention_dropout;
 
 	/* MoE (experts == 0: dense) */
 	int64_t experts;             /* routed experts */

@@ -1337,10 +1337,13 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 	s->kernels = u.kernels.given ? (enum strat_kernels)u.kernels_i
 				     : megatron_code ? STRAT_KERNELS_FUSED : STRAT_KERNELS_EAGER;
 	/* Megatron's --hidden-dropout and --attention-dropout default to 0.1; the HF / torchtitan
-	 * configs of today's LLMs (Llama, Mistral, Qwen, MPT) set 0 */
-	double drop = megatron_code ? 0.1 : 0.0;
-	s->hidden_dropout = u.hdrop.given ? u.hdrop_v + 0.0 : drop; /* + 0.0: -0 is 0 */
-	s->attention_dropout = u.adrop.given ? u.adrop_v + 0.0 : drop;
+	 * configs of today's LLMs (Llama, Mistral, Qwen, MPT) set 0, and eager HF modules apply
+	 * what the model's config.json says (GPT-2's and OPT's 0.1) */
+	bool model_drop = !megatron_code && r->m && r->m->dropout_given;
+	double hdrop = megatron_code ? 0.1 : model_drop ? r->m->hidden_dropout : 0.0;
+	double adrop = megatron_code ? 0.1 : model_drop ? r->m->attention_dropout : 0.0;
+	s->hidden_dropout = u.hdrop.given ? u.hdrop_v + 0.0 : hdrop; /* + 0.0: -0 is 0 */
+	s->attention_dropout = u.adrop.given ? u.adrop_v + 0.0 : adrop;
 	s->cross_entropy = u.ce.given ? (enum strat_ce)u.ce_i : STRAT_CE_UNFUSED;
 	if (s->framework == STRAT_DEEPSPEED && s->pp > 1 && s->zero_stage == 1 && s->overlap_comm) {
 		s->overlap_comm = false;
@@ -1523,6 +1526,7 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 			    : "HF / torchtitan modules in eager PyTorch",
 	      "%s", kernels_names[s->kernels]);
 	const char *drop_why = megatron_code ? "Megatron's default"
+			       : model_drop  ? "the model's config"
 					     : "HF / torchtitan LLM configs: no dropout";
 	oprov(s, "hidden_dropout", &u.hdrop, drop_why, "%g", s->hidden_dropout);
 	oprov(s, "attention_dropout", &u.adrop, drop_why, "%g", s->attention_dropout);

@@ -419,8 +419,8 @@ static void test_round_trip(struct test_ctx *t)
 		CHECK(t, !memcmp(&a, &b, sizeof(a)));
 	}
 	/* HF imports round-trip too, so a stored job can be reloaded */
-	const char *hf[] = {"opt-6.7b", "falcon-7b", "qwen2-moe", "deepseek-v2", "gpt-neox-20b"};
-	for (int i = 0; i < 5; i++) {
+	const char *hf[] = {"opt-6.7b", "falcon-7b", "qwen2-moe", "deepseek-v2", "gpt-neox-20b", "gpt2"};
+	for (int i = 0; i < 6; i++) {
 		struct model a, b;
 		if (!load(t, hf[i], true, &a))
 			continue;
@@ -452,6 +452,38 @@ static void test_load_errors(struct test_ctx *t)
 	tw_err_clear(&err);
 	CHECK(t, model_load(p.presets, p.presets, &m, &err) == TW_ERR_INVALID);
 	CHECK_STR_CONTAINS(t, err.msg, "not a regular file");
+}
+
+/* The dropout an HF config sets, with its configuration class's defaults (GPT2Config 0.1 and
+ * 0.1, OPTConfig 0.1 and 0, the Llama family attention only); our format takes it too and
+ * round-trips it */
+static void test_dropout(struct test_ctx *t)
+{
+	static const struct {
+		const char *name;
+		double hidden, attn;
+	} hf[] = {{"gpt2", 0.1, 0.1}, {"opt-6.7b", 0.1, 0}, {"llama3-8b", 0, 0},
+		  {"falcon-7b", 0, 0}};
+	for (size_t i = 0; i < sizeof(hf) / sizeof(hf[0]); i++) {
+		struct model m;
+		if (!load(t, hf[i].name, true, &m))
+			continue;
+		CHECK(t, m.dropout_given);
+		CHECK_NEAR(t, m.hidden_dropout, hf[i].hidden, 1e-12);
+		CHECK_NEAR(t, m.attention_dropout, hf[i].attn, 1e-12);
+	}
+	struct model m;
+	if (load(t, "llama2-7b", false, &m))
+		CHECK(t, !m.dropout_given); /* a preset without it: the strategy decides */
+	struct tw_err err = {0};
+	CHECK(t, parse("{\"layers\":2,\"hidden\":64,\"heads\":4,\"ffn_hidden\":256,"
+		       "\"vocab\":100,\"seq_len\":32,\"hidden_dropout\":0.2}", &m, &err) == TW_OK);
+	CHECK(t, m.dropout_given);
+	CHECK_NEAR(t, m.hidden_dropout, 0.2, 1e-12);
+	CHECK_NEAR(t, m.attention_dropout, 0, 0);
+	cJSON *o = model_to_json(&m);
+	CHECK_NEAR(t, cJSON_GetNumberValue(cJSON_GetObjectItem(o, "hidden_dropout")), 0.2, 1e-12);
+	cJSON_Delete(o);
 }
 
 static void test_hf_unknown_type(struct test_ctx *t)
@@ -509,6 +541,7 @@ int main(void)
 	TEST_RUN(&t, test_round_trip);
 	TEST_RUN(&t, test_load_errors);
 	TEST_RUN(&t, test_hf_unknown_type);
+	TEST_RUN(&t, test_dropout);
 	TEST_RUN(&t, test_list_presets);
 	return test_done(&t);
 }

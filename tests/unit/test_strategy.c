@@ -761,6 +761,19 @@ static void test_dropout_cross_entropy(struct test_ctx *T)
 	static const char *const sets[] = {"attention_dropout=0.25"};
 	CHECK_OK(T, &f, run(&f, NULL, "{\"framework\":\"fsdp\"}", 8, sets, 1));
 	CHECK_NEAR(T, f.s.attention_dropout, 0.25, 1e-12);
+	/* eager HF modules apply the model config's dropout; Megatron's flags do not read it */
+	f.m.dropout_given = true;
+	f.m.hidden_dropout = 0.1;
+	f.m.attention_dropout = 0.05;
+	CHECK_OK(T, &f, run(&f, NULL, "{\"framework\":\"fsdp\"}", 8, NULL, 0));
+	CHECK_NEAR(T, f.s.hidden_dropout, 0.1, 1e-12);
+	CHECK_NEAR(T, f.s.attention_dropout, 0.05, 1e-12);
+	CHECK_SRC(T, &f.s, "hidden_dropout", "default");
+	CHECK_OK(T, &f, run(&f, NULL, "{\"framework\":\"fsdp\",\"attention_dropout\":0}", 8, NULL, 0));
+	CHECK_NEAR(T, f.s.attention_dropout, 0, 0);
+	CHECK_OK(T, &f, run(&f, NULL, "{\"framework\":\"megatron\"}", 8, NULL, 0));
+	CHECK_NEAR(T, f.s.attention_dropout, 0.1, 1e-12);
+	f.m.dropout_given = false;
 	CHECK_FAILS(T, &f, run(&f, NULL, "{\"hidden_dropout\":1.5}", 8, NULL, 0), "hidden_dropout");
 	CHECK_FAILS(T, &f, run(&f, NULL, "{\"attention_dropout\":-0.1}", 8, NULL, 0),
 		    "attention_dropout");
