@@ -599,20 +599,24 @@ static enum tw_result hf_bool(const struct json_ctx *c, const cJSON *o, const ch
 	return json_get_bool(c, o, key, out, NULL);
 }
 
-/* The dropout probabilities of an HF config: the first present of each list of keys, else the
- * configuration class's default. */
+/* A probability: the first of names that is present (none: no names), else dflt. */
+static enum tw_result hf_prob(const struct json_ctx *c, const cJSON *o, const char *const *names,
+			      double dflt, double *out)
+{
+	*out = dflt;
+	bool present = false;
+	for (int i = 0; names && names[i] && !present; i++)
+		TW_CHECK(json_get_num(c, o, names[i], 0, 1, out, &present));
+	return TW_OK;
+}
+
+/* The dropout an HF config sets, with its configuration class's defaults. */
 static enum tw_result hf_dropout(const struct json_ctx *c, const cJSON *o,
 				 const char *const *hidden, double hdflt, const char *const *attn,
 				 double adflt, struct model *m)
 {
-	const char *const *keys[2] = {hidden, attn};
-	double *out[2] = {&m->hidden_dropout, &m->attention_dropout}, dflt[2] = {hdflt, adflt};
-	for (int k = 0; k < 2; k++) {
-		*out[k] = dflt[k];
-		bool present = false;
-		for (int i = 0; keys[k] && keys[k][i] && !present; i++)
-			TW_CHECK(json_get_num(c, o, keys[k][i], 0, 1, out[k], &present));
-	}
+	TW_CHECK(hf_prob(c, o, hidden, hdflt, &m->hidden_dropout));
+	TW_CHECK(hf_prob(c, o, attn, adflt, &m->attention_dropout));
 	m->dropout_given = true;
 	return TW_OK;
 }
