@@ -92,7 +92,8 @@ struct pb {
 	int32_t *gbuf;          /* gathered buffer of a module, -1: not gathered */
 	uint32_t *gop;          /* its all-gather */
 	bool *gcopied;          /* FSDP2: its gathered parameters copied out since the gather */
-	bool *keep_fwd;         /* kept gathered from forward to backward (reuse distance) */
+	bool *keep_fwd;         /* kept gathered from forward to its next use (reuse distance) */
+	bool *keep_rc;          /* kept gathered from a full recompute to backward (likewise) */
 	int32_t *sbuf;          /* DeepSpeed hpZ: a module's secondary partition, -1: none yet */
 	int64_t upl;            /* gathering units per layer: 4 DeepSpeed (leaf modules), 1 FSDP */
 	int64_t head_uid, nunits;
@@ -1371,24 +1372,35 @@ static void grads_ready(struct pb *b, int64_t mid, int32_t g)
 }
 
 /* Enter and leave a gathering unit: fetch (and prefetch the next unit in execution order);
- * on leaving, release it (forward: unless kept for backward) and hand its grads on. The
- * recompute pass of full recomputation only fetches: backward follows at once. */
+ * on leaving, release it unless its reuse distance keeps it (forward, recompute) and, in
+ * backward, hand its grads on. A full recompute's trace goes on into the same layer's
+ * backward, so its prefetch stays in the layer and turns back at the layer's last unit. */
 static void unit_in(struct pb *b, int64_t uid)
 {
-	bool bwd = b->phase == PLAN_PHASE_BWD && !(b->flags & PLAN_F_RECOMPUTE);
-	int64_t next = uid + (bwd ? -1 : 1);
+	bool rc = b->flags & PLAN_F_RECOMPUTE;
+	bool bwd = b->phase == PLAN_PHASE_BWD && !rc;
+	int64_t next = uid + (bwd ? -1 : 1), lo = b->u_lo, hi = b->u_hi;
+	if (rc && b->upl > 1) {
+		b->u_lo = uid - (uid - 1) % b->upl;
+		b->u_hi = b->u_lo + b->upl - 1;
+		if (uid == b->u_hi)
+			next = uid - 1;
+	}
 	if (next < b->u_lo || next > b->u_hi)
 		next = -1;
 	fetch(b, uid, next);
+	b->u_lo = lo;
+	b->u_hi = hi;
 	if (bwd)
 		b->ugrad = grads_begin(b, uid);
 }
 
 static void unit_out(struct pb *b, int64_t uid)
 {
-	if (b->flags & PLAN_F_RECOMPUTE)
-		return;
-	if (b->phase == PLAN_PHASE_BWD) {
+	if (b->flags & PLAN_F_RECOMPUTE) {
+		if (b->shard == SH_PARAM && !b->keep_rc[uid])
+			release(b, uid);
+	} else if (b->phase == PLAN_PHASE_BWD) {
 		release(b, uid);
 		grads_ready(b, uid, b->ugrad);
 		b->ugrad = -1;
@@ -1789,6 +1801,64 @@ static bool recomputed(const struct pb *b, int64_t l)
 		if (l >= b->first[c] && l < b->first[c] + b->nl[c])
 			return l - b->first[c] < b->s->recompute_num_layers;
 	return true;
+}
+
+/* DeepSpeed ZeRO-3's reuse distance (PartitionedParameterCoordinator.__params_to_release; the
+ * same rule in 0.3's _keep_for_later): a module released after a use stays gathered when the
+ * modules used between this use and its next one hold fewer than stage3_max_reuse_distance
+ * elements. The trace is one micro-batch's: forward in order, the head's forward and backward,
+ * then backward in reverse, where a fully recomputed layer runs its modules forward again
+ * just before their backward. So a unit is kept from its recompute to its backward when twice
+ * the layer's units after it are below the distance (GPT-3's fc1: 2 x 604M, released and
+ * gathered again), and from forward when its next use is near (the last units without
+ * recompute). Each use's distance is a difference of prefix sums over the trace. */
+enum { USE_FWD, USE_RC, USE_BWD };
+
+static void reuse_distances(struct pb *b, bool first, bool last)
+{
+	size_t cap = 3 * (size_t)b->nunits, n = 0;
+	int64_t *unit = TW_NEW_ARRAY(int64_t, cap), *sum = TW_NEW_ARRAY(int64_t, cap + 1);
+	int64_t *next = TW_NEW_ARRAY(int64_t, (size_t)b->nunits);
+	uint8_t *use = TW_NEW_ARRAY(uint8_t, cap);
+#define PUSH(u, k) (unit[n] = (u), use[n++] = (uint8_t)(k))
+	if (first)
+		PUSH(0, USE_FWD);
+	for (int64_t c = 0; c < b->vp; c++)
+		for (int64_t u = 1 + b->first[c] * b->upl; u < 1 + (b->first[c] + b->nl[c]) * b->upl; u++)
+			PUSH(u, USE_FWD);
+	if (last) {
+		PUSH(b->head_uid, USE_FWD);
+		PUSH(b->head_uid, USE_BWD);
+	}
+	for (int64_t c = b->vp - 1; c >= 0; c--)
+		for (int64_t l = b->first[c] + b->nl[c] - 1; l >= b->first[c]; l--) {
+			int64_t lo = 1 + l * b->upl, hi = lo + b->upl - 1;
+			for (int64_t u = lo; recomputed(b, l) && u <= hi; u++)
+				PUSH(u, USE_RC);
+			for (int64_t u = hi; u >= lo; u--)
+				PUSH(u, USE_BWD);
+		}
+	if (first)
+		PUSH(0, USE_BWD);
+#undef PUSH
+	sum[0] = 0;
+	for (size_t i = 0; i < n; i++)
+		sum[i + 1] = sum[i] + unit_params(b, unit[i]);
+	for (int64_t u = 0; u < b->nunits; u++)
+		next[u] = -1;
+	for (size_t i = n; i-- > 0;) {
+		int64_t u = unit[i], nx = next[u];
+		next[u] = (int64_t)i;
+		bool keep = nx >= 0 && sum[nx] - sum[i + 1] < b->s->max_reuse_distance;
+		if (use[i] == USE_FWD)
+			b->keep_fwd[u] = keep;
+		else if (use[i] == USE_RC)
+			b->keep_rc[u] = keep;
+	}
+	free(unit);
+	free(sum);
+	free(next);
+	free(use);
 }
 
 static void layer_fwd(struct pb *b, int64_t l)
@@ -2698,32 +2768,25 @@ static void setup(struct pb *b)
 	b->psite = b->lora ? 0 : b->psie; /* LoRA trains adapters only: the experts are frozen */
 	b->ne = b->ep > 1 ? job_group_size(j, JOB_GROUP_EDP) : b->nz;
 
-	/* ZeRO-3: modules kept gathered from the end of forward into backward (reuse distance) */
+	/* ZeRO-3: modules kept gathered from one use to the next (reuse distance) */
 	int64_t nm = b->nunits;
 	b->gbuf = TW_NEW_ARRAY(int32_t, (size_t)nm);
 	b->gop = TW_NEW_ARRAY(uint32_t, (size_t)nm);
 	b->gcopied = TW_NEW_ARRAY(bool, (size_t)nm);
 	b->keep_fwd = TW_NEW_ARRAY(bool, (size_t)nm);
+	b->keep_rc = TW_NEW_ARRAY(bool, (size_t)nm);
 	b->sbuf = TW_NEW_ARRAY(int32_t, (size_t)nm);
 	for (int64_t i = 0; i < nm; i++) {
 		b->gbuf[i] = b->sbuf[i] = -1;
 		b->gop[i] = PLAN_NONE;
 	}
-	if (b->shard == SH_PARAM) {
-		if (b->fsdp) {
-			bool keep = s->fsdp_sharding == STRAT_FSDP_SHARD_GRAD_OP;
-			for (int64_t i = 0; i < nm; i++)
-				b->keep_fwd[i] = keep;
-			b->keep_fwd[b->head_uid] = true; /* the root unit stays gathered */
-		} else {
-			int64_t acc = 0;
-			for (int64_t i = nm - 1; i >= 0; i--) {
-				acc += unit_params(b, i);
-				if (acc > s->max_reuse_distance)
-					break;
-				b->keep_fwd[i] = true;
-			}
-		}
+	if (b->shard == SH_PARAM && b->fsdp) {
+		bool keep = s->fsdp_sharding == STRAT_FSDP_SHARD_GRAD_OP;
+		for (int64_t i = 0; i < nm; i++)
+			b->keep_fwd[i] = keep;
+		b->keep_fwd[b->head_uid] = true; /* the root unit stays gathered */
+	} else if (b->shard == SH_PARAM) {
+		reuse_distances(b, first, last);
 	}
 	size_t na = (size_t)(b->nmicro * (b->nlayers > 0 ? b->nlayers : 1));
 	b->act = tw_malloc(na * sizeof(int32_t));
@@ -2835,6 +2898,7 @@ static enum tw_result build_rank(const struct job *j, int64_t rank, struct plan 
 	free(b.gop);
 	free(b.gcopied);
 	free(b.keep_fwd);
+	free(b.keep_rc);
 	free(b.sbuf);
 	free(b.act);
 	free(b.ckpt);

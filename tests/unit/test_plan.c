@@ -1157,6 +1157,53 @@ static void test_zero3_leaf_modules(struct test_ctx *t)
 	free(j);
 }
 
+/* ZeRO-3's reuse distance (DeepSpeed's __params_to_release): a module stays gathered from
+ * one use to the next when the modules used in between hold fewer than
+ * stage3_max_reuse_distance elements. The fixture's fused layer is qkv 50.3M, o 16.8M,
+ * fc1 90.2M, fc2 45.1M elements, its head 131M; one micro-batch. */
+static void test_zero3_reuse_distance(struct test_ctx *t)
+{
+	struct job *j = fx_job(8);
+	fx_degrees(j, 1, 1, 1, 1, 1);
+	j->strat.zero_stage = 3;
+	j->strat.kernels = STRAT_KERNELS_FUSED;
+	struct plan p;
+	/* without recompute a unit's next use is its backward, 2 x (the units after it + the
+	 * head) away: under 1e9 for the head and the last two layers' 8 units (the ninth, layer
+	 * 29's fc2, is 2 x 535M away); the others are gathered again */
+	j->strat.recompute = STRAT_RECOMPUTE_NONE;
+	if (build(j, 0, &p)) {
+		CHECK_EQ_INT(t, count_coll(&p, PLAN_ALL_GATHER, JOB_GROUP_DP, PLAN_PHASE_FWD), 130);
+		CHECK_EQ_INT(t, count_coll(&p, PLAN_ALL_GATHER, JOB_GROUP_DP, PLAN_PHASE_BWD),
+			     130 - 9);
+		plan_release(&p);
+	}
+	/* full recompute: a unit's next use is its layer's recompute. The last layer's units
+	 * are < 1e9 away (the head's forward and backward between), and layer 30's fc1 (980M:
+	 * fc2, layer 31 three times, the head twice, qkv and o); the rest are gathered again for
+	 * the recompute. From the recompute to the backward a unit is 2 x the layer's units
+	 * after it away: qkv 2 x 152M, o 2 x 135M, fc1 2 x 45M, fc2 0. The embedding is
+	 * gathered again at the end of backward. */
+	j->strat.recompute = STRAT_RECOMPUTE_FULL;
+	const int64_t dist[3] = { 1000000000, 150000000, 0 };
+	const int bwd[3] = {
+		31 * 4 - 1 + 1,      /* every unit kept from its recompute */
+		32 * 4 + 32 * 2 + 1, /* qkv and o released after their recompute, gathered again */
+		32 * 4 + 32 * 4 + 2, /* nothing kept, not even the head from forward to backward */
+	};
+	for (int i = 0; i < 3; i++) {
+		j->strat.max_reuse_distance = dist[i];
+		if (!build(j, 0, &p))
+			continue;
+		int ag = count_coll(&p, PLAN_ALL_GATHER, JOB_GROUP_DP, PLAN_PHASE_BWD);
+		printf("#   reuse distance %lld: %d backward gathers\n", (long long)dist[i], ag);
+		CHECK_EQ_INT(t, count_coll(&p, PLAN_ALL_GATHER, JOB_GROUP_DP, PLAN_PHASE_FWD), 130);
+		CHECK_EQ_INT(t, ag, bwd[i]);
+		plan_release(&p);
+	}
+	free(j);
+}
+
 /* DeepSpeed before 0.5.5 gathers parameter by parameter with torch.cuda.synchronize() around
  * the fetch and two per-rank host calls per parameter (a Python narrow, a C++ copy); before
  * 0.6.0 each gradient's reduce-scatter makes three (view, narrow, copy) per rank. The norms
@@ -2303,6 +2350,7 @@ int main(void)
 	TEST_RUN(&t, test_zero3_prefetch);
 	TEST_RUN(&t, test_zero3_rs_views);
 	TEST_RUN(&t, test_zero3_leaf_modules);
+	TEST_RUN(&t, test_zero3_reuse_distance);
 	TEST_RUN(&t, test_zero3_old_deepspeed);
 	TEST_RUN(&t, test_zero3_zeropp_mics);
 	TEST_RUN(&t, test_zero3_coalesced);
