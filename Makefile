@@ -145,7 +145,7 @@ $(CUDA_EXPORTS): $(CUDA_OBJS) $(BUILD)/libtwin.a
 $(BUILD)/tests/test_exec_cudalib: TEST_LDFLAGS = $(if $(CUDA_EXPORTS),@$(CUDA_EXPORTS))
 $(BUILD)/tests/test_exec_cudalib: $(CUDA_EXPORTS) | $(CUDA_LIB)
 
-$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libtwin.a tests/unit/test.h
+$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libtwin.a $(wildcard tests/unit/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL) -o $@ $< $(TEST_LDFLAGS) $(BUILD)/libtwin.a $(LDLIBS_ALL)
 

@@ -2384,6 +2384,33 @@ static enum plan_device off_dev(enum strat_offload o)
 										  : PLAN_DEV_GPU;
 }
 
+/* Elements of an optimizer sub-group: ZeRO-3 steps its partition sub_group_size elements at a
+ * time (DeepSpeed's _create_fp16_sub_groups), the others all at once. */
+static int64_t sub_group_elems(const struct pb *b, int64_t part)
+{
+	int64_t sg = b->shard == SH_PARAM && b->s->sub_group_size > 0 ? b->s->sub_group_size : part;
+	return sg > 0 ? sg : 1;
+}
+
+/* Elements of a `part`-element optimizer partition that live and step on the host. ZeRO-3's
+ * partial offload (offload_optimizer.ratio < 1, DeepSpeed's Twin-Flow) sends the first
+ * int(ratio x nsub) of the partition's nsub sub-groups to DeepSpeedCPUAdam and keeps the
+ * rest on the GPU (fp32 master, states and grads, stepped by torch's AdamW); so with one
+ * sub-group (a partition under sub_group_size, 1e9 by default) nothing is offloaded. NVMe
+ * offload takes every sub-group (strategy warns that its ratio is not modelled). */
+static int64_t host_opt_elems(const struct pb *b, int64_t part)
+{
+	const struct strategy *s = b->s;
+	if (!b->ds || s->offload_optimizer == STRAT_OFFLOAD_NONE)
+		return 0;
+	if (s->offload_optimizer != STRAT_OFFLOAD_CPU || b->shard != SH_PARAM ||
+	    s->offload_ratio >= 1.0)
+		return part;
+	int64_t sg = sub_group_elems(b, part), nsub = (part + sg - 1) / sg;
+	int64_t host = (int64_t)(s->offload_ratio * (double)nsub) * sg; /* Python's int() */
+	return host < part ? host : part;
+}
+
 /* The persistent model states (reference/deepspeed.md §2.3, §2.5; docs/memory.md). */
 static void alloc_states(struct pb *b)
 {
@@ -2424,8 +2451,14 @@ static void alloc_states(struct pb *b)
 		mem_alloc(b, PLAN_MEM_OPTIM, PLAN_DEV_NVME, Pton * os, "optimizer", st);
 		mem_alloc(b, PLAN_MEM_BUCKETS, PLAN_DEV_HOST, 4 * sg * 4, "nvme_swap_buffers", st);
 	} else {
-		mem_alloc(b, PLAN_MEM_MASTER, od, Pton * master, "master", st);
-		mem_alloc(b, PLAN_MEM_OPTIM, od, Pton * os, "optimizer", st);
+		/* partial offload: the host's sub-groups there, the others on the GPU */
+		int64_t h = offo ? host_opt_elems(b, Pton) : 0, g = Pton - h;
+		mem_alloc(b, PLAN_MEM_MASTER, od, (offo ? h : g) * master, "master", st);
+		mem_alloc(b, PLAN_MEM_OPTIM, od, (offo ? h : g) * os, "optimizer", st);
+		if (offo) {
+			mem_alloc(b, PLAN_MEM_MASTER, PLAN_DEV_GPU, g * master, "master_gpu", st);
+			mem_alloc(b, PLAN_MEM_OPTIM, PLAN_DEV_GPU, g * os, "optimizer_gpu", st);
+		}
 	}
 	if (pd == PLAN_DEV_NVME) /* param swap buffers: buffer_count 5 x buffer_size 1e8 */
 		mem_alloc(b, PLAN_MEM_BUCKETS, PLAN_DEV_HOST, 5LL * 100000000 * pb,
@@ -2443,8 +2476,11 @@ static void alloc_states(struct pb *b)
 		mem_alloc(b, PLAN_MEM_GRADS, offo ? PLAN_DEV_HOST : PLAN_DEV_GPU, PtN * b->gbytes,
 			  "grad_partitions", st);
 	}
-	if (offo) { /* pinned fp32 gradient partition for the CPU optimizer */
-		mem_alloc(b, PLAN_MEM_GRADS, PLAN_DEV_HOST, PtN * 4, "grads_fp32", st);
+	if (offo) { /* pinned fp32 gradient partition for the CPU optimizer (partial offload:
+		     * the GPU's sub-groups keep theirs on the GPU) */
+		int64_t h = od == PLAN_DEV_HOST ? host_opt_elems(b, PtN) : PtN;
+		mem_alloc(b, PLAN_MEM_GRADS, PLAN_DEV_HOST, h * 4, "grads_fp32", st);
+		mem_alloc(b, PLAN_MEM_GRADS, PLAN_DEV_GPU, (PtN - h) * 4, "grads_fp32_gpu", st);
 		if (b->shard <= SH_GRAD && b->nmicro > 1)
 			mem_alloc(b, PLAN_MEM_GRADS, PLAN_DEV_HOST, PtN * pb,
 				  "accumulated_grads_in_cpu", st);
@@ -2505,16 +2541,20 @@ static void optimizer_step(struct pb *b)
 		     PLAN_NONE);
 	if (s->gradient_clipping > 0 || b->ds)
 		coll(b, PLAN_ALL_REDUCE, g, PLAN_STREAM_COMPUTE, "grad_norm", 1, TW_FP32, PLAN_NONE);
-	int64_t sg = b->shard == SH_PARAM && s->sub_group_size > 0 ? s->sub_group_size : part;
-	if (sg <= 0)
-		sg = 1;
+	int64_t sg = sub_group_elems(b, part);
 	if (offo) {
 		/* CPU optimizer per sub-group (NVMe: swap in, step, swap out), then the 16-bit
-		 * partition goes back H2D (reference/deepspeed.md §3) */
+		 * partition goes back H2D (reference/deepspeed.md §3); partial offload steps its
+		 * GPU sub-groups after the host's, in order, on the GPU */
 		uint32_t last = PLAN_NONE;
 		bool nvme = s->offload_optimizer == STRAT_OFFLOAD_NVME;
+		int64_t host = host_opt_elems(b, part);
 		for (int64_t done = 0; done < part; done += sg) {
 			int64_t n = part - done < sg ? part - done : sg;
+			if (done >= host) {
+				optim_op(b, n, PLAN_STREAM_COMPUTE, last);
+				continue;
+			}
 			uint32_t dep = b->last_d2h;
 			if (nvme)
 				dep = copy(b, PLAN_NVME_READ, "swap_in", n * (8 + b->obytes), dep);

@@ -416,6 +416,9 @@ static enum tw_result parse_offload(struct strat_rd *r, const struct sec *zero, 
 		TW_CHECK(kbool(&oo, "pin_memory", NULL, pin_default, pin_why, &s->offload_pin_memory));
 		TW_CHECK(knum(&oo, "ratio", 0.0, 1.0, 1.0, "DeepSpeed default", &s->offload_ratio,
 			      true));
+		if (s->offload_ratio < 1.0 && s->offload_optimizer == STRAT_OFFLOAD_NVME)
+			warn_unmodelled(r, "zero_optimization.offload_optimizer.ratio with device "
+					   "nvme (every sub-group is offloaded)");
 		bool super = false;
 		TW_CHECK(kbool(&oo, "super_offload", NULL, false, "DeepSpeed default", &super));
 		if (super)

@@ -57,6 +57,7 @@ static inline void fx_strategy(struct strategy *s, int64_t gpus)
 	s->prefetch_bucket_size = 50000000, s->param_persistence_threshold = 100000;
 	s->max_live_parameters = 1000000000, s->max_reuse_distance = 1000000000;
 	s->sub_group_size = 1000000000;
+	s->offload_ratio = 1.0;
 	s->flash_attention = true;
 	/* Korthikanti's accounting, which the activation tests follow, counts dropout masks */
 	s->hidden_dropout = s->attention_dropout = 0.1;
