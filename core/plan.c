@@ -14,7 +14,8 @@ static const char *const stream_names[PLAN_NUM_STREAMS] = {"compute", "comm", "c
 static const char *const kernel_names[PLAN_NUM_KERNELS] = {
 	"gemm", "attn", "elemwise", "norm", "softmax", "embed", "loss", "optim", "permute"};
 static const char *const coll_names[PLAN_NUM_COLLS] = {"all_gather", "reduce_scatter",
-						      "all_reduce", "broadcast", "all_to_all"};
+						      "all_reduce", "broadcast", "all_to_all",
+						      "reduce"};
 static const char *const copy_names[PLAN_NUM_COPIES] = {"h2d", "d2h", "nvme_read", "nvme_write"};
 static const char *const cat_names[PLAN_NUM_MEM_CATS] = {
 	"params", "master", "grads", "optimizer", "activations", "checkpoints", "gathered",
@@ -110,7 +111,8 @@ enum trace_cat plan_op_trace_cat(const struct plan_op *op)
 		case PLAN_ALL_GATHER: return TRACE_ALL_GATHER;
 		case PLAN_REDUCE_SCATTER: return TRACE_REDUCE_SCATTER;
 		case PLAN_ALL_REDUCE: return TRACE_ALL_REDUCE;
-		case PLAN_BROADCAST: return TRACE_BROADCAST;
+		case PLAN_BROADCAST:
+		case PLAN_REDUCE: return TRACE_BROADCAST; /* rooted, as the profiler files NCCL's */
 		default: return TRACE_ALL_TO_ALL;
 		}
 	case PLAN_P2P:

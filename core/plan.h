@@ -39,8 +39,9 @@ enum plan_kernel {
 	PLAN_NUM_KERNELS
 };
 
+/* PLAN_BROADCAST and PLAN_REDUCE are rooted: u.coll.root names the root's index in the group */
 enum plan_coll { PLAN_ALL_GATHER = 0, PLAN_REDUCE_SCATTER, PLAN_ALL_REDUCE, PLAN_BROADCAST,
-		 PLAN_ALL_TO_ALL, PLAN_NUM_COLLS };
+		 PLAN_ALL_TO_ALL, PLAN_REDUCE, PLAN_NUM_COLLS };
 
 enum plan_copy { PLAN_H2D = 0, PLAN_D2H, PLAN_NVME_READ /* NVMe -> host */,
 		 PLAN_NVME_WRITE /* host -> NVMe */, PLAN_NUM_COPIES };
@@ -111,6 +112,7 @@ struct plan_op {
 			uint8_t coll;     /* enum plan_coll */
 			uint8_t group;    /* enum job_group */
 			uint8_t dtype;
+			int32_t root;     /* broadcast, reduce: the root's index in the group */
 			int64_t count;    /* the nccl "count" argument: all-reduce elements, all-gather
 					   * send count, reduce-scatter receive count; all-to-all:
 					   * elements each rank sends in total */

@@ -37,6 +37,8 @@ struct p2p_ctr {
 /* one gradient-reduction stream of buckets: dense params over dp, experts over edp */
 struct red {
 	enum job_group group;
+	int64_t total;          /* elements one reduction pass covers (ZeRO-1/2's flat group) */
+	int64_t done;           /* of which reduced so far in this pass */
 	int64_t pending;        /* elements waiting for a bucket */
 	int64_t tensors;        /* parameter tensors they belong to (ZeRO-3) */
 	int64_t n;              /* group size */
@@ -326,6 +328,7 @@ static uint32_t coll(struct pb *b, enum plan_coll c, enum job_group g, enum plan
 	op->u.coll.coll = (uint8_t)c;
 	op->u.coll.group = (uint8_t)g;
 	op->u.coll.dtype = (uint8_t)dt;
+	op->u.coll.root = 0;
 	op->u.coll.count = count;
 	op->u.coll.bytes = count * tw_dtype_bytes(dt);
 	op->u.coll.seq = b->coll_seq[g]++;
@@ -1170,6 +1173,17 @@ static int64_t bucket_elems(const struct pb *b)
 }
 
 /* One bucket of dense-path gradients (stages 0-2, Megatron, FSDP NO_SHARD). */
+static bool bf16_optimizer(const struct pb *b);
+
+/* Whether DeepSpeed ZeRO-1/2 reduces a gradient bucket slice by slice, one per partition it
+ * spans (stage_1_and_2.average_tensor without use_multi_rank_bucket_allreduce); the
+ * BF16_Optimizer and reduce_scatter: false all-reduce the whole bucket. */
+static bool ds_slices(const struct pb *b)
+{
+	return b->ds && (b->shard == SH_OPT || b->shard == SH_GRAD) && b->s->reduce_scatter &&
+	       !b->s->use_multi_rank_bucket_allreduce && !bf16_optimizer(b);
+}
+
 static void reduce_bucket(struct pb *b, struct red *r, int64_t n)
 {
 	bool rs = b->megatron && b->s->distributed_optimizer;
@@ -1183,10 +1197,31 @@ static void reduce_bucket(struct pb *b, struct red *r, int64_t n)
 			elem(b, PLAN_K_ELEMWISE, "ipg_copy", (double)n * per);
 	}
 	uint32_t dep = b->last_compute;
-	uint32_t id = rs ? coll(b, PLAN_REDUCE_SCATTER, r->group, red_stream(b), "rs_grads",
-				(n + r->n - 1) / r->n, b->comm_dt, dep)
-			 : coll(b, PLAN_ALL_REDUCE, r->group, red_stream(b), "ar_grads", n,
-				b->comm_dt, dep);
+	uint32_t id = PLAN_NONE;
+	if (ds_slices(b)) {
+		/* without use_multi_rank_bucket_allreduce (before 0.12.4 the only path) the
+		 * bucket goes out cut at the partitions of the flat group it spans (it fills from
+		 * the end, as backward runs), each slice to its owner: dist.reduce from 0.13.0,
+		 * before that an all-reduce of the slice (allreduce_bucket reset its rank to None) */
+		int64_t S = (r->total + r->n - 1) / r->n, hi = r->total - r->done;
+		int64_t lo = hi - n > 0 ? hi - n : 0;
+		if (S < 1)
+			S = 1;
+		for (int64_t p = lo / S; p * S < hi; p++) {
+			int64_t a = lo > p * S ? lo : p * S, z = hi < (p + 1) * S ? hi : (p + 1) * S;
+			uint32_t c = coll(b, b->s->ds_reduce_rooted ? PLAN_REDUCE : PLAN_ALL_REDUCE,
+					  r->group, red_stream(b), "ar_grads", z - a, b->comm_dt, dep);
+			if (c != PLAN_NONE)
+				b->p->ops[c].u.coll.root = (int32_t)p;
+			id = c != PLAN_NONE ? c : id;
+		}
+		r->done += n;
+	} else {
+		id = rs ? coll(b, PLAN_REDUCE_SCATTER, r->group, red_stream(b), "rs_grads",
+			       (n + r->n - 1) / r->n, b->comm_dt, dep)
+			: coll(b, PLAN_ALL_REDUCE, r->group, red_stream(b), "ar_grads", n, b->comm_dt,
+			       dep);
+	}
 	if (id != PLAN_NONE)
 		b->last_red = id;
 	/* ZeRO-1/2 + offload: the partition's slice goes D2H as fp32 (§3.2) */
@@ -2354,6 +2389,7 @@ static void run_item(struct pb *b, const struct item *it, int32_t *logits)
 	} else if (red) {
 		flush_dense(b, &b->dense, true);
 		flush_dense(b, &b->expert, true);
+		b->dense.done = b->expert.done = 0; /* the next pass starts at the end again */
 	}
 	if (ipg) {
 		mem_free(b, b->bucket_buf, "ipg_bucket", PLAN_STREAM_COMPUTE);
@@ -2827,6 +2863,23 @@ static void setup(struct pb *b)
 		b->keep_fwd[b->head_uid] = true; /* the root unit stays gathered */
 	} else if (b->shard == SH_PARAM) {
 		reuse_distances(b, first, last);
+	}
+	/* what one gradient reduction pass carries: the stage's units' grads as grads_ready
+	 * hands them on (LoRA: the adapters, as dense) */
+	for (int64_t u = 0; u < nm; u++) {
+		int64_t d, e;
+		bool mine = (u == 0 && first) || (u == b->head_uid && last);
+		for (int64_t c = 0; c < b->vp && !mine; c++)
+			mine = u >= 1 + b->first[c] * b->upl && u < 1 + (b->first[c] + b->nl[c]) * b->upl;
+		if (!mine)
+			continue;
+		if (b->lora) {
+			b->dense.total += unit_trainable(b, u);
+		} else {
+			unit_split(b, u, &d, &e);
+			b->dense.total += d;
+			b->expert.total += e;
+		}
 	}
 	size_t na = (size_t)(b->nmicro * (b->nlayers > 0 ? b->nlayers : 1));
 	b->act = tw_malloc(na * sizeof(int32_t));

@@ -63,6 +63,10 @@ struct strategy {
 	 * torch.cuda.synchronize() around each module's fetch; before 0.6.0 every gradient is
 	 * reduce-scattered on its own through the same kind of per-rank lists */
 	bool ds_fetch_per_param, ds_rs_per_param;
+	/* ZeRO-1/2 without use_multi_rank_bucket_allreduce: each partition's slice of a bucket
+	 * is reduced to its owner (from 0.13.0) or all-reduced (before: allreduce_bucket reset
+	 * its rank to None) */
+	bool ds_reduce_rooted;
 
 	/* degrees; dp is derived: gpus / (tp * pp * cp) */
 	int64_t gpus, tp, pp, dp, cp, ep, vp;

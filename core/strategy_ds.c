@@ -635,7 +635,16 @@ static enum tw_result parse_zero(struct strat_rd *r, const struct sec *top)
 		       &s->overlap_comm));
 	TW_CHECK(kbool(&z, "contiguous_gradients", NULL, true, dd, &s->contiguous_gradients));
 	TW_CHECK(kbool(&z, "reduce_scatter", NULL, true, dd, &s->reduce_scatter));
-	TW_CHECK(kbool(&z, "use_multi_rank_bucket_allreduce", NULL, true, dd,
+	/* one all-reduce per bucket arrived in 0.12.4 (#4695); before, every release reduced
+	 * a bucket partition by partition, and its config refuses the key */
+	bool multi = r->version >= STRAT_VERSION(0, 12, 4);
+	if (!multi && z.obj && item(z.obj, "use_multi_rank_bucket_allreduce"))
+		return fail(&z, "use_multi_rank_bucket_allreduce",
+			    "it arrived in DeepSpeed 0.12.4 (deepspeed_version is %s; its config "
+			    "refuses the key)", s->deepspeed_version);
+	TW_CHECK(kbool(&z, "use_multi_rank_bucket_allreduce", NULL, multi,
+		       multi ? dd : "deepspeed_version < 0.12.4 (a bucket goes out partition by "
+				    "partition)",
 		       &s->use_multi_rank_bucket_allreduce));
 	r->rbs_auto = z.obj && strat_is_auto(item(z.obj, "reduce_bucket_size"));
 	TW_CHECK(kint(&z, "reduce_bucket_size", NULL, 0, INT64_MAX, 500000000, dd,

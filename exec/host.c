@@ -271,6 +271,7 @@ static uint64_t coll_expect(int coll, int64_t n, int64_t idx, int64_t c, int64_t
 	uint64_t sum = 0;
 	switch (coll) {
 	case PLAN_ALL_REDUCE:
+	case PLAN_REDUCE: /* at the root */
 		for (int64_t g = 0; g < n; g++)
 			sum += exec_pattern(g, i, seq);
 		return sum;
@@ -308,7 +309,7 @@ static enum tw_result coll(struct host *h, const struct plan_op *op, struct exec
 	const struct exec_env *env = h->env;
 	int g = op->u.coll.group, w = tw_dtype_bytes(op->u.coll.dtype);
 	int64_t n = env->group_size[g], idx = env->group_index[g], c = op->u.coll.count;
-	int64_t seq = op->u.coll.seq;
+	int64_t seq = op->u.coll.seq, root = op->u.coll.root;
 	int kind = op->u.coll.coll;
 	int64_t in_n = c, out_n = c;
 	if (kind == PLAN_ALL_GATHER)
@@ -358,6 +359,10 @@ static enum tw_result coll(struct host *h, const struct plan_op *op, struct exec
 			call = "MPI_Bcast";
 			rc = MPI_Bcast(h->cout, (int)c, t, 0, cm);
 			break;
+		case PLAN_REDUCE:
+			call = "MPI_Reduce";
+			rc = MPI_Reduce(h->cin, h->cout, (int)c, t, MPI_SUM, (int)root, cm);
+			break;
 		default:
 			call = "MPI_Alltoall";
 			rc = MPI_Alltoall(h->cin, (int)c, t, h->cout, (int)c, t, cm);
@@ -371,7 +376,7 @@ static enum tw_result coll(struct host *h, const struct plan_op *op, struct exec
 	span[op->id].end_ns = t1 - env->t0_ns;
 	if (env->corrupt_op == (int64_t)op->id && out_n > 0)
 		put_w(h->cout, w, 0, get_w(h->cout, w, 0) + 1);
-	if (env->verify) {
+	if (env->verify && (kind != PLAN_REDUCE || idx == root)) { /* a reduce's result: the root's */
 		uint64_t m = mask_w(w);
 		for (int64_t i = 0; i < out_n; i++) {
 			uint64_t want = coll_expect(kind, n, idx, c, i, seq) & m, got = get_w(h->cout, w, i);

@@ -279,7 +279,8 @@ bool nccl_eval(const struct nccl_comm *cm, enum plan_coll c, double S, int a, in
 		return false; /* PAT (NCCL >= 2.23): AG/RS, Simple, one GPU per node */
 	if (p == NCCL_LL128 && !cm->nvlink)
 		return false;
-	if ((c == PLAN_BROADCAST || c == PLAN_ALL_TO_ALL) && a != NCCL_RING)
+	bool rooted = c == PLAN_BROADCAST || c == PLAN_REDUCE; /* ring only, nsteps = n (§1.6) */
+	if ((rooted || c == PLAN_ALL_TO_ALL) && a != NCCL_RING)
 		return false;
 	if (cm->intra_GBps <= 0 || (N > 1 && cm->inter_GBps <= 0))
 		return false;
@@ -338,7 +339,7 @@ bool nccl_eval(const struct nccl_comm *cm, enum plan_coll c, double S, int a, in
 	double intra_lat = step_lat(hw_lat[intra_hw][a][p], cm->intra_lat_us);
 	double inter_lat = step_lat(ppn == 1 ? hw_lat[HW_NET][NCCL_TREE][p] : hw_lat[HW_NET][a][p], cm->net_lat_us);
 	if (a == NCCL_RING) {
-		if (c == PLAN_BROADCAST) {
+		if (rooted) {
 			int hwa = N == 1 ? intra_hw : HW_NET;
 			lat += nsteps * step_lat(hw_lat[hwa][p == NCCL_SIMPLE ? NCCL_TREE : NCCL_RING][p],
 						 N == 1 ? cm->intra_lat_us : cm->net_lat_us);
@@ -386,7 +387,7 @@ bool nccl_eval(const struct nccl_comm *cm, enum plan_coll c, double S, int a, in
 	out->busbw_GBps = S / (out->time_us * 1e3) * nccl_busbw_factor(c, n);
 	/* bytes each GPU puts on its links */
 	double f = nccl_busbw_factor(c, n) * S;
-	if (c == PLAN_BROADCAST)
+	if (rooted)
 		f = S;
 	if (a == NCCL_NVLS)
 		f = S * (1.0 + 1.0 / (double)n);

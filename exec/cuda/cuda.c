@@ -533,6 +533,10 @@ static enum tw_result coll(struct cu *c, const struct plan_op *op, int si, bool 
 		case PLAN_BROADCAST:
 			NC(ncclBroadcast(idx == 0 ? in : out, out, (size_t)cnt, t, 0, comm, s), comm);
 			break;
+		case PLAN_REDUCE:
+			NC(ncclReduce(in, out, (size_t)cnt, t, ncclSum, (int)op->u.coll.root, comm, s),
+			   comm);
+			break;
 		default: { /* all-to-all as grouped send/recv (every NCCL version has them) */
 			size_t chunk = (size_t)cnt * (size_t)tw_dtype_bytes(op->u.coll.dtype);
 			NC(ncclGroupStart(), comm);
@@ -552,9 +556,9 @@ static enum tw_result coll_check(struct cu *c, const struct plan_op *op, int si,
 	const struct exec_env *env = c->env;
 	int g = op->u.coll.group, kind = op->u.coll.coll, elt;
 	nccl_type(op->u.coll.dtype, &elt);
-	if (!env->verify || elt == TWIN_ELT_U8)
-		return TW_OK;
 	int64_t n = env->group_size[g], idx = env->group_index[g], cnt = op->u.coll.count;
+	if (!env->verify || elt == TWIN_ELT_U8 || (kind == PLAN_REDUCE && idx != op->u.coll.root))
+		return TW_OK; /* a reduce's result is the root's */
 	int64_t out_n = kind == PLAN_ALL_GATHER || kind == PLAN_ALL_TO_ALL ? cnt * n : cnt;
 	void *out = c->cout[si] ? c->cout[si] : c->cout[PLAN_STREAM_COMM];
 	if (env->corrupt_op == (int64_t)op->id && out_n > 0)
@@ -814,6 +818,9 @@ static enum tw_result cuda_step_end(void *self, struct exec_span *span, struct t
 				continue;
 			if (op->kind == PLAN_P2P && (op->flags & PLAN_F_SEND))
 				continue;
+			if (op->kind == PLAN_COLL && op->u.coll.coll == PLAN_REDUCE &&
+			    c->env->group_index[op->u.coll.group] != op->u.coll.root)
+				continue; /* not checked: a reduce's result is the root's */
 			if (c->bad_host[i] != ~0ULL) {
 				atomic_store(c->env->waiting_op, (int64_t)i);
 				return tw_errf(err, TW_ERR_INTERNAL, "wrong result at element %llu",

@@ -118,6 +118,7 @@ __device__ float expect(int coll, int64_t n, int64_t idx, int64_t c, int64_t i, 
 	unsigned sum = 0;
 	switch (coll) {
 	case TWIN_COLL_ALL_REDUCE:
+	case TWIN_COLL_REDUCE: // at the root
 		for (int64_t g = 0; g < n; g++)
 			sum += pattern(g, i, seq);
 		return (float)sum;

@@ -9,7 +9,7 @@
 enum { TWIN_ELT_F32 = 0, TWIN_ELT_F16, TWIN_ELT_BF16, TWIN_ELT_U8 };
 /* the same numbering as enum plan_coll */
 enum { TWIN_COLL_ALL_GATHER = 0, TWIN_COLL_REDUCE_SCATTER, TWIN_COLL_ALL_REDUCE, TWIN_COLL_BROADCAST,
-       TWIN_COLL_ALL_TO_ALL };
+       TWIN_COLL_ALL_TO_ALL, TWIN_COLL_REDUCE };
 
 #ifdef __cplusplus
 extern "C" {

@@ -1157,6 +1157,47 @@ static void test_zero3_leaf_modules(struct test_ctx *t)
 	free(j);
 }
 
+/* DeepSpeed ZeRO-2 without use_multi_rank_bucket_allreduce: a bucket (filled from the end of
+ * the flat group as backward runs) goes out cut at the partitions it spans, each slice
+ * reduced to its owner (0.13.0 on) or all-reduced (before). Over a micro-step the slices
+ * tile the group: every rank receives exactly its partition. */
+static void test_zero2_partition_slices(struct test_ctx *t)
+{
+	struct job *j = fx_job(8);
+	fx_degrees(j, 1, 1, 1, 1, 4);
+	j->strat.zero_stage = 2;
+	j->strat.use_multi_rank_bucket_allreduce = false;
+	for (int rooted = 0; rooted <= 1; rooted++) {
+		j->strat.ds_reduce_rooted = rooted;
+		struct plan p;
+		if (!build(j, 0, &p))
+			continue;
+		int64_t per_root[8] = {0}, total = 0;
+		int n = 0, other = 0;
+		for (size_t i = 0; i < p.nops; i++) {
+			const struct plan_op *o = &p.ops[i];
+			if (o->kind != PLAN_COLL || strcmp(o->name, "ar_grads"))
+				continue;
+			enum plan_coll want = rooted ? PLAN_REDUCE : PLAN_ALL_REDUCE;
+			other += o->u.coll.coll != want;
+			if (o->u.coll.root >= 0 && o->u.coll.root < 8)
+				per_root[o->u.coll.root] += o->u.coll.count;
+			total += o->u.coll.count;
+			n++;
+		}
+		int64_t T = 6738415616LL, S = (T + 7) / 8; /* the fixture: Llama-2-7B */
+		printf("#   %s: %d slices for 4 micro-steps of %lld elements\n",
+		       rooted ? "reduce" : "all-reduce", n, (long long)T);
+		CHECK_EQ_INT(t, other, 0);
+		CHECK_EQ_INT(t, total, 4 * T);
+		for (int r = 0; r < 8; r++)
+			CHECK_EQ_INT(t, per_root[r], 4 * (r < 7 ? S : T - 7 * S));
+		CHECK(t, n > 4 * 14); /* more calls than one all-reduce per 5e8-element bucket */
+		plan_release(&p);
+	}
+	free(j);
+}
+
 /* ZeRO-3's reuse distance (DeepSpeed's __params_to_release): a module stays gathered from
  * one use to the next when the modules used in between hold fewer than
  * stage3_max_reuse_distance elements. The fixture's fused layer is qkv 50.3M, o 16.8M,
@@ -2351,6 +2392,7 @@ int main(void)
 	TEST_RUN(&t, test_zero3_rs_views);
 	TEST_RUN(&t, test_zero3_leaf_modules);
 	TEST_RUN(&t, test_zero3_reuse_distance);
+	TEST_RUN(&t, test_zero2_partition_slices);
 	TEST_RUN(&t, test_zero3_old_deepspeed);
 	TEST_RUN(&t, test_zero3_zeropp_mics);
 	TEST_RUN(&t, test_zero3_coalesced);

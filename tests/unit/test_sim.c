@@ -124,6 +124,26 @@ static void test_nccl_pat(struct test_ctx *T)
 	CHECK(T, !nccl_eval(&c, PLAN_ALL_GATHER, 48.0 * 65536, NCCL_PAT, NCCL_SIMPLE, &r));
 }
 
+/* Reduce is rooted like broadcast in NCCL's tuner (ring only, nsteps = n, busbw = algbw): the
+ * same time for the same bytes, half an all-reduce's bandwidth term (the data crosses each link
+ * once), and it puts S, not 2(n-1)/n S, on the links. */
+static void test_nccl_reduce(struct test_ctx *T)
+{
+	struct nccl_comm c = h100_comm(4, 8);
+	double S = 256.0 * (1 << 20);
+	struct nccl_result red, bc, ar;
+	CHECK(T, nccl_predict(&c, PLAN_REDUCE, S, -1, &red));
+	CHECK(T, nccl_predict(&c, PLAN_BROADCAST, S, -1, &bc));
+	CHECK(T, nccl_predict(&c, PLAN_ALL_REDUCE, S, NCCL_RING, &ar));
+	CHECK_EQ_INT(T, red.algo, NCCL_RING);
+	CHECK(T, !nccl_eval(&c, PLAN_REDUCE, S, NCCL_TREE, NCCL_SIMPLE, &bc));
+	CHECK(T, nccl_predict(&c, PLAN_BROADCAST, S, -1, &bc));
+	CHECK_NEAR(T, red.time_us, bc.time_us, 1e-12);
+	CHECK_NEAR(T, red.busbw_GBps, S / (red.time_us * 1e3), 1e-12);
+	CHECK(T, red.time_us < ar.time_us);
+	CHECK_NEAR(T, red.net_bytes, S / 8, 1e-9);
+}
+
 static void test_nccl_bandwidth(struct test_ctx *T)
 {
 	/* §1.9 example: one H100 node, nCh*bwIntra = 370.8: Ring LL busBw = min(141, 185.4) */
@@ -984,6 +1004,7 @@ int main(void)
 	TEST_RUN(&T, test_nccl_latency_delta);
 	TEST_RUN(&T, test_nccl_bandwidth);
 	TEST_RUN(&T, test_nccl_pat);
+	TEST_RUN(&T, test_nccl_reduce);
 	TEST_RUN(&T, test_maxmin_by_hand);
 	TEST_RUN(&T, test_engine_single_gemm);
 	TEST_RUN(&T, test_engine_symmetric_equals_full);
