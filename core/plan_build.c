@@ -2572,9 +2572,35 @@ static void optimizer_step(struct pb *b)
 		wait_on(b, coll(b, PLAN_ALL_REDUCE, JOB_GROUP_EMB, PLAN_STREAM_COMM, "ar_embed",
 				b->V / b->tp * b->h, s->grad_accum_dtype, b->last_compute));
 	enum job_group g = b->dgroup;
-	if (s->loss_scaling)
-		coll(b, PLAN_ALL_REDUCE, g, PLAN_STREAM_COMPUTE, "overflow_check", 1, TW_FP32,
-		     PLAN_NONE);
+	/* the inf/nan check before the step: under loss scaling, and in DeepSpeed's bf16 with
+	 * bf16.check_grad_overflow (its default from 0.19.3) */
+	bool ovf = s->loss_scaling || (b->ds && s->check_grad_overflow && b->pdt == TW_BF16);
+	bool ds_scan = ovf && b->ds && !offo && b->shard >= SH_OPT && !bf16_optimizer(b);
+	if (ds_scan && b->shard == SH_PARAM) {
+		/* ZeRO-3's has_overflow: isinf(buf).any() and isnan(buf).any() over the flat
+		 * grad partitions (read the grad, write and read a bool: twice) */
+		elem_k(b, PLAN_K_ELEMWISE, "inf_nan_check",
+		       (double)part * 2.0 * (double)(b->gbytes + 2), 3);
+	} else if (ds_scan) {
+		/* ZeRO-1/2's _has_inf_or_nan on each grad of the partition: x.float(), isnan,
+		 * isinf, logical_or, .float(), max (the 16-bit grad read, 26 B of temporaries),
+		 * six PyTorch calls a tensor */
+		int64_t nt = 0;
+		for (int64_t c = 0; c < b->vp; c++)
+			for (int64_t u = 1 + b->first[c] * b->upl;
+			     u < 1 + (b->first[c] + b->nl[c]) * b->upl; u++)
+				nt += unit_tensors(b, u, false);
+		nt = nt / on + 1 + (b->c.pp == 0 ? 1 : 0) + (b->c.pp == b->pp - 1 ? 1 : 0);
+		int64_t k = 6 * nt - 1;
+		elem_k(b, PLAN_K_ELEMWISE, "inf_nan_check", (double)part * (double)(b->pbytes + 26),
+		       (int)(k < 255 ? k : 255));
+	}
+	if (ovf) {
+		uint32_t id = coll(b, PLAN_ALL_REDUCE, g, PLAN_STREAM_COMPUTE, "overflow_check", 1,
+				   TW_FP32, PLAN_NONE);
+		if (id != PLAN_NONE && b->ds) /* overflow_gpu[0].item(): the host waits for it */
+			b->p->ops[id].flags |= PLAN_F_HOSTWAIT;
+	}
 	if (s->gradient_clipping > 0 || b->ds)
 		coll(b, PLAN_ALL_REDUCE, g, PLAN_STREAM_COMPUTE, "grad_norm", 1, TW_FP32, PLAN_NONE);
 	int64_t sg = sub_group_elems(b, part);

@@ -2016,6 +2016,42 @@ static double op_extra(const struct plan *p, const char *name)
 	return -1;
 }
 
+/* DeepSpeed's inf/nan check before the step (fp16, and bf16 with bf16.check_grad_overflow):
+ * ZeRO-1/2 run _has_inf_or_nan on each grad of the partition (2 + 26 B an element, six calls a
+ * tensor), ZeRO-3 isinf/isnan .any() over its flat grad partitions; then an all-reduce
+ * of the flag, whose .item() the host waits for. Without the check: neither. */
+static void test_ds_overflow_check(struct test_ctx *t)
+{
+	struct job *j = fx_job(8);
+	const double part = 6738415616.0 / 8; /* the fixture's Llama-2-7B over 8 ranks */
+	for (int stage = 2; stage <= 3; stage++)
+		for (int chk = 0; chk <= 1; chk++) {
+			j->strat.zero_stage = stage;
+			j->strat.check_grad_overflow = chk;
+			struct plan p;
+			if (!build(j, 0, &p))
+				continue;
+			int64_t c = 0;
+			int n = count_named(&p, "overflow_check", &c);
+			double bytes = op_bytes(&p, "inf_nan_check");
+			CHECK_EQ_INT(t, n, chk);
+			for (size_t i = 0; chk && i < p.nops; i++)
+				if (p.ops[i].kind == PLAN_COLL && !strcmp(p.ops[i].name, "overflow_check"))
+					CHECK(t, p.ops[i].flags & PLAN_F_HOSTWAIT);
+			if (!chk)
+				CHECK_NEAR(t, bytes, -1, 0);
+			else if (stage == 2)
+				CHECK_NEAR(t, bytes, part * 28, 1e-6);
+			else /* bf16 grad partitions (the fixture's grad_accum_dtype) */
+				CHECK_NEAR(t, bytes, part * 2 * (2 + 2), 1e-6);
+			if (chk && stage == 2) /* 32 layers of 6 tensors (fused qkv and fc1, two
+						* norms) / 8 + 1, the embedding, the head: 6 calls each */
+				CHECK_NEAR(t, op_extra(&p, "inf_nan_check"), 6 * (32 * 6 / 8 + 3) - 1, 0);
+			plan_release(&p);
+		}
+	free(j);
+}
+
 /* The embedding's backward: its token rows (4 passes of T x h x 2 bytes) and the dense grad of
  * the rank's vocabulary rows, zeroed (2 B) and added to the accumulated grad: Megatron's fp32
  * main_grad (read 4 + 2, write 4), DeepSpeed's bf16 param.grad (read 4, write 2). */
@@ -2393,6 +2429,7 @@ int main(void)
 	TEST_RUN(&t, test_zero3_leaf_modules);
 	TEST_RUN(&t, test_zero3_reuse_distance);
 	TEST_RUN(&t, test_zero2_partition_slices);
+	TEST_RUN(&t, test_ds_overflow_check);
 	TEST_RUN(&t, test_zero3_old_deepspeed);
 	TEST_RUN(&t, test_zero3_zeropp_mics);
 	TEST_RUN(&t, test_zero3_coalesced);
