@@ -222,7 +222,7 @@ void model_flops_fwd(const struct model *m, int64_t seq, struct model_flops *out
 	double e = (double)embed_dim(m);
 	out->logits = 2.0 * e * (double)m->vocab;
 	if (m->proj_dim > 0)
-		out->logits += 2.0 * h * e; /* project_out before the head */
+		out->logits += 2.0 * 2.0 * h * e; /* project_in after the lookup, project_out before */
 	out->total = out->attn_linear + out->attn_core + out->mlp + out->moe + out->logits;
 }
 

@@ -537,12 +537,21 @@ static int64_t lora_params(const struct pb *b, int64_t l)
 	return n;
 }
 
+/* Width of the token embedding and the logits' input: OPT-350m embeds in word_embed_proj_dim
+ * and projects in (project_in, after the lookup) and out (project_out, before the head) */
+static int64_t emb_w(const struct pb *b)
+{
+	return b->m->proj_dim > 0 ? b->m->proj_dim : b->h;
+}
+
 static int64_t embed_params(const struct pb *b)
 {
 	const struct model *m = b->m;
-	int64_t n = b->V * b->h / b->tp;
+	int64_t n = b->V * emb_w(b) / b->tp;
 	if (m->pos == MODEL_POS_LEARNED)
 		n += m->max_pos * b->h;
+	if (m->proj_dim > 0)
+		n += m->proj_dim * b->h; /* project_in, no bias */
 	if (m->embed_norm)
 		n += norm_w(b);
 	return n;
@@ -550,8 +559,11 @@ static int64_t embed_params(const struct pb *b)
 
 static int64_t head_params(const struct pb *b)
 {
-	int64_t n = b->m->tied_embeddings && b->pp == 1 ? 0 : b->V * b->h / b->tp;
-	return n + (b->m->no_final_norm ? 0 : norm_w(b));
+	const struct model *m = b->m;
+	int64_t n = m->tied_embeddings && b->pp == 1 ? 0 : b->V * emb_w(b) / b->tp;
+	if (m->proj_dim > 0)
+		n += m->proj_dim * b->h; /* project_out */
+	return n + (m->no_final_norm ? 0 : norm_w(b));
 }
 
 /* Gathering units (ZeRO-3 fetches leaf modules, FSDP wrapped blocks): uid 0 is the
@@ -2061,17 +2073,22 @@ static void embed(struct pb *b, bool bwd)
 {
 	b->layer = -1;
 	unit_in(b, 0);
-	double bytes = (double)b->T * b->h * b->ab * 2;
+	int64_t e = emb_w(b), pj = b->m->proj_dim;
+	double bytes = (double)b->T * e * b->ab * 2;
 	if (!bwd) {
 		compute(b, PLAN_K_EMBED, "embed", 0, bytes, PLAN_STREAM_COMPUTE);
 		if (b->tp > 1) /* vocab-parallel embedding: partial rows summed over TP */
 			tp_exit(b, false);
+		if (pj > 0)
+			gemm(b, "project_in", b->T, b->h, pj, 1, 0, true);
 	} else if (!b->lora) {
+		if (pj > 0) /* the input grad for the lookup's backward, and the weight grad */
+			gemm(b, "project_in_bwd", b->T, b->h, pj, 2, 0, false);
 		/* the lookup's backward (embedding_dense_backward) builds a dense grad of this
 		 * rank's vocabulary rows: zeroed (ab per element), then added to the accumulated
 		 * grad: Megatron's fp32 main_grad (read 4 + ab, write 4), elsewhere param.grad in
 		 * its own dtype (read 2 ab, write ab) */
-		double rows = (double)(b->V / b->tp) * (double)b->h;
+		double rows = (double)(b->V / b->tp) * (double)e;
 		double dense = rows * (b->megatron ? 2.0 * b->ab + 8.0 : 4.0 * b->ab);
 		compute(b, PLAN_K_EMBED, "embed_bwd", 0, bytes * 2 + dense, PLAN_STREAM_COMPUTE);
 	}
@@ -2116,7 +2133,9 @@ static int32_t head_fwd(struct pb *b)
 			    : -1;
 	norm_op(b, "final_norm", (double)(b->sp ? b->T / b->tp : b->T) * b->h, false, 0);
 	tp_enter(b, false);
-	gemm(b, "logits", b->T, vl, b->h, 1, 0, true);
+	if (b->m->proj_dim > 0)
+		gemm(b, "project_out", b->T, b->m->proj_dim, b->h, 1, 0, true);
+	gemm(b, "logits", b->T, vl, emb_w(b), 1, 0, true);
 	compute(b, PLAN_K_LOSS, "loss", 0, (double)b->T * vl * ce_bytes(b, false), PLAN_STREAM_COMPUTE);
 	if (tmp >= 0)
 		mem_free(b, tmp, "logits_tmp", PLAN_STREAM_COMPUTE);
@@ -2139,7 +2158,9 @@ static void head_bwd(struct pb *b, int32_t logits)
 			    : -1;
 	compute(b, PLAN_K_LOSS, "loss_bwd", 0, (double)b->T * vl * ce_bytes(b, true),
 		PLAN_STREAM_COMPUTE);
-	col_bwd(b, logits_bwd_names, b->T, vl, b->h, b->lora ? 1 : 2);
+	col_bwd(b, logits_bwd_names, b->T, vl, emb_w(b), b->lora ? 1 : 2);
+	if (b->m->proj_dim > 0) /* the grad on to the layers; the weight grad unless frozen */
+		gemm(b, "project_out_bwd", b->T, b->m->proj_dim, b->h, b->lora ? 1 : 2, 0, false);
 	mem_free(b, logits, "logits", PLAN_STREAM_COMPUTE);
 	if (g >= 0)
 		mem_free(b, g, "logits_grad", PLAN_STREAM_COMPUTE);

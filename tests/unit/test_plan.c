@@ -46,6 +46,37 @@ static double sum_model_flops(const struct job *j)
 	return sum;
 }
 
+/* OPT-350m's narrower embedding (proj_dim): the lookup in 512, project_in to the hidden size
+ * after it, project_out before a head of K = 512; the plan's model FLOPs are model.c's. */
+static void test_flops_proj_dim(struct test_ctx *t)
+{
+	struct job *j = fx_job(8);
+	fx_megatron(j);
+	fx_degrees(j, 1, 1, 1, 1, 4);
+	j->model.proj_dim = 512;
+	double want = model_flops_per_token(&j->model, j->seq) * (double)j->tokens_per_step;
+	CHECK_NEAR(t, sum_model_flops(j), want, 1e-9);
+	struct plan p;
+	if (build(j, 0, &p)) {
+		int in = 0, out = 0;
+		for (size_t i = 0; i < p.nops; i++) {
+			const struct plan_op *o = &p.ops[i];
+			if (o->kind != PLAN_COMPUTE || o->u.compute.kernel != PLAN_K_GEMM)
+				continue;
+			if (!strcmp(o->name, "project_in"))
+				in += o->u.compute.n == 4096 && o->u.compute.k == 512;
+			if (!strcmp(o->name, "project_out"))
+				out += o->u.compute.n == 512 && o->u.compute.k == 4096;
+			if (!strcmp(o->name, "logits"))
+				CHECK_EQ_INT(t, o->u.compute.k, 512);
+		}
+		CHECK_EQ_INT(t, in, 4); /* one a micro-batch */
+		CHECK_EQ_INT(t, out, 4);
+		plan_release(&p);
+	}
+	free(j);
+}
+
 static void test_flops_dense_gqa_tp_pp_cp(struct test_ctx *t)
 {
 	struct job *j = fx_job(8);
@@ -2408,6 +2439,7 @@ int main(void)
 {
 	struct test_ctx t = {0};
 	TEST_RUN(&t, test_flops_dense_gqa_tp_pp_cp);
+	TEST_RUN(&t, test_flops_proj_dim);
 	TEST_RUN(&t, test_flops_gpt_interleaved);
 	TEST_RUN(&t, test_flops_moe);
 	TEST_RUN(&t, test_moe_expert_sharding);

@@ -484,6 +484,21 @@ static void test_partial_offload(struct test_ctx *t)
 	free(j);
 }
 
+/* The plan holds the parameters model.c counts, OPT-350m's narrower embedding (proj_dim: V x
+ * 512 rows, project_in and project_out) too */
+static void test_params_proj_dim(struct test_ctx *t)
+{
+	struct plan_mem m;
+	struct job *j = fx_job(8);
+	j->model.proj_dim = 512;
+	struct model_params mp;
+	model_count(&j->model, &mp);
+	CHECK_EQ_INT(t, mp.total, PSI_7B - 2 * 32000LL * 4096 + 2 * 32000LL * 512 + 2 * 4096LL * 512);
+	if (fx_mem(j, 0, &m))
+		CHECK_EQ_INT(t, m.max_cat[GPU][PLAN_MEM_PARAMS], 2 * mp.total);
+	free(j);
+}
+
 static void test_lora(struct test_ctx *t)
 {
 	struct plan_mem m;
@@ -728,6 +743,7 @@ int main(void)
 	TEST_RUN(&t, test_pipeline_inflight);
 	TEST_RUN(&t, test_offload_moves_states);
 	TEST_RUN(&t, test_partial_offload);
+	TEST_RUN(&t, test_params_proj_dim);
 	TEST_RUN(&t, test_lora);
 	TEST_RUN(&t, test_verdict);
 	TEST_RUN(&t, test_job_fit);
