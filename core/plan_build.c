@@ -2131,7 +2131,8 @@ static int32_t head_fwd(struct pb *b)
 	int32_t tmp = eager ? mem_alloc(b, PLAN_MEM_LOGITS, PLAN_DEV_GPU, b->T * vl * (b->ab + 4),
 					"logits_tmp", PLAN_STREAM_COMPUTE)
 			    : -1;
-	norm_op(b, "final_norm", (double)(b->sp ? b->T / b->tp : b->T) * b->h, false, 0);
+	if (!b->m->no_final_norm) /* OPT-350m's post-norm blocks have none */
+		norm_op(b, "final_norm", (double)(b->sp ? b->T / b->tp : b->T) * b->h, false, 0);
 	tp_enter(b, false);
 	if (b->m->proj_dim > 0)
 		gemm(b, "project_out", b->T, b->m->proj_dim, b->h, 1, 0, true);
@@ -2164,7 +2165,8 @@ static void head_bwd(struct pb *b, int32_t logits)
 	mem_free(b, logits, "logits", PLAN_STREAM_COMPUTE);
 	if (g >= 0)
 		mem_free(b, g, "logits_grad", PLAN_STREAM_COMPUTE);
-	norm_op(b, "final_norm_bwd", (double)(b->sp ? b->T / b->tp : b->T) * b->h, true, 0);
+	if (!b->m->no_final_norm)
+		norm_op(b, "final_norm_bwd", (double)(b->sp ? b->T / b->tp : b->T) * b->h, true, 0);
 	unit_out(b, mid);
 }
 

@@ -46,6 +46,8 @@ static double sum_model_flops(const struct job *j)
 	return sum;
 }
 
+static double op_bytes(const struct plan *p, const char *name);
+
 /* OPT-350m's narrower embedding (proj_dim): the lookup in 512, project_in to the hidden size
  * after it, project_out before a head of K = 512; the plan's model FLOPs are model.c's. */
 static void test_flops_proj_dim(struct test_ctx *t)
@@ -72,6 +74,14 @@ static void test_flops_proj_dim(struct test_ctx *t)
 		}
 		CHECK_EQ_INT(t, in, 4); /* one a micro-batch */
 		CHECK_EQ_INT(t, out, 4);
+		CHECK(t, op_bytes(&p, "final_norm") > 0);
+		plan_release(&p);
+	}
+	/* its post-norm blocks end without a final norm: none to run */
+	j->model.no_final_norm = true;
+	if (build(j, 0, &p)) {
+		CHECK_NEAR(t, op_bytes(&p, "final_norm"), -1, 0);
+		CHECK_NEAR(t, op_bytes(&p, "final_norm_bwd"), -1, 0);
 		plan_release(&p);
 	}
 	free(j);
