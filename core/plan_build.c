@@ -1210,7 +1210,7 @@ static void reduce_bucket(struct pb *b, struct red *r, int64_t n)
 	}
 	uint32_t dep = b->last_compute;
 	uint32_t id = PLAN_NONE;
-	if (ds_slices(b)) {
+	if (ds_slices(b) && r->done + n <= r->total) { /* (else, defensively, the whole bucket) */
 		/* without use_multi_rank_bucket_allreduce (before 0.12.4 the only path) the
 		 * bucket goes out cut at the partitions of the flat group it spans (it fills from
 		 * the end, as backward runs), each slice to its owner: dist.reduce from 0.13.0,
