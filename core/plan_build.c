@@ -96,6 +96,8 @@ struct pb {
 	bool *gcopied;          /* FSDP2: its gathered parameters copied out since the gather */
 	bool *keep_fwd;         /* kept gathered from forward to its next use (reuse distance) */
 	bool *keep_rc;          /* kept gathered from a full recompute to backward (likewise) */
+	bool keep_tied[2];      /* ZeRO-3, tied embeddings: the embedding kept after the head's
+				 * forward, backward (the head's GEMM uses its weight) */
 	int32_t *sbuf;          /* DeepSpeed hpZ: a module's secondary partition, -1: none yet */
 	int64_t upl;            /* gathering units per layer: 4 DeepSpeed (leaf modules), 1 FSDP */
 	int64_t head_uid, nunits;
@@ -1859,7 +1861,13 @@ static bool recomputed(const struct pb *b, int64_t l)
  * the layer's units after it are below the distance (GPT-3's fc1: 2 x 604M, released and
  * gathered again), and from forward when its next use is near (the last units without
  * recompute). Each use's distance is a difference of prefix sums over the trace. */
-enum { USE_FWD, USE_RC, USE_BWD };
+enum { USE_FWD, USE_RC, USE_BWD, USE_TIED_FWD, USE_TIED_BWD };
+
+/* Whether the head's GEMM uses the embedding's weight on this rank (tied, one stage) */
+static bool tied_head(const struct pb *b)
+{
+	return b->m->tied_embeddings && b->pp == 1 && !b->lora;
+}
 
 static void reuse_distances(struct pb *b, bool first, bool last)
 {
@@ -1873,8 +1881,12 @@ static void reuse_distances(struct pb *b, bool first, bool last)
 	for (int64_t c = 0; c < b->vp; c++)
 		for (int64_t u = 1 + b->first[c] * b->upl; u < 1 + (b->first[c] + b->nl[c]) * b->upl; u++)
 			PUSH(u, USE_FWD);
-	if (last) {
+	if (last) { /* a tied head is a use of the embedding's weight too */
 		PUSH(b->head_uid, USE_FWD);
+		if (tied_head(b))
+			PUSH(0, USE_TIED_FWD);
+		if (tied_head(b))
+			PUSH(0, USE_TIED_BWD);
 		PUSH(b->head_uid, USE_BWD);
 	}
 	for (int64_t c = b->vp - 1; c >= 0; c--)
@@ -1901,6 +1913,8 @@ static void reuse_distances(struct pb *b, bool first, bool last)
 			b->keep_fwd[u] = keep;
 		else if (use[i] == USE_RC)
 			b->keep_rc[u] = keep;
+		else if (use[i] != USE_BWD)
+			b->keep_tied[use[i] == USE_TIED_BWD] = keep;
 	}
 	free(unit);
 	free(sum);
@@ -2115,6 +2129,15 @@ static double ce_bytes(const struct pb *b, bool bwd)
 	return bwd ? 4 + 12 + cast : cast + 12;
 }
 
+/* ZeRO-3 with a tied head: its GEMM uses the embedding's weight, which DeepSpeed gathers again
+ * for it if it was released (HF's lm_head shares the Parameter; Megatron-DeepSpeed registers
+ * it as an external parameter) and releases after unless its next use is near (keep_tied).
+ * FSDP keeps it: the embedding is in the root unit. */
+static bool tied_zero3(const struct pb *b)
+{
+	return b->ds && b->shard == SH_PARAM && tied_head(b);
+}
+
 static int32_t head_fwd(struct pb *b)
 {
 	int64_t mid = b->head_uid, vl = b->V / b->tp;
@@ -2133,10 +2156,14 @@ static int32_t head_fwd(struct pb *b)
 			    : -1;
 	if (!b->m->no_final_norm) /* OPT-350m's post-norm blocks have none */
 		norm_op(b, "final_norm", (double)(b->sp ? b->T / b->tp : b->T) * b->h, false, 0);
+	if (tied_zero3(b))
+		fetch(b, 0, -1);
 	tp_enter(b, false);
 	if (b->m->proj_dim > 0)
 		gemm(b, "project_out", b->T, b->m->proj_dim, b->h, 1, 0, true);
 	gemm(b, "logits", b->T, vl, emb_w(b), 1, 0, true);
+	if (tied_zero3(b) && !b->keep_tied[0])
+		release(b, 0);
 	compute(b, PLAN_K_LOSS, "loss", 0, (double)b->T * vl * ce_bytes(b, false), PLAN_STREAM_COMPUTE);
 	if (tmp >= 0)
 		mem_free(b, tmp, "logits_tmp", PLAN_STREAM_COMPUTE);
@@ -2159,7 +2186,11 @@ static void head_bwd(struct pb *b, int32_t logits)
 			    : -1;
 	compute(b, PLAN_K_LOSS, "loss_bwd", 0, (double)b->T * vl * ce_bytes(b, true),
 		PLAN_STREAM_COMPUTE);
+	if (tied_zero3(b))
+		fetch(b, 0, -1);
 	col_bwd(b, logits_bwd_names, b->T, vl, emb_w(b), b->lora ? 1 : 2);
+	if (tied_zero3(b) && !b->keep_tied[1])
+		release(b, 0);
 	if (b->m->proj_dim > 0) /* the grad on to the layers; the weight grad unless frozen */
 		gemm(b, "project_out_bwd", b->T, b->m->proj_dim, b->h, b->lora ? 1 : 2, 0, false);
 	mem_free(b, logits, "logits", PLAN_STREAM_COMPUTE);
@@ -2909,7 +2940,10 @@ static void setup(struct pb *b)
 		bool keep = s->fsdp_sharding == STRAT_FSDP_SHARD_GRAD_OP;
 		for (int64_t i = 0; i < nm; i++)
 			b->keep_fwd[i] = keep;
-		b->keep_fwd[b->head_uid] = true; /* the root unit stays gathered */
+		/* the root unit (the embedding, the final norm and the head: HF's auto-wrap and
+		 * torchtitan wrap only the blocks) is not resharded after forward (FSDP1's
+		 * _post_forward_reshard skips the root, FSDP2 sets it off for the root) */
+		b->keep_fwd[0] = b->keep_fwd[b->head_uid] = true;
 	} else if (b->shard == SH_PARAM) {
 		reuse_distances(b, first, last);
 	}

@@ -1286,6 +1286,36 @@ static void test_zero3_reuse_distance(struct test_ctx *t)
 	free(j);
 }
 
+/* Tied embeddings under ZeRO-3: the head's GEMM uses the embedding's weight, so DeepSpeed
+ * gathers it again there when the forward in between was beyond the reuse distance (a 24 x
+ * 2048 GPT: 1.2B elements), keeps it for the head's backward (next to it) and gathers it once
+ * more for the lookup's backward: three gathers of V x h a micro-batch. FSDP keeps it (the
+ * embedding is in the root unit, not resharded after forward): one. */
+static void test_tied_embedding_gathers(struct test_ctx *t)
+{
+	struct job *j = fx_job(8);
+	fx_gpt(&j->model, 24, 2048, 16);
+	fx_degrees(j, 1, 1, 1, 1, 1);
+	/* one rank's shard of the embedding unit: words and learned positions */
+	const int64_t emb = (51200LL + 2048) * 2048 / 8;
+	for (int fsdp = 0; fsdp <= 1; fsdp++) {
+		j->strat.framework = fsdp ? STRAT_FSDP : STRAT_DEEPSPEED;
+		j->strat.zero_stage = 3;
+		struct plan p;
+		if (!build(j, 0, &p))
+			continue;
+		int n = 0;
+		for (size_t i = 0; i < p.nops; i++) {
+			const struct plan_op *o = &p.ops[i];
+			n += o->kind == PLAN_COLL && o->u.coll.coll == PLAN_ALL_GATHER &&
+			     o->u.coll.count == emb;
+		}
+		CHECK_EQ_INT(t, n, fsdp ? 1 : 3);
+		plan_release(&p);
+	}
+	free(j);
+}
+
 /* DeepSpeed before 0.5.5 gathers parameter by parameter with torch.cuda.synchronize() around
  * the fetch and two per-rank host calls per parameter (a Python narrow, a C++ copy); before
  * 0.6.0 each gradient's reduce-scatter makes three (view, narrow, copy) per rank. The norms
@@ -2470,6 +2500,7 @@ int main(void)
 	TEST_RUN(&t, test_zero3_rs_views);
 	TEST_RUN(&t, test_zero3_leaf_modules);
 	TEST_RUN(&t, test_zero3_reuse_distance);
+	TEST_RUN(&t, test_tied_embedding_gathers);
 	TEST_RUN(&t, test_zero2_partition_slices);
 	TEST_RUN(&t, test_ds_overflow_check);
 	TEST_RUN(&t, test_zero3_old_deepspeed);
