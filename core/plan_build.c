@@ -2580,18 +2580,41 @@ static void alloc_states(struct pb *b)
 			  2 * bucket_elems(b) * tw_dtype_bytes(b->comm_dt), "ipg_bucket", st);
 }
 
+/* Whether DeepSpeed's step passes over the GPU grad partition itself for the inf/nan check
+ * and the norm (ZeRO-1/2 and 3 without optimizer offload; the BF16_Optimizer has its own) */
+static bool ds_grad_passes(const struct pb *b)
+{
+	return b->ds && b->s->offload_optimizer == STRAT_OFFLOAD_NONE && b->shard >= SH_OPT &&
+	       !bf16_optimizer(b);
+}
+
+/* Grad tensors DeepSpeed's step walks one by one on this rank: ZeRO-3 a partition of every
+ * parameter, ZeRO-1/2 the parameters in (or straddling into) the rank's partition */
+static int64_t step_tensors(const struct pb *b, int64_t n)
+{
+	bool first = b->c.pp == 0, last = b->c.pp == b->pp - 1;
+	int64_t nt = (first ? unit_tensors(b, 0, false) : 0) +
+		     (last ? unit_tensors(b, b->head_uid, false) : 0);
+	for (int64_t c = 0; c < b->vp; c++)
+		for (int64_t u = 1 + b->first[c] * b->upl; u < 1 + (b->first[c] + b->nl[c]) * b->upl;
+		     u++)
+			nt += unit_tensors(b, u, false);
+	return b->shard == SH_PARAM ? nt : nt / n + 1;
+}
+
 static uint32_t optim_op(struct pb *b, int64_t n, enum plan_stream st, uint32_t dep)
 {
 	/* Adam: read and write master and states, read the fp32 grad (28 B/param). On the GPU
 	 * the mixed-precision step makes more passes over memory (Megatron's
 	 * MixedPrecisionOptimizer.step, DeepSpeed's fp16/ZeRO optimizers): unscale and check
-	 * the fp32 grads for inf under loss scaling (read + write, 8 B), their norm (read, 4 B),
-	 * and the 16-bit copy of the updated master (read 4, write pbytes). The host step
-	 * (DeepSpeedCPUAdam) fuses them; its cast is a separate op. */
+	 * the fp32 grads for inf under loss scaling (read + write, 8 B), their norm (read, 4 B;
+	 * DeepSpeed's own pass, grad_norm_pass, when it makes one), and the 16-bit copy of the
+	 * updated master (read 4, write pbytes). The host step (DeepSpeedCPUAdam) fuses them;
+	 * its cast is a separate op. */
 	int64_t bpp = 2 * (4 + b->obytes) + 4;
+	bool norm = (b->s->gradient_clipping > 0 || b->ds) && !ds_grad_passes(b);
 	if (st != PLAN_STREAM_HOST)
-		bpp += (b->s->loss_scaling ? 8 : 0) + (b->s->gradient_clipping > 0 || b->ds ? 4 : 0) +
-		       4 + b->pbytes;
+		bpp += (b->s->loss_scaling ? 8 : 0) + (norm ? 4 : 0) + 4 + b->pbytes;
 	uint32_t id = compute_d(b, PLAN_K_OPTIM, "optimizer", 0, (double)n * (double)bpp, st, dep);
 	struct plan_op *op = &b->p->ops[id];
 	op->u.compute.m = n;
@@ -2629,7 +2652,8 @@ static void optimizer_step(struct pb *b)
 	/* the inf/nan check before the step: under loss scaling, and in DeepSpeed's bf16 with
 	 * bf16.check_grad_overflow (its default from 0.19.3) */
 	bool ovf = s->loss_scaling || (b->ds && s->check_grad_overflow && b->pdt == TW_BF16);
-	bool ds_scan = ovf && b->ds && !offo && b->shard >= SH_OPT && !bf16_optimizer(b);
+	bool ds_scan = ovf && ds_grad_passes(b);
+	int64_t nt = ds_grad_passes(b) ? step_tensors(b, on) : 0;
 	if (ds_scan && b->shard == SH_PARAM) {
 		/* ZeRO-3's has_overflow: isinf(buf).any() and isnan(buf).any() over the flat
 		 * grad partitions (read the grad, write and read a bool: twice) */
@@ -2639,12 +2663,6 @@ static void optimizer_step(struct pb *b)
 		/* ZeRO-1/2's _has_inf_or_nan on each grad of the partition: x.float(), isnan,
 		 * isinf, logical_or, .float(), max (the 16-bit grad read, 26 B of temporaries),
 		 * six PyTorch calls a tensor */
-		int64_t nt = 0;
-		for (int64_t c = 0; c < b->vp; c++)
-			for (int64_t u = 1 + b->first[c] * b->upl;
-			     u < 1 + (b->first[c] + b->nl[c]) * b->upl; u++)
-				nt += unit_tensors(b, u, false);
-		nt = nt / on + 1 + (b->c.pp == 0 ? 1 : 0) + (b->c.pp == b->pp - 1 ? 1 : 0);
 		int64_t k = 6 * nt - 1;
 		elem_k(b, PLAN_K_ELEMWISE, "inf_nan_check", (double)part * (double)(b->pbytes + 26),
 		       (int)(k < 255 ? k : 255));
@@ -2654,6 +2672,14 @@ static void optimizer_step(struct pb *b)
 				   TW_FP32, PLAN_NONE);
 		if (id != PLAN_NONE && b->ds) /* overflow_gpu[0].item(): the host waits for it */
 			b->p->ops[id].flags |= PLAN_F_HOSTWAIT;
+	}
+	if (ds_grad_passes(b)) {
+		/* get_grad_norm_direct: each grad of the partition .double().norm(2) (read it, write
+		 * and read 8 B), two PyTorch calls a tensor */
+		int gb = b->shard == SH_PARAM ? b->gbytes : b->pbytes;
+		int64_t k = 2 * nt - 1;
+		elem_k(b, PLAN_K_ELEMWISE, "grad_norm_pass", (double)part * (double)(gb + 16),
+		       (int)(k < 255 ? k : 255));
 	}
 	if (s->gradient_clipping > 0 || b->ds)
 		coll(b, PLAN_ALL_REDUCE, g, PLAN_STREAM_COMPUTE, "grad_norm", 1, TW_FP32, PLAN_NONE);

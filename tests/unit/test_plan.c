@@ -2087,7 +2087,9 @@ static double op_extra(const struct plan *p, const char *name)
 	return -1;
 }
 
-/* DeepSpeed's inf/nan check before the step (fp16, and bf16 with bf16.check_grad_overflow):
+/* DeepSpeed's passes over the grads before the step: the norm (get_grad_norm_direct, each grad
+ * .double().norm(2): 2 + 16 B an element) always, and the inf/nan check (fp16, and bf16 with
+ * bf16.check_grad_overflow):
  * ZeRO-1/2 run _has_inf_or_nan on each grad of the partition (2 + 26 B an element, six calls a
  * tensor), ZeRO-3 isinf/isnan .any() over its flat grad partitions; then an all-reduce
  * of the flag, whose .item() the host waits for. Without the check: neither. */
@@ -2115,9 +2117,13 @@ static void test_ds_overflow_check(struct test_ctx *t)
 				CHECK_NEAR(t, bytes, part * 28, 1e-6);
 			else /* bf16 grad partitions (the fixture's grad_accum_dtype) */
 				CHECK_NEAR(t, bytes, part * 2 * (2 + 2), 1e-6);
-			if (chk && stage == 2) /* 32 layers of 6 tensors (fused qkv and fc1, two
-						* norms) / 8 + 1, the embedding, the head: 6 calls each */
-				CHECK_NEAR(t, op_extra(&p, "inf_nan_check"), 6 * (32 * 6 / 8 + 3) - 1, 0);
+			/* 32 layers of 6 tensors (fused qkv and fc1, two norms), the embedding, the
+			 * final norm and lm_head: ZeRO-2 walks 195 / 8 + 1 of them (6 calls each for
+			 * the check, 2 for the norm), ZeRO-3 a partition of each (capped at 255) */
+			if (chk && stage == 2)
+				CHECK_NEAR(t, op_extra(&p, "inf_nan_check"), 6 * (195 / 8 + 1) - 1, 0);
+			CHECK_NEAR(t, op_bytes(&p, "grad_norm_pass"), part * 18, 1e-6);
+			CHECK_NEAR(t, op_extra(&p, "grad_norm_pass"), stage == 2 ? 2 * 25 - 1 : 255, 0);
 			plan_release(&p);
 		}
 	free(j);
