@@ -54,11 +54,15 @@ void exec_op_desc(const struct plan_op *op, char *buf, size_t len)
 		snprintf(buf, len, "%s %s on %s", plan_kernel_name(op->u.compute.kernel),
 			 tw_dtype_name(op->u.compute.dtype), plan_stream_name(op->stream));
 		break;
-	case PLAN_COLL:
-		snprintf(buf, len, "%s over %s, %lld x %s, seq %lld", plan_coll_name(op->u.coll.coll),
-			 job_group_name(op->u.coll.group), (long long)op->u.coll.count,
-			 tw_dtype_name(op->u.coll.dtype), (long long)op->u.coll.seq);
+	case PLAN_COLL: {
+		int n = snprintf(buf, len, "%s over %s, %lld x %s, seq %lld",
+				 plan_coll_name(op->u.coll.coll), job_group_name(op->u.coll.group),
+				 (long long)op->u.coll.count, tw_dtype_name(op->u.coll.dtype),
+				 (long long)op->u.coll.seq);
+		if (op->u.coll.coll == PLAN_REDUCE && n > 0 && (size_t)n < len)
+			snprintf(buf + n, len - (size_t)n, ", root %d", (int)op->u.coll.root);
 		break;
+	}
 	case PLAN_P2P:
 		snprintf(buf, len, "%s %s rank %lld, %lld bytes, seq %lld",
 			 (op->flags & PLAN_F_SEND) ? "send" : "recv",

@@ -298,6 +298,13 @@ static void test_scratch_and_cats(struct test_ctx *T)
 	char d[192];
 	exec_op_desc(&p.ops[6], d, sizeof(d));
 	CHECK_STR_CONTAINS(T, d, "all_reduce over dp, 1000 x bf16, seq 0");
+	CHECK(T, !strstr(d, "root"));
+	/* a reduce names its root, and is filed with the rooted collectives */
+	p.ops[6].u.coll.coll = PLAN_REDUCE;
+	p.ops[6].u.coll.root = 3;
+	exec_op_desc(&p.ops[6], d, sizeof(d));
+	CHECK_STR_CONTAINS(T, d, "reduce over dp, 1000 x bf16, seq 0, root 3");
+	CHECK_EQ_INT(T, plan_op_trace_cat(&p.ops[6]), TRACE_BROADCAST);
 	plan_release(&p);
 }
 
