@@ -1871,7 +1871,7 @@ static bool tied_head(const struct pb *b)
 
 static void reuse_distances(struct pb *b, bool first, bool last)
 {
-	size_t cap = 3 * (size_t)b->nunits, n = 0;
+	size_t cap = 3 * (size_t)b->nunits + 2, n = 0; /* forward, recompute, backward, tied */
 	int64_t *unit = TW_NEW_ARRAY(int64_t, cap), *sum = TW_NEW_ARRAY(int64_t, cap + 1);
 	int64_t *next = TW_NEW_ARRAY(int64_t, (size_t)b->nunits);
 	uint8_t *use = TW_NEW_ARRAY(uint8_t, cap);
@@ -1883,10 +1883,10 @@ static void reuse_distances(struct pb *b, bool first, bool last)
 			PUSH(u, USE_FWD);
 	if (last) { /* a tied head is a use of the embedding's weight too */
 		PUSH(b->head_uid, USE_FWD);
-		if (tied_head(b))
+		if (tied_head(b)) {
 			PUSH(0, USE_TIED_FWD);
-		if (tied_head(b))
 			PUSH(0, USE_TIED_BWD);
+		}
 		PUSH(b->head_uid, USE_BWD);
 	}
 	for (int64_t c = b->vp - 1; c >= 0; c--)
@@ -2580,6 +2580,18 @@ static void alloc_states(struct pb *b)
 			  2 * bucket_elems(b) * tw_dtype_bytes(b->comm_dt), "ipg_bucket", st);
 }
 
+/* Whether unit u runs on this rank's stage: the embedding on the first, the head on the last,
+ * the layers of the stage's chunks */
+static bool on_stage(const struct pb *b, int64_t u)
+{
+	if (u == 0 || u == b->head_uid)
+		return b->c.pp == (u == 0 ? 0 : b->pp - 1);
+	for (int64_t c = 0; c < b->vp; c++)
+		if (u >= 1 + b->first[c] * b->upl && u < 1 + (b->first[c] + b->nl[c]) * b->upl)
+			return true;
+	return false;
+}
+
 /* Whether DeepSpeed's step passes over the GPU grad partition itself for the inf/nan check
  * and the norm (ZeRO-1/2 and 3 without optimizer offload; the BF16_Optimizer has its own) */
 static bool ds_grad_passes(const struct pb *b)
@@ -2592,13 +2604,9 @@ static bool ds_grad_passes(const struct pb *b)
  * parameter, ZeRO-1/2 the parameters in (or straddling into) the rank's partition */
 static int64_t step_tensors(const struct pb *b, int64_t n)
 {
-	bool first = b->c.pp == 0, last = b->c.pp == b->pp - 1;
-	int64_t nt = (first ? unit_tensors(b, 0, false) : 0) +
-		     (last ? unit_tensors(b, b->head_uid, false) : 0);
-	for (int64_t c = 0; c < b->vp; c++)
-		for (int64_t u = 1 + b->first[c] * b->upl; u < 1 + (b->first[c] + b->nl[c]) * b->upl;
-		     u++)
-			nt += unit_tensors(b, u, false);
+	int64_t nt = 0;
+	for (int64_t u = 0; u < b->nunits; u++)
+		nt += on_stage(b, u) ? unit_tensors(b, u, false) : 0;
 	return b->shard == SH_PARAM ? nt : nt / n + 1;
 }
 
@@ -2977,10 +2985,7 @@ static void setup(struct pb *b)
 	 * hands them on (LoRA: the adapters, as dense) */
 	for (int64_t u = 0; u < nm; u++) {
 		int64_t d, e;
-		bool mine = (u == 0 && first) || (u == b->head_uid && last);
-		for (int64_t c = 0; c < b->vp && !mine; c++)
-			mine = u >= 1 + b->first[c] * b->upl && u < 1 + (b->first[c] + b->nl[c]) * b->upl;
-		if (!mine)
+		if (!on_stage(b, u))
 			continue;
 		if (b->lora) {
 			b->dense.total += unit_trainable(b, u);
