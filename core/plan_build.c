@@ -1087,11 +1087,11 @@ static void release(struct pb *b, int64_t mid)
 }
 
 /* Fetch a module before its compute, then prefetch the units that follow in execution order
- * (direction next - mid) the way DeepSpeed's coordinator pops its trace queue: while the
- * elements already prefetched are below min(stage3_max_live_parameters - live,
- * stage3_prefetch_bucket_size), so the first unit goes whatever its size. FSDP: one unit
- * ahead. */
-static void fetch(struct pb *b, int64_t mid, int64_t next)
+ * (direction next - mid, within units lo..hi; next < 0: none) the way DeepSpeed's coordinator
+ * pops its trace queue: while the elements already prefetched are below
+ * min(stage3_max_live_parameters - live, stage3_prefetch_bucket_size), so the first unit
+ * goes whatever its size. FSDP: one unit ahead. */
+static void fetch(struct pb *b, int64_t mid, int64_t next, int64_t lo, int64_t hi)
 {
 	if (b->shard != SH_PARAM)
 		return;
@@ -1106,7 +1106,7 @@ static void fetch(struct pb *b, int64_t mid, int64_t next)
 			budget = b->s->prefetch_bucket_size;
 		/* the units the coordinator pops, then one coalesced call for all of them
 		 * (unless it is one tensor) */
-		for (int64_t u = next; u >= b->u_lo && u <= b->u_hi && pref < budget; u += dir) {
+		for (int64_t u = next; u >= lo && u <= hi && pref < budget; u += dir) {
 			last = u;
 			if (b->gbuf[u] >= 0)
 				continue; /* available: popped from the queue, nothing to fetch */
@@ -1430,16 +1430,12 @@ static void unit_in(struct pb *b, int64_t uid)
 	bool bwd = b->phase == PLAN_PHASE_BWD && !rc;
 	int64_t next = uid + (bwd ? -1 : 1), lo = b->u_lo, hi = b->u_hi;
 	if (rc && b->upl > 1) {
-		b->u_lo = uid - (uid - 1) % b->upl;
-		b->u_hi = b->u_lo + b->upl - 1;
-		if (uid == b->u_hi)
+		lo = uid - (uid - 1) % b->upl;
+		hi = lo + b->upl - 1;
+		if (uid == hi)
 			next = uid - 1;
 	}
-	if (next < b->u_lo || next > b->u_hi)
-		next = -1;
-	fetch(b, uid, next);
-	b->u_lo = lo;
-	b->u_hi = hi;
+	fetch(b, uid, next >= lo && next <= hi ? next : -1, lo, hi);
 	if (bwd)
 		b->ugrad = grads_begin(b, uid);
 }
@@ -2157,7 +2153,7 @@ static int32_t head_fwd(struct pb *b)
 	if (!b->m->no_final_norm) /* OPT-350m's post-norm blocks have none */
 		norm_op(b, "final_norm", (double)(b->sp ? b->T / b->tp : b->T) * b->h, false, 0);
 	if (tied_zero3(b))
-		fetch(b, 0, -1);
+		fetch(b, 0, -1, 0, 0);
 	tp_enter(b, false);
 	if (b->m->proj_dim > 0)
 		gemm(b, "project_out", b->T, b->m->proj_dim, b->h, 1, 0, true);
@@ -2187,7 +2183,7 @@ static void head_bwd(struct pb *b, int32_t logits)
 	compute(b, PLAN_K_LOSS, "loss_bwd", 0, (double)b->T * vl * ce_bytes(b, true),
 		PLAN_STREAM_COMPUTE);
 	if (tied_zero3(b))
-		fetch(b, 0, -1);
+		fetch(b, 0, -1, 0, 0);
 	col_bwd(b, logits_bwd_names, b->T, vl, emb_w(b), b->lora ? 1 : 2);
 	if (tied_zero3(b) && !b->keep_tied[1])
 		release(b, 0);
@@ -2541,14 +2537,12 @@ static void alloc_states(struct pb *b)
 		mem_alloc(b, PLAN_MEM_OPTIM, PLAN_DEV_NVME, Pton * os, "optimizer", st);
 		mem_alloc(b, PLAN_MEM_BUCKETS, PLAN_DEV_HOST, 4 * sg * 4, "nvme_swap_buffers", st);
 	} else {
-		/* partial offload: the host's sub-groups there, the others on the GPU */
-		int64_t h = offo ? host_opt_elems(b, Pton) : 0, g = Pton - h;
-		mem_alloc(b, PLAN_MEM_MASTER, od, (offo ? h : g) * master, "master", st);
-		mem_alloc(b, PLAN_MEM_OPTIM, od, (offo ? h : g) * os, "optimizer", st);
-		if (offo) {
-			mem_alloc(b, PLAN_MEM_MASTER, PLAN_DEV_GPU, g * master, "master_gpu", st);
-			mem_alloc(b, PLAN_MEM_OPTIM, PLAN_DEV_GPU, g * os, "optimizer_gpu", st);
-		}
+		/* on od, except the GPU's sub-groups under partial offload */
+		int64_t h = offo ? host_opt_elems(b, Pton) : Pton;
+		mem_alloc(b, PLAN_MEM_MASTER, od, h * master, "master", st);
+		mem_alloc(b, PLAN_MEM_OPTIM, od, h * os, "optimizer", st);
+		mem_alloc(b, PLAN_MEM_MASTER, PLAN_DEV_GPU, (Pton - h) * master, "master_gpu", st);
+		mem_alloc(b, PLAN_MEM_OPTIM, PLAN_DEV_GPU, (Pton - h) * os, "optimizer_gpu", st);
 	}
 	if (pd == PLAN_DEV_NVME) /* param swap buffers: buffer_count 5 x buffer_size 1e8 */
 		mem_alloc(b, PLAN_MEM_BUCKETS, PLAN_DEV_HOST, 5LL * 100000000 * pb,
@@ -2568,7 +2562,7 @@ static void alloc_states(struct pb *b)
 	}
 	if (offo) { /* pinned fp32 gradient partition for the CPU optimizer (partial offload:
 		     * the GPU's sub-groups keep theirs on the GPU) */
-		int64_t h = od == PLAN_DEV_HOST ? host_opt_elems(b, PtN) : PtN;
+		int64_t h = host_opt_elems(b, PtN);
 		mem_alloc(b, PLAN_MEM_GRADS, PLAN_DEV_HOST, h * 4, "grads_fp32", st);
 		mem_alloc(b, PLAN_MEM_GRADS, PLAN_DEV_GPU, (PtN - h) * 4, "grads_fp32_gpu", st);
 		if (b->shard <= SH_GRAD && b->nmicro > 1)
@@ -2660,8 +2654,8 @@ static void optimizer_step(struct pb *b)
 	/* the inf/nan check before the step: under loss scaling, and in DeepSpeed's bf16 with
 	 * bf16.check_grad_overflow (its default from 0.19.3) */
 	bool ovf = s->loss_scaling || (b->ds && s->check_grad_overflow && b->pdt == TW_BF16);
-	bool ds_scan = ovf && ds_grad_passes(b);
-	int64_t nt = ds_grad_passes(b) ? step_tensors(b, on) : 0;
+	bool passes = ds_grad_passes(b), ds_scan = ovf && passes;
+	int64_t nt = passes ? step_tensors(b, on) : 0;
 	if (ds_scan && b->shard == SH_PARAM) {
 		/* ZeRO-3's has_overflow: isinf(buf).any() and isnan(buf).any() over the flat
 		 * grad partitions (read the grad, write and read a bool: twice) */
@@ -2681,7 +2675,7 @@ static void optimizer_step(struct pb *b)
 		if (id != PLAN_NONE && b->ds) /* overflow_gpu[0].item(): the host waits for it */
 			b->p->ops[id].flags |= PLAN_F_HOSTWAIT;
 	}
-	if (ds_grad_passes(b)) {
+	if (passes) {
 		/* get_grad_norm_direct: each grad of the partition .double().norm(2) (read it, write
 		 * and read 8 B), two PyTorch calls a tensor */
 		int gb = b->shard == SH_PARAM ? b->gbytes : b->pbytes;
