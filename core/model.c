@@ -133,12 +133,17 @@ bool model_layer_is_moe(const struct model *m, int64_t layer)
 	return (layer + 1) % freq == 0; /* HF Qwen2-MoE's decoder_sparse_step rule */
 }
 
+/* Layers l in [dense_layers, layers) with (l + 1) % freq == 0, counted in closed form: a model
+ * may declare up to 2^31 layers and validation must not walk them. */
 static int64_t moe_layer_count(const struct model *m)
 {
-	int64_t n = 0;
-	for (int64_t l = 0; l < m->layers; l++)
-		n += model_layer_is_moe(m, l);
-	return n;
+	if (!model_is_moe(m) || m->layers <= 0)
+		return 0;
+	int64_t freq = m->moe_layer_freq > 0 ? m->moe_layer_freq : 1;
+	int64_t lo = m->dense_layers > 0 ? m->dense_layers : 0;
+	if (lo >= m->layers)
+		return 0;
+	return m->layers / freq - lo / freq;
 }
 
 static void count(const struct model *m, struct model_params *p, struct acc *a)

@@ -214,6 +214,26 @@ static void test_moe_layers(struct test_ctx *t)
 	CHECK(t, !model_layer_is_moe(&m, 0));
 	CHECK(t, model_layer_is_moe(&m, 1));
 	CHECK(t, !model_layer_is_moe(&m, 2));
+	/* the MoE layer count (closed form) agrees with the per-layer rule over mixed shapes */
+	const int64_t shapes[][3] = {{7, 0, 1}, {7, 0, 2}, {7, 3, 2}, {9, 4, 3}, {10, 9, 1}, {12, 5, 4}};
+	for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+		m.layers = shapes[i][0];
+		m.dense_layers = shapes[i][1];
+		m.moe_layer_freq = shapes[i][2];
+		int64_t n = 0;
+		for (int64_t l = 0; l < m.layers; l++)
+			n += model_layer_is_moe(&m, l);
+		model_count(&m, &p);
+		CHECK_EQ_INT(t, p.experts, n * p.moe_per_layer);
+	}
+	/* 2^31 - 1 layers validate without walking them (the fuzzer's timeout) */
+	m.layers = 2147483647LL;
+	m.dense_layers = 1;
+	m.moe_layer_freq = 1000000;
+	struct tw_err err = {0};
+	(void)model_validate(&m, "big", &err);
+	model_count(&m, &p);
+	CHECK_EQ_INT(t, p.experts, 2147LL * p.moe_per_layer);
 	struct model d;
 	if (load(t, "llama2-7b", false, &d))
 		CHECK(t, !model_is_moe(&d) && !model_layer_is_moe(&d, 0));
