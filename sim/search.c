@@ -693,7 +693,8 @@ enum tw_result search_run(const struct job *base, const struct search_space *spa
 		 * embedding and the loss counted as a layer each (Megatron-Core's
 		 * account_for_embedding/loss_in_pipeline_split) */
 		bool user_split = user_sets_split(&sp);
-		for (int64_t p = 1; p <= m->layers && npp < MAX_DIVS; p++) {
+		/* pp divides the GPUs too, so the walk stops there (a model may have 2^31 layers) */
+		for (int64_t p = 1; p <= m->layers && p <= gpus && npp < MAX_DIVS; p++) {
 			bool el = m->layers % p != 0;
 			/* the user's own split (first/last_stage_layers, ...) holds for a pinned pp */
 			if (el && user_split && sp.pin_pp == p)
