@@ -159,6 +159,10 @@ struct plan {
  * ~35 k per rank. */
 #define PLAN_OPS_PER_LAYER 24
 #define PLAN_MAX_OPS (8 * 1024 * 1024)
+/* Layers times pipeline stages a job may have (2^24): every stage's plan indexes the whole
+ * model's gathering units, so building a job's pp plans costs about this many unit visits;
+ * the deepest real models (~100 layers on up to ~100 stages) are 10^4. */
+#define PLAN_MAX_LAYER_STAGES (16 * 1024 * 1024)
 /* Largest tensor a plan may size, bytes (2^50 = 1 PiB): byte counts are int64, and a
  * micro-batch whose activations, logits or attention scores would exceed this is refused
  * before any size is multiplied out. */

@@ -672,10 +672,11 @@ static int64_t unit_tensors(const struct pb *b, int64_t uid, bool gathered)
 			n += 2;
 		return n;
 	}
+	int64_t proj = m->proj_dim > 0; /* project_in / project_out, one weight each */
 	if (uid == 0)
-		return 1 + (m->pos == MODEL_POS_LEARNED) + (m->embed_norm ? nw : 0);
+		return 1 + (m->pos == MODEL_POS_LEARNED) + (m->embed_norm ? nw : 0) + proj;
 	if (uid == b->head_uid)
-		return (m->no_final_norm ? 0 : nw) + (m->tied_embeddings && b->pp == 1 ? 0 : 1);
+		return (m->no_final_norm ? 0 : nw) + (m->tied_embeddings && b->pp == 1 ? 0 : 1) + proj;
 	int64_t l = (uid - 1) / b->upl, u = b->upl == 1 ? -1 : (uid - 1) % b->upl;
 	int64_t wb_mlp = m->mlp_bias ? bias : 1;
 	int64_t qkv = m->kv_lora_rank > 0 ? (m->q_lora_rank > 0 ? 3 : 1) + 3 /* MLA */
@@ -1191,11 +1192,13 @@ static bool bf16_optimizer(const struct pb *b);
 
 /* Whether DeepSpeed ZeRO-1/2 reduces a gradient bucket slice by slice, one per partition it
  * spans (stage_1_and_2.average_tensor without use_multi_rank_bucket_allreduce); the
- * BF16_Optimizer and reduce_scatter: false all-reduce the whole bucket. */
+ * BF16_Optimizer, reduce_scatter: false and contiguous_gradients: false (reduce_ipg_grads'
+ * buffered_reduce_fallback, rank None) all-reduce the whole bucket. */
 static bool ds_slices(const struct pb *b)
 {
 	return b->ds && (b->shard == SH_OPT || b->shard == SH_GRAD) && b->s->reduce_scatter &&
-	       !b->s->use_multi_rank_bucket_allreduce && !bf16_optimizer(b);
+	       b->s->contiguous_gradients && !b->s->use_multi_rank_bucket_allreduce &&
+	       !bf16_optimizer(b);
 }
 
 static void reduce_bucket(struct pb *b, struct red *r, int64_t n)
@@ -1868,7 +1871,10 @@ static bool tied_head(const struct pb *b)
 static void reuse_distances(struct pb *b, bool first, bool last)
 {
 	size_t cap = 3 * (size_t)b->nunits + 2, n = 0; /* forward, recompute, backward, tied */
-	int64_t *unit = TW_NEW_ARRAY(int64_t, cap), *sum = TW_NEW_ARRAY(int64_t, cap + 1);
+	/* prefix sums of elements in doubles: exact below 2^53, and a stage of absurd size
+	 * cannot overflow them */
+	int64_t *unit = TW_NEW_ARRAY(int64_t, cap);
+	double *sum = TW_NEW_ARRAY(double, cap + 1);
 	int64_t *next = TW_NEW_ARRAY(int64_t, (size_t)b->nunits);
 	uint8_t *use = TW_NEW_ARRAY(uint8_t, cap);
 #define PUSH(u, k) (unit[n] = (u), use[n++] = (uint8_t)(k))
@@ -1898,13 +1904,13 @@ static void reuse_distances(struct pb *b, bool first, bool last)
 #undef PUSH
 	sum[0] = 0;
 	for (size_t i = 0; i < n; i++)
-		sum[i + 1] = sum[i] + unit_params(b, unit[i]);
+		sum[i + 1] = sum[i] + (double)unit_params(b, unit[i]);
 	for (int64_t u = 0; u < b->nunits; u++)
 		next[u] = -1;
 	for (size_t i = n; i-- > 0;) {
 		int64_t u = unit[i], nx = next[u];
 		next[u] = (int64_t)i;
-		bool keep = nx >= 0 && sum[nx] - sum[i + 1] < b->s->max_reuse_distance;
+		bool keep = nx >= 0 && sum[nx] - sum[i + 1] < (double)b->s->max_reuse_distance;
 		if (use[i] == USE_FWD)
 			b->keep_fwd[u] = keep;
 		else if (use[i] == USE_RC)
@@ -2493,7 +2499,12 @@ static int64_t host_opt_elems(const struct pb *b, int64_t part)
 	    s->offload_ratio >= 1.0)
 		return part;
 	int64_t sg = sub_group_elems(b, part), nsub = (part + sg - 1) / sg;
-	int64_t host = (int64_t)(s->offload_ratio * (double)nsub) * sg; /* Python's int() */
+	/* Python's int() of a double, as DeepSpeed computes it; the short sub-group is the last */
+	if (s->ds_ratio_last) { /* the first int((1 - ratio) n) stay on the GPU */
+		int64_t gpu = (int64_t)((1.0 - s->offload_ratio) * (double)nsub) * sg;
+		return gpu < part ? part - gpu : 0;
+	}
+	int64_t host = (int64_t)(s->offload_ratio * (double)nsub) * sg;
 	return host < part ? host : part;
 }
 
@@ -2649,7 +2660,7 @@ static void optimizer_step(struct pb *b)
 	 * DeepSpeed's ReduceTiedGrads) */
 	if (b->pp > 1 && b->m->tied_embeddings && !b->lora && (b->c.pp == 0 || b->c.pp == b->pp - 1))
 		wait_on(b, coll(b, PLAN_ALL_REDUCE, JOB_GROUP_EMB, PLAN_STREAM_COMM, "ar_embed",
-				b->V / b->tp * b->h, s->grad_accum_dtype, b->last_compute));
+				b->V / b->tp * emb_w(b), s->grad_accum_dtype, b->last_compute));
 	enum job_group g = b->dgroup;
 	/* the inf/nan check before the step: under loss scaling, and in DeepSpeed's bf16 with
 	 * bf16.check_grad_overflow (its default from 0.19.3) */
@@ -2765,6 +2776,11 @@ static enum tw_result check_job(const struct job *j, struct tw_err *err)
 		return tw_errf(err, TW_ERR_INVALID,
 			       "strategy.pp=%lld exceeds model.layers=%lld: a stage needs a layer",
 			       (long long)s->pp, (long long)m->layers);
+	if ((double)m->layers * (double)s->pp > (double)PLAN_MAX_LAYER_STAGES)
+		return tw_errf(err, TW_ERR_LIMIT,
+			       "model.layers=%lld x strategy.pp=%lld exceeds the plan's limit of %d "
+			       "layers times pipeline stages",
+			       (long long)m->layers, (long long)s->pp, PLAN_MAX_LAYER_STAGES);
 	int64_t vp = s->schedule == STRAT_SCHED_INTERLEAVED && s->vp > 1 ? s->vp : 1;
 	if (vp > MAX_VP)
 		return tw_errf(err, TW_ERR_LIMIT, "strategy.vp=%lld exceeds the plan's limit of %d",
@@ -3041,6 +3057,21 @@ static void param_gather_start(struct pb *b)
 	b->layer = b->micro = -1;
 }
 
+/* The builder's own buffers (the plan keeps nothing of them) */
+static void pb_release(struct pb *b)
+{
+	free(b->bufs);
+	free(b->gbuf);
+	free(b->gop);
+	free(b->gcopied);
+	free(b->keep_fwd);
+	free(b->keep_rc);
+	free(b->sbuf);
+	free(b->act);
+	free(b->ckpt);
+	free(b->pg_op);
+}
+
 /* Build into out, whose counts are zero and whose buffers may hold an earlier plan's memory. */
 static enum tw_result build_rank(const struct job *j, int64_t rank, struct plan *out,
 				 struct tw_err *err)
@@ -3063,6 +3094,21 @@ static enum tw_result build_rank(const struct job *j, int64_t rank, struct plan 
 			       "plan: %lld micro-batches of %lld layers per stage would need ~%.3g ops per rank, over the limit of %d (lower grad_accum or raise pp)",
 			       (long long)st->grad_accum, (long long)lps, est_ops, PLAN_MAX_OPS);
 	setup(&b);
+	if (ds_slices(&b)) {
+		/* a collective per partition a bucket spans, every reduction pass (at most one a
+		 * micro-batch): dp in the hundreds of thousands would outgrow the plan */
+		double per = fmin((double)b.dense.n, (double)b.dense.total) +
+			     (double)b.dense.total / (double)bucket_elems(&b) + 1.0;
+		if (est_ops + (double)b.nmicro * per > (double)PLAN_MAX_OPS) {
+			pb_release(&b);
+			return tw_errf(err, TW_ERR_LIMIT,
+				       "plan: %lld micro-batches reducing gradients slice by slice over %lld "
+				       "partitions would need ~%.3g ops per rank, over the limit of %d "
+				       "(set use_multi_rank_bucket_allreduce, or lower grad_accum)",
+				       (long long)b.nmicro, (long long)b.dense.n,
+				       est_ops + (double)b.nmicro * per, PLAN_MAX_OPS);
+		}
+	}
 	alloc_states(&b);
 	/* DeepSpeed's pipeline buffers: max(2, min(stages - s, m)) received inputs (§5) */
 	if (b.ds && b.pp > 1) {
@@ -3094,16 +3140,7 @@ static enum tw_result build_rank(const struct job *j, int64_t rank, struct plan 
 	optimizer_step(&b);
 	free(items);
 	free(logits);
-	free(b.bufs);
-	free(b.gbuf);
-	free(b.gop);
-	free(b.gcopied);
-	free(b.keep_fwd);
-	free(b.keep_rc);
-	free(b.sbuf);
-	free(b.act);
-	free(b.ckpt);
-	free(b.pg_op);
+	pb_release(&b);
 	return TW_OK;
 }
 

@@ -1175,6 +1175,7 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 	s->ds_fetch_per_param = r->version < STRAT_VERSION(0, 5, 5);
 	s->ds_rs_per_param = r->version < STRAT_VERSION(0, 6, 0);
 	s->ds_reduce_rooted = r->version >= STRAT_VERSION(0, 13, 0);
+	s->ds_ratio_last = r->version >= STRAT_VERSION(0, 18, 0);
 	if (s->framework == STRAT_DEEPSPEED)
 		oprov(s, "deepspeed_version", &u.version, "DeepSpeed master at the time of writing",
 		      "%s", s->deepspeed_version);

@@ -67,6 +67,9 @@ struct strategy {
 	 * is reduced to its owner (from 0.13.0) or all-reduced (before: allreduce_bucket reset
 	 * its rank to None) */
 	bool ds_reduce_rooted;
+	/* ZeRO-3 partial offload (offload_optimizer.ratio) puts the last n - int((1 - ratio) n)
+	 * sub-groups on the host from 0.18.0 (SuperOffload, #7559), the first int(ratio n) before */
+	bool ds_ratio_last;
 
 	/* degrees; dp is derived: gpus / (tp * pp * cp) */
 	int64_t gpus, tp, pp, dp, cp, ep, vp;

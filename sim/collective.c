@@ -25,10 +25,9 @@ enum tw_result sim_collective(const struct cluster *c, const char *op, double S,
 	if (cm.intra_GBps <= 0 || (nodes > 1 && cm.inter_GBps <= 0))
 		return tw_errf(err, TW_ERR_INVALID, "%s: a link of zero bandwidth on the collective's path", c->name);
 	struct nccl_result r;
-	static const char *const names[] = { "all_gather", "reduce_scatter", "all_reduce", "broadcast", "all_to_all" };
 	int coll = -1;
-	for (int i = 0; i < 5; i++)
-		if (strcmp(op, names[i]) == 0)
+	for (int i = 0; i < PLAN_NUM_COLLS; i++)
+		if (strcmp(op, plan_coll_name((enum plan_coll)i)) == 0)
 			coll = i;
 	if (strcmp(op, "sendrecv") == 0) {
 		/* nccl-tests sendrecv: each rank sends S to the next and receives from the previous */
@@ -41,7 +40,7 @@ enum tw_result sim_collective(const struct cluster *c, const char *op, double S,
 		return TW_OK;
 	}
 	if (coll < 0)
-		return tw_errf(err, TW_ERR_INVALID, "collective: op=%s: not one of all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, sendrecv", op);
+		return tw_errf(err, TW_ERR_INVALID, "collective: op=%s: not one of all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, reduce, sendrecv", op);
 	if (coll == PLAN_ALL_TO_ALL) {
 		nccl_alltoall(&cm, S, &r);
 	} else {

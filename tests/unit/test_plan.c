@@ -271,6 +271,14 @@ static void test_tied_embedding_grads(struct test_ctx *t)
 				CHECK_EQ_INT(t, count, 51200 / 2 * 2048);
 			plan_release(&p);
 		}
+	/* an OPT-style narrower embedding (proj_dim) is V x proj_dim */
+	j->model.proj_dim = 512;
+	if (build(j, rf, &p)) {
+		CHECK_EQ_INT(t, count_named(&p, "ar_embed", &count), 1);
+		CHECK_EQ_INT(t, count, 51200 / 2 * 512);
+		plan_release(&p);
+	}
+	j->model.proj_dim = 0;
 	check_group_match(t, j, rf, rl, JOB_GROUP_EMB);
 	j->model.tied_embeddings = false;
 	if (build(j, rf, &p)) {
@@ -1234,6 +1242,23 @@ static void test_zero2_partition_slices(struct test_ctx *t)
 		for (int r = 0; r < 8; r++)
 			CHECK_EQ_INT(t, per_root[r], 4 * (r < 7 ? S : T - 7 * S));
 		CHECK(t, n > 4 * 14); /* more calls than one all-reduce per 5e8-element bucket */
+		plan_release(&p);
+	}
+	/* without contiguous_gradients reduce_ipg_grads takes buffered_reduce_fallback (rank
+	 * None): whole buckets all-reduced, no slices */
+	j->strat.contiguous_gradients = false;
+	struct plan p;
+	if (build(j, 0, &p)) {
+		int n = 0, rooted = 0;
+		for (size_t i = 0; i < p.nops; i++) {
+			const struct plan_op *o = &p.ops[i];
+			if (o->kind == PLAN_COLL && !strcmp(o->name, "ar_grads")) {
+				n++;
+				rooted += o->u.coll.coll != PLAN_ALL_REDUCE;
+			}
+		}
+		CHECK_EQ_INT(t, rooted, 0);
+		CHECK_EQ_INT(t, n, 4 * 14); /* ceil(6.74e9 / 5e8) buckets a micro-step */
 		plan_release(&p);
 	}
 	free(j);

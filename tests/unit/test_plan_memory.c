@@ -435,20 +435,16 @@ static void test_offload_moves_states(struct test_ctx *t)
 	free(j);
 }
 
-/* ZeRO-3 partial offload (offload_optimizer.ratio): of a rank's nsub optimizer sub-groups
- * the first int(ratio x nsub) live and step on the host, the rest on the GPU. Llama-2-7B on
- * 8 ranks: 842,301,952 elements a rank, 9 sub-groups of 1e8 (the last 42.3M); at 0.5 the
- * host takes int(4.5) = 4. With the default sub_group_size (1e9: one sub-group) int(0.5) = 0
- * and nothing is offloaded. */
-static void test_partial_offload(struct test_ctx *t)
+/* ZeRO-3 partial offload (offload_optimizer.ratio): of a rank's nsub optimizer sub-groups,
+ * from DeepSpeed 0.18.0 the first int((1 - ratio) x nsub) stay on the GPU and the rest live
+ * and step on the host; before, the first int(ratio x nsub) went to the host. Llama-2-7B on 8
+ * ranks: 842,301,952 elements a rank, 9 sub-groups of 1e8 (the last 42.3M); at 0.5 the GPU
+ * keeps int(4.5) = 4 (before: the host took 4). With the default sub_group_size (1e9: one
+ * sub-group) int(0.5) = 0: everything is offloaded (before: nothing). */
+static void partial_offload_case(struct test_ctx *t, struct job *j, int64_t host, int64_t steps_host)
 {
 	struct plan_mem m;
-	struct job *j = fx_job(8);
-	j->strat.zero_stage = 3;
-	j->strat.offload_optimizer = STRAT_OFFLOAD_CPU;
-	j->strat.offload_ratio = 0.5;
-	j->strat.sub_group_size = 100000000;
-	const int64_t part = PSI_7B / 8, host = 400000000, gpu = part - host;
+	const int64_t part = PSI_7B / 8, gpu = part - host;
 	if (fx_mem(j, 0, &m)) {
 		CHECK_EQ_INT(t, m.max_cat[HOST][PLAN_MEM_MASTER], 4 * host);
 		CHECK_EQ_INT(t, m.max_cat[HOST][PLAN_MEM_OPTIM], 8 * host);
@@ -458,7 +454,8 @@ static void test_partial_offload(struct test_ctx *t)
 	struct plan p;
 	struct tw_err e = {0};
 	if (plan_rank(j, 0, &p, &e) == TW_OK) {
-		int on_host = 0, on_gpu = 0, h2d = 0;
+		int64_t on_host = 0, on_gpu = 0, h2d = 0, nsub = (part + j->strat.sub_group_size - 1) /
+								  j->strat.sub_group_size;
 		for (size_t i = 0; i < p.nops; i++) {
 			const struct plan_op *op = &p.ops[i];
 			if (op->kind == PLAN_COMPUTE && op->u.compute.kernel == PLAN_K_OPTIM)
@@ -466,21 +463,30 @@ static void test_partial_offload(struct test_ctx *t)
 			h2d += op->kind == PLAN_COPY && op->phase == PLAN_PHASE_OPT &&
 			       op->u.copy.dir == PLAN_H2D;
 		}
-		CHECK_EQ_INT(t, on_host, 4);
-		CHECK_EQ_INT(t, on_gpu, 5);
-		CHECK_EQ_INT(t, h2d, 4); /* only the host's sub-groups send their 16-bit copy */
+		CHECK_EQ_INT(t, on_host, steps_host);
+		CHECK_EQ_INT(t, on_gpu, nsub - steps_host);
+		CHECK_EQ_INT(t, h2d, steps_host); /* only the host's sub-groups send their 16-bit copy */
 		plan_release(&p);
 	}
+}
+
+static void test_partial_offload(struct test_ctx *t)
+{
+	struct job *j = fx_job(8);
+	const int64_t part = PSI_7B / 8;
+	j->strat.zero_stage = 3;
+	j->strat.offload_optimizer = STRAT_OFFLOAD_CPU;
+	j->strat.offload_ratio = 0.5;
+	j->strat.sub_group_size = 100000000;
+	partial_offload_case(t, j, part - 400000000, 5);
 	j->strat.sub_group_size = 1000000000;
-	if (fx_mem(j, 0, &m)) {
-		CHECK_EQ_INT(t, m.max_cat[HOST][PLAN_MEM_MASTER], 0);
-		CHECK_EQ_INT(t, m.max_cat[GPU][PLAN_MEM_MASTER], 4 * part);
-	}
+	partial_offload_case(t, j, part, 1);
+	j->strat.ds_ratio_last = false; /* DeepSpeed before 0.18.0 */
+	partial_offload_case(t, j, 0, 0);
+	j->strat.sub_group_size = 100000000;
+	partial_offload_case(t, j, 400000000, 4);
 	j->strat.offload_ratio = 1.0;
-	if (fx_mem(j, 0, &m)) {
-		CHECK_EQ_INT(t, m.max_cat[HOST][PLAN_MEM_MASTER], 4 * part);
-		CHECK_EQ_INT(t, m.max_cat[GPU][PLAN_MEM_MASTER], 0);
-	}
+	partial_offload_case(t, j, part, 9);
 	free(j);
 }
 

@@ -993,6 +993,14 @@ static void test_collective_cases(struct test_ctx *T)
 	CHECK(T, r.busbw_GBps > 230 && r.busbw_GBps < 240);
 	CHECK_EQ_INT(T, sim_collective(&j.cluster, "all_reduce", 1e6, 12, NULL, &r, &err), TW_ERR_INVALID);
 	CHECK_EQ_INT(T, sim_collective(&j.cluster, "gather", 1e6, 8, NULL, &r, &err), TW_ERR_INVALID);
+	/* a rooted reduce (nccl-tests reduce_perf) runs NCCL's rooted ring, as broadcast does:
+	 * busbw = algbw, and at 1 GiB near the NVLink figure */
+	struct sim_coll_result b;
+	CHECK_EQ_INT(T, sim_collective(&j.cluster, "reduce", 1073741824.0, 8, NULL, &r, &err), TW_OK);
+	CHECK_EQ_INT(T, sim_collective(&j.cluster, "broadcast", 1073741824.0, 8, NULL, &b, &err), TW_OK);
+	CHECK_NEAR(T, r.busbw_GBps, r.algbw_GBps, 1e-9);
+	CHECK_NEAR(T, r.time_us, b.time_us, 1e-9);
+	CHECK(T, r.busbw_GBps > 150 && r.busbw_GBps < 240);
 }
 
 int main(void)
