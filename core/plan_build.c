@@ -1166,6 +1166,12 @@ static bool reduces_now(const struct pb *b)
 	return b->shard >= SH_GRAD || b->micro == b->nmicro - 1;
 }
 
+/* Gradient reduction passes a step makes: every micro-batch, or the last (reduces_now) */
+static int64_t reduction_passes(const struct pb *b)
+{
+	return b->shard >= SH_GRAD ? b->nmicro : 1;
+}
+
 /* The gradient reduction runs on a stream of its own only with overlap_comm: DeepSpeed's
  * reduction_stream (stages 1/2) and reduce_and_partition_stream (stage 3) are the default
  * stream without it (reference/deepspeed.md §2.6), so the reduction blocks the compute;
@@ -3095,18 +3101,19 @@ static enum tw_result build_rank(const struct job *j, int64_t rank, struct plan 
 			       (long long)st->grad_accum, (long long)lps, est_ops, PLAN_MAX_OPS);
 	setup(&b);
 	if (ds_slices(&b)) {
-		/* a collective per partition a bucket spans, every reduction pass (at most one a
-		 * micro-batch): dp in the hundreds of thousands would outgrow the plan */
+		/* a collective per partition a bucket spans, every reduction pass: dp in the
+		 * hundreds of thousands would outgrow the plan */
 		double per = fmin((double)b.dense.n, (double)b.dense.total) +
 			     (double)b.dense.total / (double)bucket_elems(&b) + 1.0;
-		if (est_ops + (double)b.nmicro * per > (double)PLAN_MAX_OPS) {
+		double est = est_ops + (double)reduction_passes(&b) * per;
+		if (est > (double)PLAN_MAX_OPS) {
 			pb_release(&b);
 			return tw_errf(err, TW_ERR_LIMIT,
-				       "plan: %lld micro-batches reducing gradients slice by slice over %lld "
+				       "plan: %lld reduction passes of gradients slice by slice over %lld "
 				       "partitions would need ~%.3g ops per rank, over the limit of %d "
 				       "(set use_multi_rank_bucket_allreduce, or lower grad_accum)",
-				       (long long)b.nmicro, (long long)b.dense.n,
-				       est_ops + (double)b.nmicro * per, PLAN_MAX_OPS);
+				       (long long)reduction_passes(&b), (long long)b.dense.n, est,
+				       PLAN_MAX_OPS);
 		}
 	}
 	alloc_states(&b);
