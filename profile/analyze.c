@@ -284,6 +284,9 @@ static void analyze_window(const struct trace *t, const size_t *idx, size_t n,
 	r->nranks = r->nsteps = 1;
 	r->straggler_rank = -1;
 	int64_t fb_end = INT64_MIN; /* end of the last forward/backward compute */
+	/* a pipeline stage exchanges activations with a neighbour: point-to-point, or the
+	 * two-rank broadcasts DeepSpeed's pipeline engine sends them with */
+	bool piped = false;
 	/* Without step tags only events overlapping the marker span count: they start in
 	 * [ma - longest event, mb], a range of the start-ordered events. */
 	size_t i0 = 0;
@@ -310,6 +313,8 @@ static void analyze_window(const struct trace *t, const size_t *idx, size_t n,
 			continue;
 		enum trace_cat c = (enum trace_cat)e->cat;
 		ivls_push(&L[c], a, b);
+		if (c == TRACE_P2P || (c == TRACE_BROADCAST && e->group_size == 2))
+			piped = true;
 		if (e->phase == PLAN_PHASE_OPT)
 			ivls_push(&L[OPT], a, b);
 		if (trace_cat_is_compute(c)) {
@@ -406,8 +411,9 @@ static void analyze_window(const struct trace *t, const size_t *idx, size_t n,
 	r->stall_copy_ns = ivls_len(&L[T2]);
 	r->stall_host_ns = r->idle_ns - r->stall_comm_ns - r->stall_copy_ns;
 	/* bubble: idle before the end of the last fwd/bwd compute with no collective or copy
-	 * running — the compute stream waits on a pipeline neighbour or on nothing */
-	if (fb_end > w->a) {
+	 * running — the compute stream waits on a pipeline neighbour or on nothing. A rank with
+	 * no pipeline neighbour has no bubble: its idle is host-side gaps. */
+	if (piped && fb_end > w->a) {
 		win.n = 0;
 		ivls_push(&win, w->a, fb_end);
 		ivls_and(&L[I], &win, &L[T1]);

@@ -23,7 +23,7 @@ static struct trace_event *ev(struct trace *t, int rank, int stream, enum trace_
  *   copies P = h2d [85,100) = 15, all exposed
  *   idle I = W \ C = [0,10) [45,50) [80,110) = 45:
  *     on comm I ∩ M = 25; on copies (I \ M) ∩ P = [95,100) = 5; host = 15
- *   bubble = I before the last compute end (80) not under a collective or copy = [45,50) = 5
+ *   bubble = 0: the rank has no pipeline neighbour (no p2p), so [45,50) is a host-side gap
  *   busy = C ∪ M ∪ P = [0,45) [50,100) = 95
  *   all_gather 1 MB per rank over 4 ranks in 20 us: algbw = 4 MB / 20 us = 200 GB/s,
  *     busbw = 200 x 3/4 = 150; all_reduce 2 MB over 4 in 25 us: 80 GB/s, busbw 80 x 1.5 = 120 */
@@ -60,7 +60,7 @@ static void test_overlap_stall(struct test_ctx *T)
 	CHECK_EQ_INT(T, a.stall_comm_ns, 25 * US);
 	CHECK_EQ_INT(T, a.stall_copy_ns, 5 * US);
 	CHECK_EQ_INT(T, a.stall_host_ns, 15 * US);
-	CHECK_EQ_INT(T, a.bubble_ns, 5 * US);
+	CHECK_EQ_INT(T, a.bubble_ns, 0);
 	CHECK_EQ_INT(T, a.busy_ns, 95 * US);
 	CHECK_EQ_INT(T, a.coll[TRACE_ALL_GATHER].count, 1);
 	CHECK_EQ_INT(T, a.coll[TRACE_ALL_GATHER].exposed_ns, 10 * US);
@@ -362,10 +362,41 @@ static void test_nccl_algo_share(struct test_ctx *T)
 	trace_release(&t);
 }
 
+/* The bubble is a pipeline stage's idle: compute [0,10) [20,30) in a step [0,30), idle
+ * [10,20) before the last compute end.
+ *   with a p2p receive [12,20): bubble = idle not under a collective other than p2p = 10;
+ *   with a two-rank broadcast [12,20) (DeepSpeed's pipeline sends): piped, but the broadcast
+ *     is a collective, so bubble = [10,12) = 2;
+ *   with an all-reduce [12,20) over 4 ranks: no pipeline neighbour, bubble 0, host gap 2. */
+static void test_bubble_needs_pipeline(struct test_ctx *T)
+{
+	const enum trace_cat cats[] = { TRACE_P2P, TRACE_BROADCAST, TRACE_ALL_REDUCE };
+	const int group[] = { 2, 2, 4 };
+	const int64_t bubble_us[] = { 10, 2, 0 }, host_us[] = { 2, 2, 2 };
+	for (int k = 0; k < 3; k++) {
+		struct trace t;
+		trace_init(&t, TRACE_KIND_SIM, 1);
+		ev(&t, 0, 0, TRACE_MARKER, 0, 30, "step 0");
+		ev(&t, 0, 0, TRACE_GEMM, 0, 10, "gemm");
+		ev(&t, 0, 0, TRACE_GEMM, 20, 30, "gemm");
+		struct trace_event *c = ev(&t, 0, 1, cats[k], 12, 20, "comm");
+		c->group_size = group[k];
+		c->bytes = 1000;
+		struct prof_analysis a;
+		struct tw_err err = {0};
+		CHECK_EQ_INT(T, prof_analyze(&t, &a, &err), TW_OK);
+		CHECK_EQ_INT(T, a.idle_ns, 10 * US);
+		CHECK_EQ_INT(T, a.stall_host_ns, host_us[k] * US);
+		CHECK_EQ_INT(T, a.bubble_ns, bubble_us[k] * US);
+		trace_release(&t);
+	}
+}
+
 int main(void)
 {
 	struct test_ctx T = {0};
 	TEST_RUN(&T, test_overlap_stall);
+	TEST_RUN(&T, test_bubble_needs_pipeline);
 	TEST_RUN(&T, test_no_comm_streams);
 	TEST_RUN(&T, test_straggler_clock_offset);
 	TEST_RUN(&T, test_straggler_per_communicator);
