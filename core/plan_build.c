@@ -487,13 +487,10 @@ static int64_t attn_w(const struct pb *b)
 	return w;
 }
 
+/* the model's rule, which its parameter count uses too */
 static bool layer_moe(const struct pb *b, int64_t l)
 {
-	const struct model *m = b->m;
-	if (m->experts <= 0 || l < m->dense_layers)
-		return false;
-	int64_t freq = m->moe_layer_freq > 0 ? m->moe_layer_freq : 1;
-	return (l - m->dense_layers) % freq == freq - 1 || freq == 1;
+	return model_layer_is_moe(b->m, l);
 }
 
 static int64_t norm_w(const struct pb *b) { return b->h * (b->m->norm_bias ? 2 : 1); }
@@ -1212,10 +1209,13 @@ static void reduce_bucket(struct pb *b, struct red *r, int64_t n)
 	bool rs = b->megatron && b->s->distributed_optimizer;
 	/* DeepSpeed ZeRO-1/2 (reference/deepspeed.md §2.2): with contiguous_gradients each grad
 	 * is copied into the IPG bucket, and with reduce_scatter allreduce_and_scatter flattens
-	 * the bucket's partition slices again before its all-reduce: a read and a write each */
+	 * the bucket's partition slices again before its all-reduce: a read and a write each.
+	 * Without contiguous_gradients, allreduce_and_copy flattens the bucket's grads and
+	 * copies the reduced values back into them: two. */
 	if (b->ds && (b->shard == SH_OPT || b->shard == SH_GRAD)) {
-		double per = (b->s->contiguous_gradients ? 2.0 * b->pbytes : 0) +
-			     (b->s->reduce_scatter ? 2.0 * tw_dtype_bytes(b->comm_dt) : 0);
+		double per = !b->s->contiguous_gradients ? 4.0 * b->pbytes
+			     : 2.0 * b->pbytes + (b->s->reduce_scatter ? 2.0 * tw_dtype_bytes(b->comm_dt)
+								       : 0);
 		if (per > 0)
 			elem(b, PLAN_K_ELEMWISE, "ipg_copy", (double)n * per);
 	}
@@ -2490,28 +2490,46 @@ static int64_t sub_group_elems(const struct pb *b, int64_t part)
 	return sg > 0 ? sg : 1;
 }
 
-/* Elements of a `part`-element optimizer partition that live and step on the host. ZeRO-3's
- * partial offload (offload_optimizer.ratio < 1, DeepSpeed's Twin-Flow) sends the first
- * int(ratio x nsub) of the partition's nsub sub-groups to DeepSpeedCPUAdam and keeps the
- * rest on the GPU (fp32 master, states and grads, stepped by torch's AdamW); so with one
- * sub-group (a partition under sub_group_size, 1e9 by default) nothing is offloaded. NVMe
- * offload takes every sub-group (strategy warns that its ratio is not modelled). */
-static int64_t host_opt_elems(const struct pb *b, int64_t part)
+/* The sub-groups (by index, of nsub) that live and step on the host: [*first, *first + *count).
+ * ZeRO-3's partial offload (offload_optimizer.ratio < 1) splits the partition's sub-groups by
+ * index, as Python's int() of a double: from DeepSpeed 0.18.0 the first int((1 - ratio) x nsub)
+ * stay on the GPU and the rest go to DeepSpeedCPUAdam; before, the first int(ratio x nsub)
+ * went to the host (Twin-Flow) and the rest stayed. The GPU keeps fp32 master, states and
+ * grads, stepped by torch's AdamW. NVMe offload takes every sub-group (strategy warns that
+ * its ratio is not modelled). */
+static void host_subgroups(const struct pb *b, int64_t nsub, int64_t *first, int64_t *count)
 {
 	const struct strategy *s = b->s;
-	if (!b->ds || s->offload_optimizer == STRAT_OFFLOAD_NONE)
-		return 0;
+	*first = 0, *count = nsub;
+	if (!b->ds || s->offload_optimizer == STRAT_OFFLOAD_NONE) {
+		*count = 0;
+		return;
+	}
 	if (s->offload_optimizer != STRAT_OFFLOAD_CPU || b->shard != SH_PARAM ||
 	    s->offload_ratio >= 1.0)
-		return part;
-	int64_t sg = sub_group_elems(b, part), nsub = (part + sg - 1) / sg;
-	/* Python's int() of a double, as DeepSpeed computes it; the short sub-group is the last */
-	if (s->ds_ratio_last) { /* the first int((1 - ratio) n) stay on the GPU */
-		int64_t gpu = (int64_t)((1.0 - s->offload_ratio) * (double)nsub) * sg;
-		return gpu < part ? part - gpu : 0;
+		return;
+	if (s->ds_ratio_last) {
+		int64_t gpu = (int64_t)((1.0 - s->offload_ratio) * (double)nsub);
+		*first = gpu < nsub ? gpu : nsub;
+		*count = nsub - *first;
+	} else {
+		int64_t host = (int64_t)(s->offload_ratio * (double)nsub);
+		*count = host < nsub ? host : nsub;
 	}
-	int64_t host = (int64_t)(s->offload_ratio * (double)nsub) * sg;
-	return host < part ? host : part;
+}
+
+/* Elements of a `part`-element optimizer partition that live and step on the host (the short
+ * sub-group is the last) */
+static int64_t host_opt_elems(const struct pb *b, int64_t part)
+{
+	int64_t sg = sub_group_elems(b, part), nsub = (part + sg - 1) / sg, first, count;
+	host_subgroups(b, nsub, &first, &count);
+	int64_t lo = first * sg, hi = (first + count) * sg;
+	if (lo > part)
+		lo = part;
+	if (hi > part)
+		hi = part;
+	return hi - lo;
 }
 
 /* The persistent model states (reference/deepspeed.md §2.3, §2.5; docs/memory.md). */
@@ -2705,14 +2723,17 @@ static void optimizer_step(struct pb *b)
 	int64_t sg = sub_group_elems(b, part);
 	if (offo) {
 		/* CPU optimizer per sub-group (NVMe: swap in, step, swap out), then the 16-bit
-		 * partition goes back H2D (reference/deepspeed.md §3); partial offload steps its
-		 * GPU sub-groups after the host's, in order, on the GPU */
+		 * partition goes back H2D (reference/deepspeed.md §3). DeepSpeed's step walks the
+		 * sub-groups in index order: under partial offload a GPU sub-group that comes
+		 * after host ones is launched once the host has stepped them, the ones before
+		 * (DeepSpeed >= 0.18.0 keeps the first on the GPU) at once. */
 		uint32_t last = PLAN_NONE;
 		bool nvme = s->offload_optimizer == STRAT_OFFLOAD_NVME;
-		int64_t host = host_opt_elems(b, part);
-		for (int64_t done = 0; done < part; done += sg) {
-			int64_t n = part - done < sg ? part - done : sg;
-			if (done >= host) {
+		int64_t nsub = (part + sg - 1) / sg, first, count;
+		host_subgroups(b, nsub, &first, &count);
+		for (int64_t i = 0; i < nsub; i++) {
+			int64_t done = i * sg, n = part - done < sg ? part - done : sg;
+			if (i < first || i >= first + count) {
 				optim_op(b, n, PLAN_STREAM_COMPUTE, last);
 				continue;
 			}
@@ -2760,6 +2781,14 @@ static void optimizer_step(struct pb *b)
 
 /* ---- plan_rank ------------------------------------------------------------------------------------- */
 
+/* A plan holds about PLAN_OPS_PER_LAYER ops per layer, micro-batch and pass on its stage */
+static double est_rank_ops(const struct job *j)
+{
+	const struct strategy *s = &j->strat;
+	int64_t lps = j->model.layers / (s->pp > 0 ? s->pp : 1);
+	return (double)s->grad_accum * (double)(lps + 2) * 3.0 * PLAN_OPS_PER_LAYER;
+}
+
 static enum tw_result check_job(const struct job *j, struct tw_err *err)
 {
 	const struct strategy *s = &j->strat;
@@ -2787,6 +2816,23 @@ static enum tw_result check_job(const struct job *j, struct tw_err *err)
 			       "model.layers=%lld x strategy.pp=%lld exceeds the plan's limit of %d "
 			       "layers times pipeline stages",
 			       (long long)m->layers, (long long)s->pp, PLAN_MAX_LAYER_STAGES);
+	/* refuse a step that could not be held in memory, or built in reasonable time, before
+	 * building it (docs/limits.md): one rank's plan, and the plans of every stage, which
+	 * the simulator keeps and the memory report builds */
+	double est = est_rank_ops(j);
+	if (est > (double)PLAN_MAX_OPS)
+		return tw_errf(err, TW_ERR_LIMIT,
+			       "plan: %lld micro-batches of %lld layers per stage would need ~%.3g ops "
+			       "per rank, over the limit of %d (lower grad_accum or raise pp)",
+			       (long long)s->grad_accum, (long long)(m->layers / s->pp), est,
+			       PLAN_MAX_OPS);
+	if (est * (double)s->pp > (double)PLAN_MAX_JOB_OPS)
+		return tw_errf(err, TW_ERR_LIMIT,
+			       "plan: %lld pipeline stages of %lld micro-batches of %lld layers would "
+			       "need ~%.3g ops in all, over the limit of %d (lower grad_accum, "
+			       "model.layers or pp)",
+			       (long long)s->pp, (long long)s->grad_accum,
+			       (long long)(m->layers / s->pp), est * (double)s->pp, PLAN_MAX_JOB_OPS);
 	int64_t vp = s->schedule == STRAT_SCHED_INTERLEAVED && s->vp > 1 ? s->vp : 1;
 	if (vp > MAX_VP)
 		return tw_errf(err, TW_ERR_LIMIT, "strategy.vp=%lld exceeds the plan's limit of %d",
@@ -3063,6 +3109,16 @@ static void param_gather_start(struct pb *b)
 	b->layer = b->micro = -1;
 }
 
+/* Collectives one slice-by-slice reduction pass of group g issues: one per partition a bucket
+ * spans (at most the group's size or its elements), plus a bucket boundary each */
+static double slice_ops(const struct pb *b, const struct red *g)
+{
+	if (g->total <= 0)
+		return 0;
+	return fmin((double)g->n, (double)g->total) + (double)g->total / (double)bucket_elems(b) +
+	       1.0;
+}
+
 /* The builder's own buffers (the plan keeps nothing of them) */
 static void pb_release(struct pb *b)
 {
@@ -3090,28 +3146,21 @@ static enum tw_result build_rank(const struct job *j, int64_t rank, struct plan 
 	memset(&b, 0, sizeof(b));
 	b.j = j, b.m = &j->model, b.s = &j->strat, b.p = out, b.err = err, b.rank = rank;
 	out->rank = rank;
-	/* A plan holds about PLAN_OPS_PER_LAYER ops per layer, micro-batch and pass on this stage;
-	 * refuse a step that could not be held in memory (docs/limits.md) before building it. */
-	const struct strategy *st = &j->strat;
-	int64_t lps = j->model.layers / (st->pp > 0 ? st->pp : 1);
-	double est_ops = (double)st->grad_accum * (double)(lps + 2) * 3.0 * PLAN_OPS_PER_LAYER;
-	if (est_ops > (double)PLAN_MAX_OPS)
-		return tw_errf(err, TW_ERR_LIMIT,
-			       "plan: %lld micro-batches of %lld layers per stage would need ~%.3g ops per rank, over the limit of %d (lower grad_accum or raise pp)",
-			       (long long)st->grad_accum, (long long)lps, est_ops, PLAN_MAX_OPS);
+	double est_ops = est_rank_ops(j);
 	setup(&b);
 	if (ds_slices(&b)) {
 		/* a collective per partition a bucket spans, every reduction pass: dp in the
 		 * hundreds of thousands would outgrow the plan */
-		double per = fmin((double)b.dense.n, (double)b.dense.total) +
-			     (double)b.dense.total / (double)bucket_elems(&b) + 1.0;
+		double per = slice_ops(&b, &b.dense) + slice_ops(&b, &b.expert);
 		double est = est_ops + (double)reduction_passes(&b) * per;
 		if (est > (double)PLAN_MAX_OPS) {
 			pb_release(&b);
 			return tw_errf(err, TW_ERR_LIMIT,
-				       "plan: %lld reduction passes of gradients slice by slice over %lld "
+				       "plan: zero_optimization.use_multi_rank_bucket_allreduce=false "
+				       "reduces gradients slice by slice: %lld reduction passes over %lld "
 				       "partitions would need ~%.3g ops per rank, over the limit of %d "
-				       "(set use_multi_rank_bucket_allreduce, or lower grad_accum)",
+				       "(set use_multi_rank_bucket_allreduce, or lower "
+				       "gradient_accumulation_steps)",
 				       (long long)reduction_passes(&b), (long long)b.dense.n, est,
 				       PLAN_MAX_OPS);
 		}

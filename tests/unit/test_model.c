@@ -231,7 +231,7 @@ static void test_moe_layers(struct test_ctx *t)
 	m.dense_layers = 1;
 	m.moe_layer_freq = 1000000;
 	struct tw_err err = {0};
-	(void)model_validate(&m, "big", &err);
+	CHECK_EQ_INT(t, model_validate(&m, "big", &err), TW_OK);
 	model_count(&m, &p);
 	CHECK_EQ_INT(t, p.experts, 2147LL * p.moe_per_layer);
 	struct model d;

@@ -693,7 +693,7 @@ static void test_ds_grad_accumulation(struct test_ctx *t)
 
 /* DeepSpeed's gradient copies before its collectives (reference/deepspeed.md §2.2, §2.4):
  * ZeRO-1/2 copy each grad into the IPG bucket and flatten the partition slices again for the
- * all-reduce (2 + 2 bytes each at 16 bits), ZeRO-3 copies into its bucket and interleaves the
+ * all-reduce (2 + 2 bytes each at 16 bits; without contiguous_gradients, flatten and copy back), ZeRO-3 copies into its bucket and interleaves the
  * per-rank chunks for the reduce-scatter; in a pipeline the last grad goes to the previous
  * stage before the reduction (ReduceGrads is the schedule's last step) */
 static double named_bytes(const struct plan *p, const char *name)
@@ -722,10 +722,20 @@ static void test_ds_grad_copies(struct test_ctx *t)
 		CHECK_NEAR(t, named_bytes(&p, "rs_interleave"), inter[i], 1e-9);
 		plan_release(&p);
 	}
+	/* without contiguous_gradients, allreduce_and_copy flattens the bucket and copies the
+	 * reduced values back (2 + 2 bytes each), with reduce_scatter or without */
 	j->strat.zero_stage = 1;
-	j->strat.contiguous_gradients = j->strat.reduce_scatter = false;
-	if (build(j, 0, &p)) {
-		CHECK_NEAR(t, named_bytes(&p, "ipg_copy"), 0, 0);
+	j->strat.contiguous_gradients = false;
+	for (int rs = 0; rs < 2; rs++) {
+		j->strat.reduce_scatter = rs;
+		if (build(j, 0, &p)) {
+			CHECK_NEAR(t, named_bytes(&p, "ipg_copy"), 8 * psi, 1e-9);
+			plan_release(&p);
+		}
+	}
+	j->strat.contiguous_gradients = true, j->strat.reduce_scatter = false;
+	if (build(j, 0, &p)) { /* the IPG bucket copy only: average_tensor all-reduces it */
+		CHECK_NEAR(t, named_bytes(&p, "ipg_copy"), 4 * psi, 1e-9);
 		plan_release(&p);
 	}
 	/* the pipeline's last stage: its last send_grad comes before its first ar_grads */

@@ -456,15 +456,27 @@ static void partial_offload_case(struct test_ctx *t, struct job *j, int64_t host
 	if (plan_rank(j, 0, &p, &e) == TW_OK) {
 		int64_t on_host = 0, on_gpu = 0, h2d = 0, nsub = (part + j->strat.sub_group_size - 1) /
 								  j->strat.sub_group_size;
+		int64_t host_elems = 0, gpu_elems = 0;
+		/* sub-groups step in index order: the GPU's come first from 0.18.0, last before */
+		bool order = true, seen_host = false, seen_gpu = false;
 		for (size_t i = 0; i < p.nops; i++) {
 			const struct plan_op *op = &p.ops[i];
-			if (op->kind == PLAN_COMPUTE && op->u.compute.kernel == PLAN_K_OPTIM)
-				*(op->stream == PLAN_STREAM_HOST ? &on_host : &on_gpu) += 1;
+			if (op->kind == PLAN_COMPUTE && op->u.compute.kernel == PLAN_K_OPTIM) {
+				bool h = op->stream == PLAN_STREAM_HOST;
+				*(h ? &on_host : &on_gpu) += 1;
+				*(h ? &host_elems : &gpu_elems) += op->u.compute.m;
+				if (j->strat.ds_ratio_last ? !h && seen_host : h && seen_gpu)
+					order = false;
+				*(h ? &seen_host : &seen_gpu) = true;
+			}
 			h2d += op->kind == PLAN_COPY && op->phase == PLAN_PHASE_OPT &&
 			       op->u.copy.dir == PLAN_H2D;
 		}
 		CHECK_EQ_INT(t, on_host, steps_host);
 		CHECK_EQ_INT(t, on_gpu, nsub - steps_host);
+		CHECK_EQ_INT(t, host_elems, host);
+		CHECK_EQ_INT(t, gpu_elems, gpu);
+		CHECK(t, order);
 		CHECK_EQ_INT(t, h2d, steps_host); /* only the host's sub-groups send their 16-bit copy */
 		plan_release(&p);
 	}
@@ -500,6 +512,24 @@ static void test_params_proj_dim(struct test_ctx *t)
 	struct model_params mp;
 	model_count(&j->model, &mp);
 	CHECK_EQ_INT(t, mp.total, PSI_7B - 2 * 32000LL * 4096 + 2 * 32000LL * 512 + 2 * 4096LL * 512);
+	if (fx_mem(j, 0, &m))
+		CHECK_EQ_INT(t, m.max_cat[GPU][PLAN_MEM_PARAMS], 2 * mp.total);
+	free(j);
+}
+
+/* The plan's MoE layers are the model's: with dense_layers 1 and moe_layer_freq 2, layers 1,
+ * 3 and 5 of 6 (the rule model_count uses, (l + 1) % freq == 0) */
+static void test_params_moe_layers(struct test_ctx *t)
+{
+	struct plan_mem m;
+	struct job *j = fx_job(8);
+	j->strat.zero_stage = 0;
+	j->model.layers = 6;
+	j->model.experts = 4, j->model.top_k = 2, j->model.expert_ffn_hidden = 2048;
+	j->model.dense_layers = 1, j->model.moe_layer_freq = 2;
+	struct model_params mp;
+	model_count(&j->model, &mp);
+	CHECK_EQ_INT(t, mp.experts, 3 * mp.moe_per_layer);
 	if (fx_mem(j, 0, &m))
 		CHECK_EQ_INT(t, m.max_cat[GPU][PLAN_MEM_PARAMS], 2 * mp.total);
 	free(j);
@@ -750,6 +780,7 @@ int main(void)
 	TEST_RUN(&t, test_offload_moves_states);
 	TEST_RUN(&t, test_partial_offload);
 	TEST_RUN(&t, test_params_proj_dim);
+	TEST_RUN(&t, test_params_moe_layers);
 	TEST_RUN(&t, test_lora);
 	TEST_RUN(&t, test_verdict);
 	TEST_RUN(&t, test_job_fit);
