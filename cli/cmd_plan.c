@@ -117,9 +117,10 @@ static void print_text(const struct job *base, const struct search_space *sp,
 		printf("* pp splits the layers with the embedding and the loss counted as a layer each "
 		       "(account_for_embedding/loss_in_pipeline_split)\n");
 	printf("\ncandidates %lld (rejected by the resolver %lld, skipped %lld, duplicates %lld), fit %lld, "
-	       "simulated %lld (pruned by bound %lld)%s\n",
+	       "simulated %lld (pruned by bound %lld, over capacity in the timeline %lld)%s\n",
 	       (long long)r->candidates, (long long)r->rejected, (long long)r->skipped,
 	       (long long)r->duplicates, (long long)r->fit, (long long)r->simulated, (long long)r->pruned,
+	       (long long)r->over,
 	       r->offload_tried ? ", optimizer offload searched (nothing fit on the GPUs)" : "");
 	printf("search time %.2f s (%.0f configs/s, %d thread%s): memory filter %.2f s, simulation %.2f s\n",
 	       r->wall_s, r->configs_per_s, r->threads, r->threads == 1 ? "" : "s", r->filter_s, r->sim_s);
@@ -180,6 +181,7 @@ static void print_json(const struct job *base, const struct search_space *sp,
 	cJSON_AddNumberToObject(o, "fit", (double)r->fit);
 	cJSON_AddNumberToObject(o, "simulated", (double)r->simulated);
 	cJSON_AddNumberToObject(o, "pruned", (double)r->pruned);
+	cJSON_AddNumberToObject(o, "over_in_timeline", (double)r->over);
 	cJSON_AddBoolToObject(o, "offload_searched", r->offload_tried);
 	cJSON_AddNumberToObject(o, "search_s", r->wall_s);
 	cJSON_AddNumberToObject(o, "configs_per_s", r->configs_per_s);
@@ -235,8 +237,9 @@ static enum tw_result emit(const struct cli_job_opts *o, const struct job *base,
 	char *dtext = NULL, *stext = NULL;
 	char spath[1024], dtmp[1100], stmp[1100];
 	snprintf(spath, sizeof(spath), "%s.strategy.json", path);
-	snprintf(dtmp, sizeof(dtmp), "%s.tmp.%ld", path, (long)getpid());
-	snprintf(stmp, sizeof(stmp), "%s.tmp.%ld", spath, (long)getpid());
+	/* the temporary names end in .json: the loader reads a bare name without it as a preset */
+	snprintf(dtmp, sizeof(dtmp), "%s.tmp.%ld.json", path, (long)getpid());
+	snprintf(stmp, sizeof(stmp), "%s.tmp.%ld.json", spath, (long)getpid());
 
 	char desc[160];
 	cand_desc(sp->framework, c, desc, sizeof(desc));

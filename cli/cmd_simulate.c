@@ -52,7 +52,7 @@ static void summarise(const struct job *j, const struct prof_analysis *a, struct
 	s->tokens_s = (double)j->tokens_per_step / s->step_s;
 	s->samples_s = (double)j->strat.global_batch / s->step_s;
 	/* model FLOPs: the model's training FLOPs per token (no recompute), spread over the GPUs */
-	double mf = model_flops_per_token(&j->model, j->seq) * (double)j->tokens_per_step;
+	double mf = plan_model_flops_per_token(j) * (double)j->tokens_per_step;
 	s->model_tflops = mf / (double)j->gpus / s->step_s * 1e-12;
 	/* hardware FLOPs: what the simulated ranks executed, recompute included (mean per rank) */
 	s->hw_tflops = a->hw_flops > 0 ? a->hw_flops / s->step_s * 1e-12 : s->model_tflops;
@@ -63,23 +63,53 @@ static void summarise(const struct job *j, const struct prof_analysis *a, struct
 	}
 }
 
-/* The memory line: the fullest GPU of the job, from the same model as twin memory. A job that
- * does not fit still gets its step time, with this line saying it would not run. */
-static void print_fit(const struct plan_fit *f)
+/* The simulated timeline runs streams concurrently, so a prefetch may hold its buffer while the
+ * compute stream has not yet freed the one before: its peak can exceed twin memory's op-order
+ * walk. The verdict takes the larger, so that it never contradicts the peak printed below it.
+ * Returns whether the timeline's peak was the larger. */
+static bool timeline_fit(const struct trace *t, struct plan_fit *f)
+{
+	int64_t peak = -1, rank = -1;
+	for (int64_t r = 0; t->peak_mem && r < t->nranks; r++)
+		if (t->peak_mem[r] > peak)
+			peak = t->peak_mem[r], rank = r;
+	if (peak <= f->gpu_total)
+		return false;
+	const double gib = (double)TW_GIB;
+	double walk = (double)f->gpu_total / gib;
+	f->gpu_total = peak, f->rank = rank;
+	if (peak > f->gpu_capacity) {
+		f->fits = false;
+		f->short_bytes = peak - f->gpu_capacity;
+		snprintf(f->verdict, sizeof(f->verdict),
+			 "does not fit once its streams overlap: needs %.2f GiB more (the simulated "
+			 "timeline peaks at %.2f GiB of %.2f GiB; twin memory's op-order walk %.2f)",
+			 (double)f->short_bytes / gib, (double)peak / gib,
+			 (double)f->gpu_capacity / gib, walk);
+	}
+	return true;
+}
+
+/* The memory line: the fullest GPU of the job, from the same model as twin memory (or the
+ * simulated timeline, when it peaks higher). A job that does not fit still gets its step time,
+ * with this line saying it would not run. */
+static void print_fit(const struct plan_fit *f, bool timeline)
 {
 	const double gib = (double)TW_GIB;
+	const char *src = timeline ? "simulated timeline" : "twin memory";
 	if (f->fits)
 		printf("memory               fits: %.2f GiB of %.2f GiB on the fullest GPU (rank %" PRId64
-		       "; twin memory)\n",
-		       (double)f->gpu_total / gib, (double)f->gpu_capacity / gib, f->rank);
+		       "; %s)\n",
+		       (double)f->gpu_total / gib, (double)f->gpu_capacity / gib, f->rank, src);
 	else
 		printf("memory               rank %" PRId64 " %s; a real run would stop out of "
-		       "memory (twin memory)\n",
-		       f->rank, f->verdict);
+		       "memory (%s)\n",
+		       f->rank, f->verdict, src);
 }
 
 static void print_text(const struct job *j, const struct sim_options *o, const struct sim_stats *st,
-		       const struct prof_analysis *a, const struct summary *s, const struct plan_fit *f)
+		       const struct prof_analysis *a, const struct summary *s, const struct plan_fit *f,
+		       bool timeline)
 {
 	const struct strategy *g = &j->strat;
 	printf("%s on %" PRId64 " GPUs of %s (%d node%s): tp %" PRId64 ", pp %" PRId64 ", dp %" PRId64
@@ -109,7 +139,7 @@ static void print_text(const struct job *j, const struct sim_options *o, const s
 	printf("offload copies       %.4f s (%.4f s exposed, stall on copies %.4f s)\n",
 	       (double)a->copy_ns * 1e-9, (double)a->exposed_copy_ns * 1e-9, (double)a->stall_copy_ns * 1e-9);
 	printf("optimizer step       %.4f s\n", (double)a->optimizer_ns * 1e-9);
-	print_fit(f);
+	print_fit(f, timeline);
 	printf("\n");
 	prof_analysis_print(stdout, a);
 }
@@ -210,6 +240,7 @@ int cmd_simulate(const struct cli_ctx *ctx, int argc, char **argv)
 		status = cli_fail(&err);
 		goto out;
 	}
+	bool timeline = timeline_fit(&t, &fit);
 	if (trace_path || db_path)
 		trace_sort(&t); /* (rank, start, end) order for the exporter and the store */
 	if (trace_path && (rc = prof_export_chrome_file(&t, trace_path, &err)) != TW_OK) {
@@ -243,7 +274,7 @@ int cmd_simulate(const struct cli_ctx *ctx, int argc, char **argv)
 			cJSON_AddNumberToObject(out, "run_id", (double)run_id);
 		cli_print_json(out);
 	} else {
-		print_text(j, &so, &st, &a, &s, &fit);
+		print_text(j, &so, &st, &a, &s, &fit, timeline);
 		if (memory) {
 			printf("\n");
 			fflush(stdout);

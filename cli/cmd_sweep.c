@@ -77,7 +77,7 @@ static enum tw_result run_point(const struct cli_job_opts *base, const char *cmd
 		rc = TW_OK;
 		goto out;
 	}
-	double mf = model_flops_per_token(&j->model, j->seq) * (double)j->tokens_per_step;
+	double mf = plan_model_flops_per_token(j) * (double)j->tokens_per_step;
 	rpt_point_fill(p, &a, j->gpus, j->tokens_per_step, mf,
 		       job_peak_tflops(j),
 		       j->cluster.gpu.memory_gib * (double)TW_GIB);

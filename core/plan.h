@@ -171,6 +171,11 @@ struct plan {
  * before any size is multiplied out. */
 #define PLAN_MAX_TENSOR_BYTES 1125899906842624.0
 
+/* The model FLOPs per token of MFU: model_flops_per_token (3 x forward), or under LoRA what the
+ * step must compute: the frozen weights' GEMMs forward and input grad (2 x forward, no weight
+ * grads), the attention core 3 x, each adapter parameter 6 FLOPs. */
+double plan_model_flops_per_token(const struct job *j);
+
 /* Build rank r's plan for one step. The plan is owned by the caller: plan_release(). */
 enum tw_result plan_rank(const struct job *j, int64_t rank, struct plan *out, struct tw_err *err);
 /* plan_rank into p, a plan from plan_rank or plan_rebuild (or zeroed) whose buffers are kept

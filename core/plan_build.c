@@ -1763,6 +1763,43 @@ static void residual_op(struct pb *b, const char *name, double tne, bool bwd, bo
 	elem_k(b, PLAN_K_ELEMWISE, name, tne * bytes, extra);
 }
 
+/* Width of the attention output that out_proj reads: heads x head_dim, MLA's heads x v_head_dim */
+static int64_t attn_out_w(const struct pb *b)
+{
+	const struct model *m = b->m;
+	if (m->kv_lora_rank > 0)
+		return b->heads * (m->v_head_dim > 0 ? m->v_head_dim : b->hd);
+	return b->qd;
+}
+
+/* MLA's projections in front of attention (DeepSeek-V2/V3; Megatron-Core's
+ * MLASelfAttention): the down projections to the q and kv latents (q_lora_rank, kv_lora_rank
+ * plus the shared RoPE key) are duplicated on every TP rank, the up projections split the
+ * heads; without q_lora_rank the query is one projection. With g = 2, each GEMM's backward
+ * (input and weight grads). The latents' norms are small elementwise ops. */
+static void mla_proj(struct pb *b, int64_t g, bool model)
+{
+	const struct model *m = b->m;
+	int64_t T = b->T, tp = b->tp, h = b->h;
+	int64_t qk = m->qk_nope_head_dim + m->qk_rope_head_dim;
+	int64_t v = m->v_head_dim > 0 ? m->v_head_dim : qk, H = b->heads / tp;
+	bool bwd = g > 1 || !model;
+	if (m->q_lora_rank > 0) {
+		gemm(b, bwd ? "q_down_bwd" : "q_down", T, m->q_lora_rank, h, g, 0, model);
+		elem(b, PLAN_K_ELEMWISE, bwd ? "q_latent_norm_bwd" : "q_latent_norm",
+		     (double)T * m->q_lora_rank * b->ab * (bwd ? 3.0 : 2.0));
+		gemm(b, bwd ? "q_up_bwd" : "q_up", T, H * qk, m->q_lora_rank, g, 0, model);
+	} else {
+		gemm(b, bwd ? "q_proj_bwd" : "q_proj", T, H * qk, h, g, 0, model);
+	}
+	gemm(b, bwd ? "kv_down_bwd" : "kv_down", T, m->kv_lora_rank + m->qk_rope_head_dim, h, g, 0,
+	     model);
+	elem(b, PLAN_K_ELEMWISE, bwd ? "kv_latent_norm_bwd" : "kv_latent_norm",
+	     (double)T * m->kv_lora_rank * b->ab * (bwd ? 3.0 : 2.0));
+	gemm(b, bwd ? "kv_up_bwd" : "kv_up", T, H * (m->qk_nope_head_dim + v), m->kv_lora_rank, g,
+	     0, model);
+}
+
 static void layer_fwd_ops(struct pb *b, int64_t l)
 {
 	int64_t T = b->T, tp = b->tp, h = b->h;
@@ -1770,16 +1807,20 @@ static void layer_fwd_ops(struct pb *b, int64_t l)
 	sub_in(b, l, 0);
 	norm_op(b, "norm1", tne, false, 0);
 	tp_enter(b, false);
-	gemm(b, "qkv", T, (b->qd + 2 * b->kvd) / tp, h, 1, 0, true);
+	if (b->m->kv_lora_rank > 0)
+		mla_proj(b, 1, true);
+	else
+		gemm(b, "qkv", T, (b->qd + 2 * b->kvd) / tp, h, 1, 0, true);
 	lora_gemm(b, l, true, false);
 	sub_out(b, l, 0);
 	if (b->rope)
 		rope_op(b, "rope");
 	attention(b, false);
 	sub_in(b, l, 1);
+	int64_t ow = attn_out_w(b);
 	if (b->eager) /* the output's transpose(1, 2).contiguous() before o_proj */
-		elem(b, PLAN_K_ELEMWISE, "attn_out_copy", (double)T * b->qd / tp * b->ab * 2);
-	gemm(b, "out_proj", T, h, b->qd / tp, 1, 0, true);
+		elem(b, PLAN_K_ELEMWISE, "attn_out_copy", (double)T * ow / tp * b->ab * 2);
+	gemm(b, "out_proj", T, h, ow / tp, 1, 0, true);
 	tp_exit(b, false);
 	residual_op(b, "residual1", tne, false, false);
 	norm_op(b, "norm2", tne, false, 0);
@@ -1815,16 +1856,24 @@ static void layer_bwd_ops(struct pb *b, int64_t l)
 	norm_op(b, "norm2_bwd", tne, true, tn * 3);
 	residual_op(b, "residual1_bwd", tne, true, m->out_bias);
 	tp_enter(b, true);
-	gemm(b, "out_proj_bwd", T, h, b->qd / tp, g, 0, false);
+	int64_t ow = attn_out_w(b);
+	gemm(b, "out_proj_bwd", T, h, ow / tp, g, 0, false);
 	if (b->eager) /* the attention kernel's backward wants a contiguous output grad */
-		elem(b, PLAN_K_ELEMWISE, "attn_out_copy_bwd", (double)T * b->qd / tp * b->ab * 2);
+		elem(b, PLAN_K_ELEMWISE, "attn_out_copy_bwd", (double)T * ow / tp * b->ab * 2);
 	sub_out(b, l, 1);
 	attention(b, true);
 	if (b->rope)
 		rope_op(b, "rope_bwd");
 	sub_in(b, l, 0);
 	lora_gemm(b, l, true, true);
-	col_bwd(b, qkv_bwd_names, T, (b->qd + 2 * b->kvd) / tp, h, g);
+	if (m->kv_lora_rank > 0) { /* the input grad's TP reduction as for a fused QKV */
+		mla_proj(b, g, false);
+		if (g == 2)
+			tp_enter(b, true);
+		tp_exit(b, true);
+	} else {
+		col_bwd(b, qkv_bwd_names, T, (b->qd + 2 * b->kvd) / tp, h, g);
+	}
 	norm_op(b, "norm1_bwd", tne, true,
 		tn * 3 + (m->qkv_bias ? (double)T * (b->qd + 2 * b->kvd) / tp * b->ab : 0));
 	sub_out(b, l, 0);
@@ -2901,6 +2950,39 @@ static enum tw_result check_job(const struct job *j, struct tw_err *err)
 	return TW_OK;
 }
 
+/* The model's widths the ops are shaped by (whole, before TP splits them) */
+static void pb_widths(struct pb *b)
+{
+	const struct model *m = b->m;
+	b->h = m->hidden, b->heads = m->heads;
+	b->kvh = m->kv_heads > 0 ? m->kv_heads : m->heads;
+	b->hd = m->head_dim > 0 ? m->head_dim : m->hidden / m->heads;
+	if (m->kv_lora_rank > 0)
+		b->hd = m->qk_nope_head_dim + m->qk_rope_head_dim;
+	b->qd = b->heads * b->hd;
+	b->kvd = b->kvh * b->hd;
+	b->f = m->ffn_hidden, b->fs = m->shared_ffn_hidden;
+	b->swiglu = m->act == MODEL_ACT_SWIGLU;
+}
+
+double plan_model_flops_per_token(const struct job *j)
+{
+	const struct model *m = &j->model;
+	int64_t seq = j->seq > 0 ? j->seq : m->seq_len;
+	if (j->strat.lora_rank <= 0 || m->heads < 1)
+		return model_flops_per_token(m, seq);
+	struct model_flops f;
+	model_flops_fwd(m, seq, &f);
+	struct pb b;
+	memset(&b, 0, sizeof(b));
+	b.j = j, b.m = m, b.s = &j->strat;
+	pb_widths(&b);
+	double adapters = 0;
+	for (int64_t l = 0; l < m->layers; l++)
+		adapters += (double)lora_params(&b, l);
+	return 2.0 * (f.total - f.attn_core) + 3.0 * f.attn_core + 6.0 * adapters;
+}
+
 static void setup(struct pb *b)
 {
 	const struct job *j = b->j;
@@ -2914,19 +2996,12 @@ static void setup(struct pb *b)
 	b->mb = s->micro_batch;
 	b->seq = j->seq > 0 ? j->seq : m->seq_len;
 	b->T = b->mb * b->seq / b->cp;
-	b->h = m->hidden, b->heads = m->heads;
-	b->kvh = m->kv_heads > 0 ? m->kv_heads : m->heads;
-	b->hd = m->head_dim > 0 ? m->head_dim : m->hidden / m->heads;
-	if (m->kv_lora_rank > 0)
-		b->hd = m->qk_nope_head_dim + m->qk_rope_head_dim;
-	b->qd = b->heads * b->hd;
-	b->kvd = b->kvh * b->hd;
-	b->f = m->ffn_hidden, b->V = m->vocab;
+	pb_widths(b);
+	b->V = m->vocab;
 	b->E = m->experts > 0 ? m->experts : 0;
 	b->topk = m->top_k > 0 ? m->top_k : 1;
-	b->fe = m->expert_ffn_hidden, b->fs = m->shared_ffn_hidden;
+	b->fe = m->expert_ffn_hidden;
 	b->El = b->E > 0 ? b->E / b->ep : 0;
-	b->swiglu = m->act == MODEL_ACT_SWIGLU;
 	b->sp = s->sequence_parallel && s->tp > 1;
 	b->ulysses = s->cp > 1 && s->cp_kind == STRAT_CP_ULYSSES;
 	b->flash = s->flash_attention;

@@ -1224,9 +1224,14 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 			oprov(s, "optimizer", &u.optimizer, "", "%s", optimizer_names[u.optimizer_i]);
 		}
 	} else {
-		s->param_dtype = u.precision.given ? precision_types[u.precision_i] : TW_BF16;
-		oprov(s, "precision", &u.precision, "twin default for megatron and fsdp", "%s",
-		      tw_dtype_name(s->param_dtype));
+		/* bf16 where the GPU has it (Ampere on), else fp16 (V100, T4) */
+		bool no_bf16 = r->c && r->c->gpu.name[0] && r->c->gpu.peak_tflops[TW_BF16] <= 0;
+		s->param_dtype = u.precision.given ? precision_types[u.precision_i]
+			       : no_bf16 ? TW_FP16 : TW_BF16;
+		oprov(s, "precision", &u.precision,
+		      no_bf16 ? "twin default for megatron and fsdp on a GPU without bf16"
+			      : "twin default for megatron and fsdp",
+		      "%s", tw_dtype_name(s->param_dtype));
 		if (s->framework == STRAT_MEGATRON && s->param_dtype == TW_BF16 && u.grb.given && u.grb_v) {
 			/* Megatron-LM --grad-reduce-in-bf16 */
 			s->grad_accum_dtype = TW_BF16;
@@ -1551,6 +1556,14 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 	      "%s", s->tf32 ? "true" : "false");
 	if (s->tf32 && r->c && r->c->gpu.name[0] && r->c->gpu.peak_tflops[TW_TF32] <= 0)
 		return sfail(r, "tf32", "tf32: GPU %s has no TF32 tensor cores", r->c->gpu.name);
+	/* bf16 on a GPU without it runs emulated on CUDA cores, if at all: not modelled */
+	if (s->param_dtype == TW_BF16 && r->c && r->c->gpu.name[0] &&
+	    r->c->gpu.peak_tflops[TW_BF16] <= 0)
+		return s->framework == STRAT_DEEPSPEED && r->ds_file && !u.precision.given
+			       ? sfail(r, NULL, "%s: bf16.enabled: GPU %s has no bf16 tensor cores "
+					    "(use fp16)", r->ds_file, r->c->gpu.name)
+			       : sfail(r, "precision", "precision: GPU %s has no bf16 tensor cores "
+						       "(use fp16)", r->c->gpu.name);
 	if (s->lora_rank > 0) {
 		oprov(s, "lora.rank", &u.lora_rank, "", "%" PRId64, s->lora_rank);
 		char tg[64] = "";

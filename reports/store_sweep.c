@@ -72,7 +72,18 @@ static enum tw_result job_facts(const struct srun *r, int64_t *gpus, int64_t *to
 	if (seq <= 0)
 		seq = m->seq_len;
 	*tokens = gb * seq;
-	*mflops = model_flops_per_token(m, seq) * (double)*tokens;
+	{ /* the MFU's model FLOPs, LoRA's too (plan_model_flops_per_token) */
+		bool has = true;
+		struct job *jb = TW_NEW(struct job);
+		jb->model = *m;
+		jb->seq = seq;
+		jb->strat.lora_rank = (int64_t)num(path(j, "strategy", "lora", "rank"), &has);
+		jb->strat.lora_targets = (unsigned)num(path(j, "strategy", "lora", "targets_mask"), &has);
+		if (!has)
+			jb->strat.lora_rank = 0;
+		*mflops = plan_model_flops_per_token(jb) * (double)*tokens;
+		free(jb);
+	}
 	*peak = cluster_gemm_peak(peaks, dt, fp8, tf32);
 out:
 	free(m);

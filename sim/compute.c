@@ -127,7 +127,7 @@ int64_t sim_compute_ns(const struct job *j, const struct plan_op *op)
 			t = bytes / bw;
 		if (fl > 0)
 			t = fmax(t, flops / fl);
-		return (int64_t)ceil(t * 1e9);
+		return sim_ns_ceil(t * 1e9);
 	}
 	double peak = peak_flops(c, op->u.compute.dtype);
 	double hbm = c->gpu.hbm_GBps * 1e9;
@@ -171,7 +171,7 @@ int64_t sim_compute_ns(const struct job *j, const struct plan_op *op)
 	if (bytes > 0 && hbm > 0)
 		tm = bytes / (hbm * sim_eff(&c->eff.mem, bytes));
 	t = fmax(tf, tm) + launches * c->gpu.launch_us * 1e-6;
-	return (int64_t)ceil(t * 1e9);
+	return sim_ns_ceil(t * 1e9);
 }
 
 int64_t sim_copy_ns(const struct job *j, const struct plan_op *op, double *bw_GBps)
@@ -185,7 +185,7 @@ int64_t sim_copy_ns(const struct job *j, const struct plan_op *op, double *bw_GB
 		*bw_GBps = bw;
 	if (bw <= 0)
 		return 0;
-	return (int64_t)ceil((double)op->u.copy.bytes / bw + c->node.pcie_latency_us * 1e3);
+	return sim_ns_ceil((double)op->u.copy.bytes / bw + c->node.pcie_latency_us * 1e3);
 }
 
 /* Framework ops one plan op stands for: the Python-level calls the rank's thread makes to
@@ -268,5 +268,5 @@ int64_t sim_host_ns(const struct job *j, const struct plan_op *op)
 	 * without autograd or a launch (docs/simulator.md, "Host dispatch") of the 20 us a
 	 * framework op costs, a quarter */
 	double ops = framework_ops(j, op) + 0.25 * (double)op->host_views;
-	return (int64_t)llround(ops * j->strat.host_op_us * 1e3);
+	return sim_ns_round(ops * j->strat.host_op_us * 1e3);
 }

@@ -196,8 +196,8 @@ struct eng {
 /* llround, inline (the libm call was 3% of a run): x - trunc(x) is exact for |x| < 2^63 */
 static inline int64_t round_ns(double x)
 {
-	if (!(x > -9.2e18 && x < 9.2e18))
-		return (int64_t)llround(x);
+	if (!(x > -SIM_NS_CAP && x < SIM_NS_CAP)) /* (NaN too) */
+		return x < 0 ? -(int64_t)SIM_NS_CAP : (int64_t)SIM_NS_CAP;
 	int64_t i = (int64_t)x;
 	double f = x - (double)i;
 	return i + (f >= 0.5) - (f <= -0.5);
@@ -1349,6 +1349,14 @@ enum tw_result sim_run_plans(const struct job *j, const struct sim_options *opt,
 			rc = tw_errf(err, TW_ERR_LIMIT,
 				     "simulation stopped after %lld events (--max-events %lld) at t=%.6f s: raise --max-events or simulate fewer ranks",
 				     (long long)max_ev, (long long)max_ev, (double)ev.t * 1e-9);
+			goto done;
+		}
+		if (ev.t > SIM_HORIZON_NS) {
+			rc = tw_errf(err, TW_ERR_LIMIT,
+				     "simulated time passed 10^18 ns (31.7 years) after %lld events: a "
+				     "rate of the cluster or the strategy is too small to simulate "
+				     "(check the --set values)",
+				     (long long)e->events);
 			goto done;
 		}
 		e->now = ev.t;

@@ -143,11 +143,17 @@ void nccl_comm_from_cluster(const struct cluster *c, int64_t nranks, int64_t nno
 		nics = c->net.nics_per_node > 0 ? 1.0 : 0.0;
 	double nic = c->net.nic_gbps / 8.0 * (c->net.nic_eff > 0 ? c->net.nic_eff : 1.0);
 	out->inter_GBps = nics * nic;
+	/* GPUDirect RDMA crosses each GPU's PCIe link: NCCL's search takes the GPU-NIC path's
+	 * bandwidth, the slower of the NIC and that link (the flows load it too) */
+	double pcie = c->node.pcie_GBps;
+	if (pcie > 0 && out->inter_GBps > pcie * (double)out->ppn)
+		out->inter_GBps = pcie * (double)out->ppn;
 	/* across nodes NCCL's search puts one channel on each NIC the communicator uses at the
 	 * fastest speed of its array the NIC carries (§1.7), then doubles them when that speed is
 	 * >= 25 GB/s (ncclTopoDupChannels): a ring with one GPU per node runs on 1-2 channels */
 	if (out->nnodes > 1 && nics >= 1.0) {
-		double sp = nccl_inter_speed(out->cc, c->net.nic_gbps / 8.0);
+		double line = c->net.nic_gbps / 8.0;
+		double sp = nccl_inter_speed(out->cc, pcie > 0 && pcie < line ? pcie : line);
 		int nch = (int)nics * (sp >= 25.0 ? 2 : 1);
 		if (nch < out->nch)
 			out->nch = nch;

@@ -266,5 +266,5 @@ int64_t net_eta(const struct net *n, int32_t f, int64_t now)
 	double rem = fl->remaining_ns - (double)(now - fl->last_ns) * fl->rate;
 	if (rem <= 0)
 		return 0;
-	return (int64_t)ceil(rem / fl->rate);
+	return sim_ns_ceil(rem / fl->rate);
 }

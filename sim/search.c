@@ -597,8 +597,20 @@ static void *sim_worker(void *p)
 			struct sim_options o = { .full = false };
 			struct trace t;
 			rc = sim_run(j, &o, &t, &st, &e);
+			/* the timeline's peak (streams overlap: a prefetch may hold its buffer
+			 * before the compute stream frees the last) may exceed the walk's */
+			for (int64_t r = 0; rc == TW_OK && t.peak_mem && r < t.nranks; r++)
+				if (t.peak_mem[r] > c->peak_bytes)
+					c->peak_bytes = t.peak_mem[r];
 			if (rc == TW_OK)
 				trace_release(&t);
+		}
+		bool over = rc == TW_OK && c->peak_bytes > c->capacity_bytes;
+		if (over) {
+			c->short_bytes = c->peak_bytes - c->capacity_bytes;
+			snprintf(c->worst_verdict, sizeof(c->worst_verdict),
+				 "does not fit once its streams overlap: the simulated timeline peaks "
+				 "%.2f GiB over", (double)c->short_bytes / (double)TW_GIB);
 		}
 		if (rc == TW_OK) {
 			c->step_ns = st.step_ns > 0 ? st.step_ns : 1;
@@ -606,7 +618,7 @@ static void *sim_worker(void *p)
 			int64_t gpus = sh->base->gpus;
 			c->tokens_s = (double)j->tokens_per_step / step_s;
 			c->tokens_s_gpu = c->tokens_s / (double)gpus;
-			double mf = model_flops_per_token(&j->model, j->seq) * (double)j->tokens_per_step;
+			double mf = plan_model_flops_per_token(j) * (double)j->tokens_per_step;
 			double pk = job_peak_tflops(j);
 			c->mfu = pk > 0 ? mf / (double)gpus / step_s * 1e-12 / pk : 0;
 		}
@@ -621,6 +633,13 @@ static void *sim_worker(void *p)
 					(long long)c->dp, (long long)c->ep, (long long)c->micro,
 					search_cand_shard(sh->sp->framework, c), strat_recompute_name(c->recompute),
 					(long long)c->recompute_layers, e.msg);
+			}
+		} else if (over) {
+			res->simulated++;
+			res->over++;
+			if (c->short_bytes < res->closest_short_bytes) {
+				res->closest_short_bytes = c->short_bytes;
+				res->closest = *c;
 			}
 		} else {
 			res->simulated++;
@@ -917,6 +936,8 @@ enum tw_result search_run(const struct job *base, const struct search_space *spa
 		sh.next_fit = 0;
 		run_workers(sim_worker, &sh, threads);
 		res->pruned = (int64_t)nfit - res->simulated;
+		if (res->ntop == 0) /* every one simulated peaked over capacity */
+			res->any_fit = false;
 		rc = sh.rc;
 		if (rc != TW_OK)
 			tw_errf(err, rc, "%s", sh.err.msg);

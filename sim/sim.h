@@ -132,6 +132,8 @@ struct search_result {
 	int64_t skipped;             /* not built: a smaller micro-batch already did not fit */
 	int64_t duplicates;          /* selective recompute identical to none (nothing to redo) */
 	int64_t fit, simulated, pruned; /* pruned: bound above the top-K simulated times */
+	int64_t over;                /* fit by plan_memory's op-order walk, but the simulated
+				      * timeline (prefetches in flight) peaks over capacity */
 	double wall_s, configs_per_s; /* search time; candidates / wall */
 	double filter_s, sim_s;      /* of which: enumeration and memory filter; simulation */
 	int threads;                 /* worker threads used */

@@ -3,6 +3,8 @@
 #ifndef TW_SIM_INT_H
 #define TW_SIM_INT_H
 
+#include <math.h>
+
 #include "sim.h"
 
 /* ---- event queue: binary heap ordered by (time, insertion counter) ---------------------- */
@@ -16,6 +18,25 @@ struct sim_ev {
 	uint32_t ver;   /* for lazily cancelled events (flows whose rate changed) */
 };
 static inline int32_t sim_ev_type(const struct sim_ev *e) { return (int32_t)(e->seq & 0xff); }
+
+/* Simulated time is int64 ns. A duration is clamped to SIM_NS_CAP (2^62 ns, 146 years), so that
+ * now + duration cannot overflow while now is within the horizon; the engine stops with an
+ * error once an event falls past SIM_HORIZON_NS (10^18 ns, 31.7 years): rates that small
+ * (a --set of 1e-9 GB/s) are a mistake, not a job. */
+#define SIM_NS_CAP 4611686018427387904.0
+#define SIM_HORIZON_NS 1000000000000000000LL
+static inline int64_t sim_ns_ceil(double ns)
+{
+	if (!(ns < SIM_NS_CAP)) /* NaN too */
+		return (int64_t)SIM_NS_CAP;
+	return ns > 0 ? (int64_t)ceil(ns) : 0;
+}
+static inline int64_t sim_ns_round(double ns)
+{
+	if (!(ns < SIM_NS_CAP))
+		return (int64_t)SIM_NS_CAP;
+	return ns > 0 ? (int64_t)llround(ns) : 0;
+}
 
 struct sim_heap {
 	struct sim_ev *v;

@@ -62,6 +62,14 @@ g = s['degrees']
 print('%d %d %d %d %d' % (g['tp'], g['pp'], g['dp'], s['batch']['micro_batch'], s['zero']['stage']))" 2>/dev/null)
 check "plan --emit-ds-config: same tp pp dp micro zero ($want = $got)" "[ -n '$want' ] && [ '$want' = '$got' ]"
 
+# a bare file name (no directory) is a file too, not a preset name
+case $TWIN in /*) abs=$TWIN ;; *) abs=$(pwd)/$TWIN ;; esac
+(cd "$tmp" && "$abs" plan -m llama2-7b -c dgx-h100 --gpus 8 --global-batch 32 \
+	--emit-ds-config bare.json >out.bare 2>err.bare)
+st=$?
+check "plan --emit-ds-config with a bare file name: exits 0, writes both files" \
+	"[ $st -eq 0 ] && [ -s '$tmp/bare.json' ] && [ -s '$tmp/bare.json.strategy.json' ] && [ ! -s '$tmp/err.bare' ]"
+
 # a failing run writes nothing: nothing fits
 "$TWIN" plan -m llama2-70b -c dgx-h100 --gpus 1 --global-batch 8 --emit-ds-config "$tmp/no.json" \
 	>"$tmp/out" 2>"$err"

@@ -705,6 +705,85 @@ static double named_bytes(const struct plan *p, const char *name)
 	return bytes;
 }
 
+/* MLA (DeepSeek-V3's shapes on Llama-2-7B's width): the forward GEMMs in front of attention and
+ * out_proj are 2 x the attention weights per token and layer (model.c's count); under TP 2 the
+ * down projections are duplicated on each rank and the up projections and out_proj split */
+static double fwd_gemm_flops(const struct plan *p)
+{
+	static const char *const names[] = { "q_down", "q_up", "kv_down", "kv_up", "out_proj" };
+	double f = 0;
+	for (size_t i = 0; i < p->nops; i++) {
+		const struct plan_op *op = &p->ops[i];
+		if (op->kind != PLAN_COMPUTE || op->phase != PLAN_PHASE_FWD ||
+		    (op->flags & PLAN_F_RECOMPUTE))
+			continue;
+		for (int k = 0; k < 5; k++)
+			if (!strcmp(op->name, names[k]))
+				f += op->u.compute.flops;
+	}
+	return f;
+}
+
+static void test_mla_gemms(struct test_ctx *t)
+{
+	struct job *j = fx_job(8);
+	struct model *m = &j->model;
+	m->kv_lora_rank = 512, m->q_lora_rank = 1536;
+	m->qk_nope_head_dim = 128, m->qk_rope_head_dim = 64, m->v_head_dim = 128;
+	const double h = 4096, H = 32, ql = 1536, kl = 512, qk = 192, v = 128;
+	const double down = h * ql + h * (kl + 64), up = ql * H * qk + kl * H * (128 + v);
+	const double out = H * v * h;
+	struct model_params mp;
+	model_count(m, &mp);
+	CHECK_NEAR(t, mp.attn_per_layer, down + up + out + ql + kl, 0); /* + the latents' norms */
+	double T = (double)j->strat.micro_batch * (double)m->seq_len;
+	double per_step = (double)j->strat.grad_accum * (double)m->layers * T * 2.0;
+	struct plan p;
+	if (build(j, 0, &p)) {
+		CHECK_NEAR(t, fwd_gemm_flops(&p), per_step * (down + up + out), 1e-9);
+		plan_release(&p);
+	}
+	fx_degrees(j, 2, 1, 1, j->strat.micro_batch, j->strat.grad_accum);
+	fx_megatron(j);
+	if (build(j, 0, &p)) {
+		CHECK_NEAR(t, fwd_gemm_flops(&p), per_step * (down + (up + out) / 2), 1e-9);
+		plan_release(&p);
+	}
+	free(j);
+}
+
+/* MFU's model FLOPs under LoRA: no weight grads for the frozen weights (2 x forward for their
+ * GEMMs), the attention core 3 x, 6 per adapter parameter; close to what the plan executes
+ * outside recompute (its GEMMs and attention) */
+static void test_lora_model_flops(struct test_ctx *t)
+{
+	struct job *j = fx_job(8);
+	double full = plan_model_flops_per_token(j);
+	CHECK_NEAR(t, full, model_flops_per_token(&j->model, j->seq), 0);
+	j->strat.lora_rank = 8;
+	j->strat.lora_targets = STRAT_LORA_Q | STRAT_LORA_V;
+	struct model_flops f;
+	model_flops_fwd(&j->model, j->seq, &f);
+	double adapters = 32.0 * 2 * 8 * (4096 + 4096);
+	double want = 2 * (f.total - f.attn_core) + 3 * f.attn_core + 6 * adapters;
+	CHECK_NEAR(t, plan_model_flops_per_token(j), want, 1e-12);
+	CHECK(t, plan_model_flops_per_token(j) < 0.75 * full);
+	j->strat.recompute = STRAT_RECOMPUTE_NONE;
+	struct plan p;
+	if (build(j, 0, &p)) {
+		double ex = 0;
+		for (size_t i = 0; i < p.nops; i++)
+			if (p.ops[i].kind == PLAN_COMPUTE && !(p.ops[i].flags & PLAN_F_RECOMPUTE) &&
+			    p.ops[i].phase != PLAN_PHASE_OPT)
+				ex += p.ops[i].u.compute.flops;
+		double tokens = (double)j->strat.micro_batch * (double)j->strat.grad_accum * (double)j->seq;
+		printf("#   LoRA model FLOPs per token %.4g, executed %.4g\n", want, ex / tokens);
+		CHECK_NEAR(t, ex / tokens, want, 0.03);
+		plan_release(&p);
+	}
+	free(j);
+}
+
 static void test_ds_grad_copies(struct test_ctx *t)
 {
 	struct job *j = fx_job(8);
@@ -2534,6 +2613,8 @@ int main(void)
 	TEST_RUN(&t, test_ds_partition_activations);
 	TEST_RUN(&t, test_ds_grad_accumulation);
 	TEST_RUN(&t, test_ds_grad_copies);
+	TEST_RUN(&t, test_mla_gemms);
+	TEST_RUN(&t, test_lora_model_flops);
 	TEST_RUN(&t, test_structure);
 	TEST_RUN(&t, test_zero_comm);
 	TEST_RUN(&t, test_zero3_persistence);

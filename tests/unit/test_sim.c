@@ -960,6 +960,7 @@ static void test_nccl_channels_from_nics(struct test_ctx *T)
 	struct job j;
 	make_job(&j, 1, 1, 8, 8);
 	j.cluster.gpu.arch_sm = 90;
+	j.cluster.node.pcie_GBps = 53.0; /* Gen5 x16: the NIC's path carries its 50 GB/s */
 	j.cluster.net.nic_gbps = 400;
 	struct nccl_comm one, full, node;
 	nccl_comm_from_cluster(&j.cluster, 48, 48, &one);  /* DP of TP 8: one GPU per node */
@@ -980,6 +981,26 @@ static void test_nccl_channels_from_nics(struct test_ctx *T)
 	CHECK(T, nccl_eval(&many, PLAN_REDUCE_SCATTER, 160e6, NCCL_RING, NCCL_SIMPLE, &r16));
 	CHECK_NEAR(T, r2.algbw_GBps, r16.algbw_GBps, 1e-9);
 	CHECK(T, r2.fill_us < 0.5 * r16.fill_us);
+}
+
+/* GPUDirect RDMA crosses the GPU's PCIe link: NICs faster than it give the tuner no more
+ * bandwidth than the link carries, so a faster NIC never makes the choice worse than the flows
+ * then run it (an 800 Gb/s NIC behind Gen5 x16 runs at ~53 GB/s, as a 400 Gb/s one nearly) */
+static void test_nccl_nic_behind_pcie(struct test_ctx *T)
+{
+	struct job j;
+	make_job(&j, 1, 1, 8, 8);
+	j.cluster.gpu.arch_sm = 90;
+	j.cluster.node.pcie_GBps = 53.0;
+	j.cluster.net.nic_eff = 1.0;
+	struct nccl_comm c400, c800;
+	j.cluster.net.nic_gbps = 400;
+	nccl_comm_from_cluster(&j.cluster, 16, 2, &c400);
+	j.cluster.net.nic_gbps = 800;
+	nccl_comm_from_cluster(&j.cluster, 16, 2, &c800);
+	CHECK_NEAR(T, c400.inter_GBps, 8 * 50.0, 1e-9);
+	CHECK_NEAR(T, c800.inter_GBps, 8 * 53.0, 1e-9);
+	CHECK_EQ_INT(T, c800.nch, c400.nch); /* NCCL's speed array at the path's rate */
 }
 
 static void test_collective_cases(struct test_ctx *T)
@@ -1025,6 +1046,7 @@ int main(void)
 	TEST_RUN(&T, test_nccl_oversubscription);
 	TEST_RUN(&T, test_engine_leaf_uplinks);
 	TEST_RUN(&T, test_nccl_channels_from_nics);
+	TEST_RUN(&T, test_nccl_nic_behind_pcie);
 	TEST_RUN(&T, test_nccl_userbuffers);
 	TEST_RUN(&T, test_collective_cases);
 	return test_done(&T);

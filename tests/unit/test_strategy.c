@@ -39,6 +39,7 @@ static void fx_init(struct fx *f)
 	snprintf(f->c.name, sizeof(f->c.name), "test-h100");
 	snprintf(f->c.gpu.name, sizeof(f->c.gpu.name), "H100");
 	f->c.gpu.peak_tflops[TW_FP8] = 1979;
+	f->c.gpu.peak_tflops[TW_BF16] = f->c.gpu.peak_tflops[TW_FP16] = 989.4;
 	f->c.node.gpus = 8;
 }
 
@@ -669,6 +670,16 @@ static void test_model_refusals(struct test_ctx *T)
 	f.c.gpu.peak_tflops[TW_FP8] = 0;
 	CHECK_FAILS(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"fp8\":true}", 8, NULL, 0),
 		    "no fp8");
+	/* a GPU without bf16 (V100): Megatron's default is fp16 there; bf16 asked for is refused */
+	f.c.gpu.peak_tflops[TW_BF16] = 0;
+	CHECK_OK(T, &f, run(&f, NULL, "{\"framework\":\"megatron\"}", 8, NULL, 0));
+	CHECK_EQ_INT(T, f.s.param_dtype, TW_FP16);
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"precision\":\"bf16\"}", 8,
+			       NULL, 0),
+		    "no bf16 tensor cores");
+	CHECK_FAILS(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1,\"bf16\":{\"enabled\":"
+				   "true}}", NULL, 8, NULL, 0),
+		    "bf16.enabled: GPU H100 has no bf16");
 	fx_done(&f);
 }
 
