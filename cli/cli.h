@@ -30,7 +30,8 @@ int cmd_memory(const struct cli_ctx *ctx, int argc, char **argv);
 
 /* The memory report of a job (per rank role: peak, breakdown, capacity, verdict), as text or
  * JSON on stdout; shared by "twin memory" and "twin simulate --memory" (cli/cmd_memory.c). */
-int cli_memory_report(const struct job *j, bool json, struct tw_err *err);
+/* twin memory's report: printed, or with json and take, its JSON handed to the caller */
+int cli_memory_report(const struct job *j, bool json, struct cJSON **take, struct tw_err *err);
 
 /* Print "twin: MSG" (one line) on stderr and return the exit status for err->code. */
 int cli_fail(const struct tw_err *err);

@@ -107,7 +107,7 @@ static void role_name(const struct job *j, int64_t rep, char *buf, size_t len)
 	snprintf(buf, len, "pipeline stage %lld", (long long)c.pp);
 }
 
-int cli_memory_report(const struct job *j, bool json, struct tw_err *err)
+int cli_memory_report(const struct job *j, bool json, struct cJSON **take, struct tw_err *err)
 {
 	int64_t n = j->strat.pp > 0 ? j->strat.pp : 1;
 	int64_t *reps = TW_NEW_ARRAY(int64_t, (size_t)n), *w = TW_NEW_ARRAY(int64_t, (size_t)n);
@@ -187,7 +187,10 @@ int cli_memory_report(const struct job *j, bool json, struct tw_err *err)
 	if (rc == TW_OK) {
 		if (json) {
 			cJSON_AddBoolToObject(root, "fits", all_fit);
-			cli_print_json(root);
+			if (take)
+				*take = root;
+			else
+				cli_print_json(root);
 			root = NULL;
 		} else {
 			printf("\n%s\n", all_fit ? "verdict      every rank fits (GPU and host)"
@@ -220,7 +223,7 @@ int cmd_memory(const struct cli_ctx *ctx, int argc, char **argv)
 	}
 	struct job *j = TW_NEW(struct job);
 	int status = 0;
-	if (cli_job_load(&o, "memory", j, &err) != TW_OK || cli_memory_report(j, o.json, &err))
+	if (cli_job_load(&o, "memory", j, &err) != TW_OK || cli_memory_report(j, o.json, NULL, &err))
 		status = cli_fail(&err);
 	free(j);
 	return status;

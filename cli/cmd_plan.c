@@ -437,9 +437,11 @@ int cmd_plan(const struct cli_ctx *ctx, int argc, char **argv)
 		char desc[160];
 		if (res.closest_short_bytes == INT64_MAX) {
 			tw_errf(&err, TW_ERR_INVALID,
-				"nothing fits: none of the %lld candidates for %s on %lld x %s is a valid strategy",
+				"nothing fits: none of the %lld candidates for %s on %lld x %s is a valid "
+				"strategy%s%s",
 				(long long)res.candidates, base->model.name, (long long)base->gpus,
-				base->cluster.name);
+				base->cluster.name, res.first_reject[0] ? "; the first: " : "",
+				res.first_reject);
 		} else {
 			cand_desc(sp.framework, &res.closest, desc, sizeof(desc));
 			tw_errf(&err, TW_ERR_INVALID,

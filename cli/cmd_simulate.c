@@ -30,7 +30,8 @@ static void usage(FILE *f)
 		   "                          imply it: --set 'stragglers=[{\"gpu\":3,\"compute_scale\":0.8}]'\n"
 		   "                          (GPU 3 at 80%%), [{\"node\":1,\"link\":\"nic\",\"link_scale\":0.5}]\n"
 		   "                          (node 1's NICs at half speed)\n"
-		   "      --memory            also print the memory report (twin memory)\n"
+		   "      --memory            also print the memory report (twin memory; with --json\n"
+		   "                          as its memory_report object)\n"
 		   "      --trace OUT.json    write the predicted timeline as Chrome trace JSON (Perfetto)\n"
 		   "      --db FILE           store the run and its trace in the SQLite store\n"
 		   "      --max-events N      stop (exit 2) when the simulation needs more events\n"
@@ -267,7 +268,14 @@ int cmd_simulate(const struct cli_ctx *ctx, int argc, char **argv)
 		}
 	}
 	if (o.json) {
+		cJSON *report = NULL;
+		if (memory && cli_memory_report(j, true, &report, &err) != 0) {
+			status = cli_fail(&err);
+			goto out;
+		}
 		cJSON *out = to_json(j, &so, &st, &a, &s, &fit);
+		if (report)
+			cJSON_AddItemToObject(out, "memory_report", report);
 		if (trace_path)
 			cJSON_AddStringToObject(out, "trace", trace_path);
 		if (run_id >= 0)
@@ -278,7 +286,7 @@ int cmd_simulate(const struct cli_ctx *ctx, int argc, char **argv)
 		if (memory) {
 			printf("\n");
 			fflush(stdout);
-			if (cli_memory_report(j, false, &err) != 0) {
+			if (cli_memory_report(j, false, NULL, &err) != 0) {
 				status = cli_fail(&err);
 				goto out;
 			}

@@ -335,6 +335,7 @@ struct task {
 	struct search_cand *fit;
 	size_t nfit, cap;
 	int64_t candidates, rejected, skipped, duplicates;
+	char first_reject[200]; /* the resolver's reason for the first candidate it refused */
 	struct search_cand closest;
 	int64_t closest_short;
 };
@@ -508,7 +509,9 @@ static void run_task(struct shared *sh, struct task *t)
 				memset(j, 0, sizeof(*j));
 				if (resolve_locked(sh, &c, j, &e) != TW_OK ||
 				    !measure(j, &c, reps, w, &plan, &e)) {
-					t->rejected++;
+					if (t->rejected++ == 0)
+						snprintf(t->first_reject, sizeof(t->first_reject),
+							 "%.199s", e.msg);
 					continue;
 				}
 				c.sequence_parallel = j->strat.sequence_parallel;
@@ -905,6 +908,9 @@ enum tw_result search_run(const struct job *base, const struct search_space *spa
 			struct task *t = &tasks[i];
 			res->candidates += t->candidates;
 			res->rejected += t->rejected;
+			if (!res->first_reject[0] && t->first_reject[0])
+				memcpy(res->first_reject, t->first_reject,
+				       sizeof(res->first_reject));
 			res->skipped += t->skipped;
 			res->duplicates += t->duplicates;
 			if (t->closest_short < res->closest_short_bytes) {

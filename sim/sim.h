@@ -129,6 +129,7 @@ struct search_result {
 	int ntop;
 	int64_t candidates;          /* enumerated */
 	int64_t rejected;            /* refused by the strategy resolver */
+	char first_reject[200];      /* its reason for the first one (in task order) */
 	int64_t skipped;             /* not built: a smaller micro-batch already did not fit */
 	int64_t duplicates;          /* selective recompute identical to none (nothing to redo) */
 	int64_t fit, simulated, pruned; /* pruned: bound above the top-K simulated times */

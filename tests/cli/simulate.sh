@@ -227,3 +227,10 @@ check "attention_kernel: fa2 slower than cudnn slower than fa3 (Llama-3-8B, 8,19
 	"python3 -c \"import json; t = {k: json.load(open('$tmp/ak_%s.json' % k))['step_time_s'] for k in ('fa2', 'fa3', 'cudnn')}; assert t['fa2'] > t['cudnn'] > t['fa3'], t\""
 "$TWIN" config show -m llama3-8b -c dgx-h100 --gpus 8 -s torchtitan-fsdp2 --set attention_kernel=fa3 >"$tmp/akc" 2>&1
 check "config show names the attention kernel and its source" "grep -q '^attention_kernel *fa3 *set' '$tmp/akc'"
+
+# --memory with --json: the memory report rides along as one object, its verdict the same as
+# twin memory's
+"$TWIN" simulate -m llama2-7b -c dgx-h100 --gpus 8 --memory --json >"$tmp/mj.json" 2>"$tmp/mj.err"
+"$TWIN" memory -m llama2-7b -c dgx-h100 --gpus 8 --json >"$tmp/m.json" 2>>"$tmp/mj.err"
+check "simulate --memory --json: memory_report is twin memory's JSON" \
+	"python3 -c \"import json; a = json.load(open('$tmp/mj.json'))['memory_report']; b = json.load(open('$tmp/m.json')); assert a == b, (a, b)\""
