@@ -305,7 +305,10 @@ static int do_merge(struct popts *o)
 	enum trace_kind kind = TRACE_KIND_EXEC;
 	char backend[32] = "";
 	int32_t *owner = NULL; /* input index that supplied each rank */
+	int64_t *owner_run = NULL; /* and its run there */
 	size_t nowner = 0;
+	int64_t *peaks = NULL; /* per rank recorded peak memory, bytes (-1: none) */
+	size_t npeaks = 0;
 	for (int i = 0; i < o->npos && rc == TW_OK; i++) {
 		struct prof_db *in;
 		if ((rc = prof_db_open_existing(o->pos[i], &in, &err)) != TW_OK)
@@ -336,16 +339,37 @@ static int do_merge(struct popts *o)
 				if ((size_t)r >= nowner) {
 					size_t nn = (size_t)r + 1;
 					owner = tw_realloc_array(owner, nn, sizeof(*owner));
+					owner_run = tw_realloc_array(owner_run, nn, sizeof(*owner_run));
 					for (size_t q = nowner; q < nn; q++)
 						owner[q] = -1;
 					nowner = nn;
 				}
-				if (owner[r] == -1)
+				if (owner[r] == -1) {
 					owner[r] = i;
-				else if (owner[r] != i)
+					owner_run[r] = runs[k].id;
+				} else if (owner[r] != i) {
 					rc = tw_errf(&err, TW_ERR_INVALID,
 						     "%s: rank %d is also in %s; merge takes one file per rank",
 						     o->pos[i], r, o->pos[owner[r]]);
+				} else if (owner_run[r] != runs[k].id) {
+					/* a per-rank database written twice (a rerun with one TWIN_DB) */
+					rc = tw_errf(&err, TW_ERR_INVALID,
+						     "%s: rank %d is in two of its runs (%" PRId64 " and %" PRId64
+						     "); merge takes one run per rank",
+						     o->pos[i], r, owner_run[r], runs[k].id);
+				}
+			}
+			/* the runs' recorded peaks (a simulated or executed run's) */
+			for (int64_t r = 0; rc == TW_OK && t.peak_mem && r < t.nranks; r++) {
+				if ((size_t)r >= npeaks) {
+					size_t nn = (size_t)r + 1;
+					peaks = tw_realloc_array(peaks, nn, sizeof(*peaks));
+					for (size_t q = npeaks; q < nn; q++)
+						peaks[q] = -1;
+					npeaks = nn;
+				}
+				if (t.peak_mem[r] > peaks[r])
+					peaks[r] = t.peak_mem[r];
 			}
 			for (size_t e = 0; e < t.nev && rc == TW_OK; e++) {
 				struct trace_event ev = t.ev[e];
@@ -362,6 +386,13 @@ static int do_merge(struct popts *o)
 		prof_db_close(in);
 	}
 	free(owner);
+	free(owner_run);
+	if (rc == TW_OK && npeaks > 0 && all.nranks > 0) {
+		all.peak_mem = TW_NEW_ARRAY(int64_t, (size_t)all.nranks);
+		for (int64_t r = 0; r < all.nranks; r++)
+			all.peak_mem[r] = (size_t)r < npeaks && peaks[r] > 0 ? peaks[r] : 0;
+	}
+	free(peaks);
 	if (rc == TW_OK && all.nev == 0)
 		rc = tw_errf(&err, TW_ERR_INVALID, "merge: the inputs hold no events");
 	int64_t id = 0;

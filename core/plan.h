@@ -159,9 +159,10 @@ struct plan {
  * ~35 k per rank. */
 #define PLAN_OPS_PER_LAYER 24
 #define PLAN_MAX_OPS (8 * 1024 * 1024)
-/* Size limit of all the stages' plans of a job together (ops, ~4 GiB): the simulator keeps one
- * plan per pipeline stage, and building them costs time in proportion. */
-#define PLAN_MAX_JOB_OPS (32 * 1024 * 1024)
+/* Size limit of all the stages' plans of a job together (estimated ops, ~10 GiB at ~75 B an
+ * estimated op): the simulator keeps one plan per pipeline stage, and building them costs time
+ * in proportion. Megatron's 1T on 512 GPUs (pp 64, 3,072 micro-batches) needs 5.7e7. */
+#define PLAN_MAX_JOB_OPS (128 * 1024 * 1024)
 /* Layers times pipeline stages a job may have (2^24): every stage's plan indexes the whole
  * model's gathering units, so building a job's pp plans costs about this many unit visits;
  * the deepest real models (~100 layers on up to ~100 stages) are 10^4. */

@@ -466,6 +466,26 @@ static int64_t mlp_w(const struct pb *b, int64_t f)
 	return w;
 }
 
+/* Width of the attention output that out_proj reads: heads x head_dim, MLA's heads x v_head_dim */
+static int64_t attn_out_w(const struct pb *b)
+{
+	const struct model *m = b->m;
+	if (m->kv_lora_rank > 0)
+		return b->heads * (m->v_head_dim > 0 ? m->v_head_dim : b->hd);
+	return b->qd;
+}
+
+/* MLA's down projections to the q and kv latents and the latents' norms: duplicated on every
+ * TP rank (Megatron-Core's MLASelfAttention), not split */
+static int64_t mla_down_w(const struct pb *b)
+{
+	const struct model *m = b->m;
+	if (m->kv_lora_rank <= 0)
+		return 0;
+	int64_t q = m->q_lora_rank > 0 ? (b->h + 1) * m->q_lora_rank : 0;
+	return q + b->h * (m->kv_lora_rank + m->qk_rope_head_dim) + m->kv_lora_rank;
+}
+
 static int64_t attn_w(const struct pb *b)
 {
 	const struct model *m = b->m;
@@ -477,6 +497,7 @@ static int64_t attn_w(const struct pb *b)
 				       : b->h * b->heads * qk;
 		w += b->h * (m->kv_lora_rank + m->qk_rope_head_dim) +
 		     m->kv_lora_rank * b->heads * (m->qk_nope_head_dim + v) + b->heads * v * b->h;
+		w += (m->q_lora_rank > 0 ? m->q_lora_rank : 0) + m->kv_lora_rank; /* latent norms */
 	} else {
 		w = b->h * b->qd + 2 * b->h * b->kvd + b->qd * b->h;
 	}
@@ -485,6 +506,13 @@ static int64_t attn_w(const struct pb *b)
 	if (m->out_bias)
 		w += b->h;
 	return w;
+}
+
+/* Attention weights on one TP rank: split by TP but for MLA's duplicated down projections */
+static int64_t attn_w_rank(const struct pb *b)
+{
+	int64_t d = mla_down_w(b);
+	return d + (attn_w(b) - d) / b->tp;
 }
 
 /* the model's rule, which its parameter count uses too */
@@ -500,7 +528,7 @@ static void layer_params(const struct pb *b, int64_t l, int64_t *dense, int64_t 
 {
 	const struct model *m = b->m;
 	int64_t npl = m->norms_per_layer > 0 ? m->norms_per_layer : 2;
-	int64_t d = attn_w(b) / b->tp + npl * norm_w(b), e = 0;
+	int64_t d = attn_w_rank(b) + npl * norm_w(b), e = 0;
 	if (layer_moe(b, l)) {
 		d += b->E * b->h; /* router, replicated */
 		if (b->fs > 0)
@@ -591,8 +619,9 @@ static void unit_split(const struct pb *b, int64_t uid, int64_t *dense, int64_t 
 		*dense = d, *expert = e;
 		return;
 	}
-	int64_t o = b->qd * b->h / b->tp + (npl_of(b) >= 2 ? norm_w(b) : 0);
-	int64_t qkv = attn_w(b) / b->tp - b->qd * b->h / b->tp + norm_w(b);
+	int64_t ow = attn_out_w(b) * b->h / b->tp;
+	int64_t o = ow + (npl_of(b) >= 2 ? norm_w(b) : 0);
+	int64_t qkv = attn_w_rank(b) - ow + norm_w(b);
 	int64_t fc2 = layer_moe(b, l) ? 0 : b->f * b->h / b->tp;
 	switch (u) {
 	case 0:
@@ -1763,41 +1792,83 @@ static void residual_op(struct pb *b, const char *name, double tne, bool bwd, bo
 	elem_k(b, PLAN_K_ELEMWISE, name, tne * bytes, extra);
 }
 
-/* Width of the attention output that out_proj reads: heads x head_dim, MLA's heads x v_head_dim */
-static int64_t attn_out_w(const struct pb *b)
+/* MLA's projections in front of attention (DeepSeek-V2/V3; Megatron-Core's MLASelfAttention):
+ * the down projections to the q and kv latents (q_lora_rank; kv_lora_rank plus the shared RoPE
+ * key) are duplicated on every TP rank and, under SP, run on the rank's own tokens; the
+ * latents are gathered (SP) and the up projections split the heads. Without q_lora_rank the
+ * query is one column-parallel projection of the (gathered) hidden state. The latents' norms
+ * are small elementwise ops. Backward: the up projections' input grads are partial sums over
+ * TP, reduced latent-wide (reduce-scatter under SP, else all-reduce); the down projections'
+ * need nothing more. Their TP collectives are not overlapped with the GEMMs. */
+struct mla_dims {
+	int64_t ql, kl, rope, qk, v, H, lat; /* lat: the latents' width gathered */
+};
+
+static int64_t m_nope(const struct pb *b) { return b->m->qk_nope_head_dim; }
+
+static struct mla_dims mla_dims(const struct pb *b)
 {
 	const struct model *m = b->m;
-	if (m->kv_lora_rank > 0)
-		return b->heads * (m->v_head_dim > 0 ? m->v_head_dim : b->hd);
-	return b->qd;
+	struct mla_dims d;
+	d.ql = m->q_lora_rank, d.kl = m->kv_lora_rank, d.rope = m->qk_rope_head_dim;
+	d.qk = m->qk_nope_head_dim + d.rope;
+	d.v = m->v_head_dim > 0 ? m->v_head_dim : d.qk;
+	d.H = b->heads / b->tp;
+	d.lat = d.ql + d.kl + d.rope;
+	return d;
 }
 
-/* MLA's projections in front of attention (DeepSeek-V2/V3; Megatron-Core's
- * MLASelfAttention): the down projections to the q and kv latents (q_lora_rank, kv_lora_rank
- * plus the shared RoPE key) are duplicated on every TP rank, the up projections split the
- * heads; without q_lora_rank the query is one projection. With g = 2, each GEMM's backward
- * (input and weight grads). The latents' norms are small elementwise ops. */
-static void mla_proj(struct pb *b, int64_t g, bool model)
+static void mla_fwd(struct pb *b)
 {
-	const struct model *m = b->m;
-	int64_t T = b->T, tp = b->tp, h = b->h;
-	int64_t qk = m->qk_nope_head_dim + m->qk_rope_head_dim;
-	int64_t v = m->v_head_dim > 0 ? m->v_head_dim : qk, H = b->heads / tp;
-	bool bwd = g > 1 || !model;
-	if (m->q_lora_rank > 0) {
-		gemm(b, bwd ? "q_down_bwd" : "q_down", T, m->q_lora_rank, h, g, 0, model);
-		elem(b, PLAN_K_ELEMWISE, bwd ? "q_latent_norm_bwd" : "q_latent_norm",
-		     (double)T * m->q_lora_rank * b->ab * (bwd ? 3.0 : 2.0));
-		gemm(b, bwd ? "q_up_bwd" : "q_up", T, H * qk, m->q_lora_rank, g, 0, model);
-	} else {
-		gemm(b, bwd ? "q_proj_bwd" : "q_proj", T, H * qk, h, g, 0, model);
+	struct mla_dims d = mla_dims(b);
+	int64_t T = b->T, tp = b->tp, h = b->h, Tl = b->sp ? T / tp : T;
+	/* without SP every TP rank runs the same down projections: each counts 1/tp of their
+	 * model FLOPs */
+	double mf = b->p->model_flops;
+	if (d.ql > 0) {
+		gemm(b, "q_down", Tl, d.ql, h, 1, 0, true);
+		elem(b, PLAN_K_ELEMWISE, "q_latent_norm", (double)Tl * d.ql * b->ab * 2.0);
 	}
-	gemm(b, bwd ? "kv_down_bwd" : "kv_down", T, m->kv_lora_rank + m->qk_rope_head_dim, h, g, 0,
-	     model);
-	elem(b, PLAN_K_ELEMWISE, bwd ? "kv_latent_norm_bwd" : "kv_latent_norm",
-	     (double)T * m->kv_lora_rank * b->ab * (bwd ? 3.0 : 2.0));
-	gemm(b, bwd ? "kv_up_bwd" : "kv_up", T, H * (m->qk_nope_head_dim + v), m->kv_lora_rank, g,
-	     0, model);
+	gemm(b, "kv_down", Tl, d.kl + d.rope, h, 1, 0, true);
+	if (!b->sp && tp > 1)
+		b->p->model_flops = mf + (b->p->model_flops - mf) / (double)tp;
+	elem(b, PLAN_K_ELEMWISE, "kv_latent_norm", (double)Tl * d.kl * b->ab * 2.0);
+	if (b->sp)
+		coll_tp(b, PLAN_ALL_GATHER, JOB_GROUP_TP, "ag_sp_latents", Tl * d.lat);
+	if (d.ql > 0) {
+		gemm(b, "q_up", T, d.H * d.qk, d.ql, 1, 0, true);
+	} else {
+		tp_enter(b, false); /* SP: the hidden state for the query's projection */
+		gemm(b, "q_proj", T, d.H * d.qk, h, 1, 0, true);
+	}
+	gemm(b, "kv_up", T, d.H * (m_nope(b) + d.v), d.kl, 1, 0, true);
+}
+
+static void mla_bwd(struct pb *b, int64_t g)
+{
+	struct mla_dims d = mla_dims(b);
+	int64_t T = b->T, tp = b->tp, h = b->h, Tl = b->sp ? T / tp : T;
+	gemm(b, "kv_up_bwd", T, d.H * (m_nope(b) + d.v), d.kl, g, 0, false);
+	if (d.ql > 0) {
+		gemm(b, "q_up_bwd", T, d.H * d.qk, d.ql, g, 0, false);
+	} else {
+		gemm(b, "q_proj_bwd", T, d.H * d.qk, h, g, 0, false);
+		if (g == 2)
+			tp_enter(b, true); /* SP: the hidden state again for the weight grads */
+		tp_exit(b, true);
+	}
+	if (b->sp && g == 2) /* the latents again for the up projections' weight grads */
+		coll_tp(b, PLAN_ALL_GATHER, JOB_GROUP_TP, "ag_sp_latents_bwd", Tl * d.lat);
+	if (tp > 1)
+		coll_tp(b, b->sp ? PLAN_REDUCE_SCATTER : PLAN_ALL_REDUCE, JOB_GROUP_TP,
+			b->sp ? "rs_sp_latents_bwd" : "ar_tp_latents_bwd",
+			(b->sp ? Tl : T) * (d.ql + d.kl + d.rope));
+	elem(b, PLAN_K_ELEMWISE, "kv_latent_norm_bwd", (double)Tl * d.kl * b->ab * 3.0);
+	gemm(b, "kv_down_bwd", Tl, d.kl + d.rope, h, g, 0, false);
+	if (d.ql > 0) {
+		elem(b, PLAN_K_ELEMWISE, "q_latent_norm_bwd", (double)Tl * d.ql * b->ab * 3.0);
+		gemm(b, "q_down_bwd", Tl, d.ql, h, g, 0, false);
+	}
 }
 
 static void layer_fwd_ops(struct pb *b, int64_t l)
@@ -1806,11 +1877,12 @@ static void layer_fwd_ops(struct pb *b, int64_t l)
 	double tne = (double)(b->sp ? T / tp : T) * h;
 	sub_in(b, l, 0);
 	norm_op(b, "norm1", tne, false, 0);
-	tp_enter(b, false);
-	if (b->m->kv_lora_rank > 0)
-		mla_proj(b, 1, true);
-	else
+	if (b->m->kv_lora_rank > 0) {
+		mla_fwd(b);
+	} else {
+		tp_enter(b, false);
 		gemm(b, "qkv", T, (b->qd + 2 * b->kvd) / tp, h, 1, 0, true);
+	}
 	lora_gemm(b, l, true, false);
 	sub_out(b, l, 0);
 	if (b->rope)
@@ -1866,11 +1938,8 @@ static void layer_bwd_ops(struct pb *b, int64_t l)
 		rope_op(b, "rope_bwd");
 	sub_in(b, l, 0);
 	lora_gemm(b, l, true, true);
-	if (m->kv_lora_rank > 0) { /* the input grad's TP reduction as for a fused QKV */
-		mla_proj(b, g, false);
-		if (g == 2)
-			tp_enter(b, true);
-		tp_exit(b, true);
+	if (m->kv_lora_rank > 0) {
+		mla_bwd(b, g);
 	} else {
 		col_bwd(b, qkv_bwd_names, T, (b->qd + 2 * b->kvd) / tp, h, g);
 	}
@@ -2879,7 +2948,7 @@ static enum tw_result check_job(const struct job *j, struct tw_err *err)
 		return tw_errf(err, TW_ERR_LIMIT,
 			       "plan: %lld pipeline stages of %lld micro-batches of %lld layers would "
 			       "need ~%.3g ops in all, over the limit of %d (lower grad_accum, "
-			       "model.layers or pp)",
+			       "gradient_accumulation_steps in a ds_config, model.layers or pp)",
 			       (long long)s->pp, (long long)s->grad_accum,
 			       (long long)(m->layers / s->pp), est * (double)s->pp, PLAN_MAX_JOB_OPS);
 	int64_t vp = s->schedule == STRAT_SCHED_INTERLEAVED && s->vp > 1 ? s->vp : 1;

@@ -1559,11 +1559,13 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 	/* bf16 on a GPU without it runs emulated on CUDA cores, if at all: not modelled */
 	if (s->param_dtype == TW_BF16 && r->c && r->c->gpu.name[0] &&
 	    r->c->gpu.peak_tflops[TW_BF16] <= 0)
-		return s->framework == STRAT_DEEPSPEED && r->ds_file && !u.precision.given
+		return s->framework == STRAT_DEEPSPEED && r->ds_file && !u.precision.given &&
+				       !r->bf16_auto
 			       ? sfail(r, NULL, "%s: bf16.enabled: GPU %s has no bf16 tensor cores "
 					    "(use fp16)", r->ds_file, r->c->gpu.name)
-			       : sfail(r, "precision", "precision: GPU %s has no bf16 tensor cores "
-						       "(use fp16)", r->c->gpu.name);
+			       : sfail(r, "precision", "%s: GPU %s has no bf16 tensor cores (use fp16)",
+				       r->bf16_auto ? "hf_trainer.bf16 (bf16.enabled: auto)" : "precision",
+				       r->c->gpu.name);
 	if (s->lora_rank > 0) {
 		oprov(s, "lora.rank", &u.lora_rank, "", "%" PRId64, s->lora_rank);
 		char tg[64] = "";

@@ -408,6 +408,9 @@ static enum tw_result one_step(struct run *r, int step, bool timed, struct tw_er
 		} else if (op->kind == PLAN_COLL) {
 			e.bytes = op->u.coll.bytes;
 			e.group_size = (int32_t)job_group_size(r->job, op->u.coll.group);
+			/* the communicator (trace.h), as the simulator records it */
+			e.comm = 1 + ((int64_t)op->u.coll.group << 32) +
+				 job_group_color(r->job, op->u.coll.group, r->env.rank);
 		} else if (op->kind == PLAN_P2P) {
 			e.bytes = op->u.p2p.bytes;
 			e.group_size = 2;

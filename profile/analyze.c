@@ -327,16 +327,18 @@ static void analyze_window(const struct trace *t, const size_t *idx, size_t n,
 		}
 		if (trace_cat_is_comm(c)) {
 			struct prof_coll_stats *s = &r->coll[c];
-			s->count++;
-			s->mean_count += 1;
-			s->bytes += e->bytes;
-			s->time_ns += b - a;
+			/* a collective across a window's edge counts in each window by the share of
+			 * its time there (so the steps' counts and bytes add up to the run's) */
 			int64_t dur = e->end_ns - e->start_ns;
+			double frac = dur > 0 ? (double)(b - a) / (double)dur : 1.0;
+			s->mean_count += frac;
+			s->bytes += (int64_t)llround(frac * (double)e->bytes);
+			s->time_ns += b - a;
 			double alg = prof_alg_bytes(c, e->bytes, e->group_size);
 			if (e->bytes > 0 && dur > 0 && alg > 0) {
-				s->alg_bytes += alg;
-				s->bus_bytes += alg * prof_busbw_factor(c, e->group_size);
-				s->bw_time_ns += dur;
+				s->alg_bytes += frac * alg;
+				s->bus_bytes += frac * alg * prof_busbw_factor(c, e->group_size);
+				s->bw_time_ns += (int64_t)llround(frac * (double)dur);
 			}
 			s->algo_ns[trace_algo_of(e->flags)][trace_proto_of(e->flags)] += b - a;
 		}
@@ -344,6 +346,7 @@ static void analyze_window(const struct trace *t, const size_t *idx, size_t n,
 	for (int c = 0; c < TRACE_NUM_CATS; c++) {
 		ivls_merge(&L[c]);
 		r->cat_ns[c] = ivls_len(&L[c]);
+		r->coll[c].count = (int64_t)llround(r->coll[c].mean_count);
 	}
 	ivls_merge(&L[OPT]);
 	r->optimizer_ns = ivls_len(&L[OPT]);
@@ -764,7 +767,7 @@ enum tw_result prof_analyze(const struct trace *t, struct prof_analysis *out, st
 		for (int c = 0; c < TRACE_NUM_CATS; c++) {
 			s_cat[c] += (double)r->cat_ns[c];
 			const struct prof_coll_stats *cs = &r->coll[c];
-			c_count[c] += (double)cs->count;
+			c_count[c] += cs->mean_count;
 			c_bytes[c] += (double)cs->bytes;
 			c_time[c] += (double)cs->time_ns;
 			c_exp[c] += (double)cs->exposed_ns;

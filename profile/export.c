@@ -93,6 +93,11 @@ enum tw_result prof_export_chrome(const struct trace *t, FILE *f, struct tw_err 
 			   "\"args\": {\"name\": \"rank %d\"}}",
 			first ? "" : ",\n", r, r);
 		first = false;
+		/* the run's recorded peak memory (simulated or measured), read back on import */
+		if (t->peak_mem && r < t->nranks && t->peak_mem[r] > 0)
+			fprintf(f, ",\n  {\"ph\": \"M\", \"name\": \"twin peak memory\", \"pid\": %d, "
+				   "\"tid\": 0, \"args\": {\"bytes\": %" PRId64 "}}",
+				r, t->peak_mem[r]);
 	}
 	free(seen);
 	for (size_t i = 0; i < t->nev; i++) {

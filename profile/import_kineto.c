@@ -141,6 +141,8 @@ enum tw_result prof_import_kineto(const char *path, int64_t rank, struct trace *
 	size_t i = 0;
 	int64_t max_rank = rank + 1; /* ranks seen + 1 */
 	size_t gpu_steps = 0;         /* GPU-side ProfilerStep annotations */
+	int64_t *peaks = NULL;        /* twin's exports: per rank peak memory, bytes (0: none) */
+	size_t npeaks = 0;
 	const cJSON *e;
 	cJSON_ArrayForEach(e, evs)
 	{
@@ -152,6 +154,26 @@ enum tw_result prof_import_kineto(const char *path, int64_t rank, struct trace *
 		if (ph && !cJSON_IsString(ph)) {
 			rc = bad(err, path, i, "ph", "must be a string");
 			break;
+		}
+		if (ph && !strcmp(ph->valuestring, "M")) {
+			/* twin's exports keep each rank's recorded peak memory as metadata */
+			const cJSON *mn = cJSON_GetObjectItemCaseSensitive(e, "name");
+			const cJSON *pid = cJSON_GetObjectItemCaseSensitive(e, "pid");
+			const cJSON *margs = cJSON_GetObjectItemCaseSensitive(e, "args");
+			double v;
+			if (cJSON_IsString(mn) && !strcmp(mn->valuestring, "twin peak memory") &&
+			    cJSON_IsNumber(pid) && pid->valuedouble >= 0 && pid->valuedouble < 1e7 &&
+			    arg_num(margs, "bytes", &v) && v > 0 && v < 9e18) {
+				size_t pr = (size_t)pid->valuedouble;
+				if (pr >= npeaks) {
+					peaks = tw_realloc_array(peaks, pr + 1, sizeof(*peaks));
+					memset(peaks + npeaks, 0, (pr + 1 - npeaks) * sizeof(*peaks));
+					npeaks = pr + 1;
+				}
+				peaks[pr] = (int64_t)v;
+				if ((int64_t)pr + 1 > max_rank)
+					max_rank = (int64_t)pr + 1;
+			}
 		}
 		if (!ph || strcmp(ph->valuestring, "X") != 0) {
 			i++;
@@ -219,7 +241,10 @@ enum tw_result prof_import_kineto(const char *path, int64_t rank, struct trace *
 				steps[ns++] = (struct prof_host_step){s, start, end, erank};
 			}
 		} else if (!strcmp(c, "kernel") || !strcmp(c, "gpu_memcpy") ||
-			   !strcmp(c, "gpu_memset")) {
+			   !strcmp(c, "gpu_memset") ||
+			   (!strcmp(c, "cpu_op") && cJSON_IsString(arg(args, "twin category")))) {
+			/* (twin's exports write host-side work, the CPU optimizer's and the host
+			 * executor's, as cpu_op with its category: it comes back as it went) */
 			struct trace_event ev = prof_blank_event(erank);
 			double v;
 			const cJSON *pid = cJSON_GetObjectItemCaseSensitive(e, "pid");
@@ -253,6 +278,13 @@ enum tw_result prof_import_kineto(const char *path, int64_t rank, struct trace *
 			enum trace_cat cc;
 			if (cJSON_IsString(cn) && coll_from_name(cn->valuestring, &cc))
 				ev.cat = cc;
+			/* twin's own exports say the category and the step outright */
+			const cJSON *tc = arg(args, "twin category");
+			if (cJSON_IsString(tc) && trace_cat_parse(tc->valuestring, &cc) &&
+			    cc != TRACE_MARKER)
+				ev.cat = cc;
+			if (cJSON_IsString(tc) && arg_num(args, "step", &v) && v >= 0 && v < 1e9)
+				ev.step = to_i32(v);
 			if (trace_cat_is_comm(ev.cat)) {
 				const cJSON *dt = arg(args, "dtype");
 				int es = cJSON_IsString(dt) ? dtype_bytes(dt->valuestring) : 0;
@@ -324,14 +356,27 @@ enum tw_result prof_import_kineto(const char *path, int64_t rank, struct trace *
 		int64_t nr = max_rank;
 		if (cJSON_IsNumber(ws) && ws->valuedouble > nr && ws->valuedouble < 1e7)
 			nr = (int64_t)ws->valuedouble;
-		if (nr > t->nranks)
+		if (nr > t->nranks) {
+			if (t->peak_mem) { /* an earlier file's peaks: grow to the new rank count */
+				int64_t *pm = TW_NEW_ARRAY(int64_t, (size_t)nr);
+				memcpy(pm, t->peak_mem, (size_t)t->nranks * sizeof(*pm));
+				free(t->peak_mem);
+				t->peak_mem = pm;
+			}
 			t->nranks = nr;
+		}
+		if (npeaks > 0 && !t->peak_mem)
+			t->peak_mem = TW_NEW_ARRAY(int64_t, (size_t)t->nranks);
+		for (size_t k = 0; k < npeaks && (int64_t)k < t->nranks; k++)
+			if (peaks[k] > 0)
+				t->peak_mem[k] = peaks[k];
 	} else {
 		t->nev = first; /* leave t as it was (names interned stay, harmless) */
 	}
 	free(corr);
 	free(launches);
 	free(steps);
+	free(peaks);
 	cJSON_Delete(root);
 	return rc;
 }

@@ -315,9 +315,10 @@ static void add_waiter(struct eng *e, int32_t id, int32_t sr, uint32_t op)
 
 /* ---- trace -------------------------------------------------------------------------------- */
 
-static void record(struct eng *e, struct srank *s, uint32_t opi, const struct eop *op, int64_t t0,
+static void record(struct eng *e, int32_t sri, uint32_t opi, const struct eop *op, int64_t t0,
 		   int64_t t1, uint32_t tflags)
 {
+	const struct srank *s = &e->sr[sri];
 	if (!s->record)
 		return;
 	/* the trace was reserved for every op of the recorded ranks: write in place, every
@@ -341,7 +342,12 @@ static void record(struct eng *e, struct srank *s, uint32_t opi, const struct eo
 	ev->group_size = op->kind == PLAN_COLL ? e->group_size[op->group] : op->kind == PLAN_P2P ? 2 : 0;
 	ev->name = op->name;
 	ev->flags = (op->flags & PLAN_F_RECOMPUTE ? TRACE_F_RECOMPUTE : 0) | tflags;
-	ev->comm = 0;
+	/* the communicator (trace.h): group and color, so that the analysis matches the k-th
+	 * collective of one group instance across its members only (issue set the color) */
+	ev->comm = op->kind == PLAN_COLL
+			   ? 1 + ((int64_t)op->group << 32) +
+				     e->color[(int64_t)sri * JOB_NUM_GROUPS + op->group]
+			   : 0;
 }
 
 /* ---- op life cycle ------------------------------------------------------------------------- */
@@ -408,7 +414,7 @@ static void complete_op_at(struct eng *e, int32_t sri, uint32_t opi, int64_t t0,
 	struct srank *s = &e->sr[sri];
 	struct role *ro = &e->roles[s->role];
 	const struct eop *op = &ro->ops[opi];
-	record(e, s, opi, op, t0, t, tflags);
+	record(e, sri, opi, op, t0, t, tflags);
 	if (!stream_released) {
 		s->busy[op->stream] = false;
 		s->head[op->stream]++;
@@ -1355,7 +1361,7 @@ enum tw_result sim_run_plans(const struct job *j, const struct sim_options *opt,
 			rc = tw_errf(err, TW_ERR_LIMIT,
 				     "simulated time passed 10^18 ns (31.7 years) after %lld events: a "
 				     "rate of the cluster or the strategy is too small to simulate "
-				     "(check the --set values)",
+				     "(check the cluster file and the --set values)",
 				     (long long)e->events);
 			goto done;
 		}

@@ -142,10 +142,11 @@ void nccl_comm_from_cluster(const struct cluster *c, int64_t nranks, int64_t nno
 	if (nics < 1.0)
 		nics = c->net.nics_per_node > 0 ? 1.0 : 0.0;
 	double nic = c->net.nic_gbps / 8.0 * (c->net.nic_eff > 0 ? c->net.nic_eff : 1.0);
-	out->inter_GBps = nics * nic;
-	/* GPUDirect RDMA crosses each GPU's PCIe link: NCCL's search takes the GPU-NIC path's
-	 * bandwidth, the slower of the NIC and that link (the flows load it too) */
+	/* GPUDirect RDMA crosses the GPU's PCIe link and the NIC's own x16 slot: NCCL's search
+	 * takes the GPU-NIC path's bandwidth, the slowest of the three (the flows load the GPU's
+	 * link too) */
 	double pcie = c->node.pcie_GBps;
+	out->inter_GBps = nics * (pcie > 0 && pcie < nic ? pcie : nic);
 	if (pcie > 0 && out->inter_GBps > pcie * (double)out->ppn)
 		out->inter_GBps = pcie * (double)out->ppn;
 	/* across nodes NCCL's search puts one channel on each NIC the communicator uses at the

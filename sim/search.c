@@ -845,12 +845,17 @@ enum tw_result search_run(const struct job *base, const struct search_space *spa
 	res->closest_short_bytes = INT64_MAX;
 
 	/* pass 0: everything on the GPU; pass 1 (only if nothing fit): optimizer offload to CPU */
-	for (int pass = 0; pass < 2; pass++) {
+	enum tw_result rc = TW_OK;
+	size_t sim_from = 0; /* fit[sim_from ..] are this pass's, not yet simulated */
+	for (int pass = 0; pass < 2 && rc == TW_OK; pass++) {
+		/* offload only when nothing fit: by the memory walk, or once simulated (every
+		 * simulated timeline peaked over capacity) */
 		if (pass == 1) {
-			if (nfit > 0 || sp.framework != STRAT_DEEPSPEED)
+			if (res->ntop > 0 || sp.framework != STRAT_DEEPSPEED)
 				break;
 			res->offload_tried = true;
 		}
+		double t_pass = now_s();
 		size_t ntasks = 0, cap = 0;
 		struct task *tasks = NULL;
 		for (int a = 0; a < ntp; a++)
@@ -926,28 +931,28 @@ enum tw_result search_run(const struct job *base, const struct search_space *spa
 			free(t->fit);
 		}
 		free(tasks);
+		res->filter_s += now_s() - t_pass;
+		if (nfit > sim_from) { /* simulate this pass's fitting candidates in bound order */
+			qsort(fit + sim_from, nfit - sim_from, sizeof(*fit), by_bound_seq);
+			if (!res->top)
+				res->top = TW_NEW_ARRAY(struct search_cand, (size_t)sp.top);
+			int64_t before = res->simulated;
+			sh.fit = fit + sim_from;
+			sh.nfit = nfit - sim_from;
+			sh.next_fit = 0;
+			run_workers(sim_worker, &sh, threads);
+			res->pruned += (int64_t)(nfit - sim_from) - (res->simulated - before);
+			sim_from = nfit;
+			rc = sh.rc;
+			if (rc != TW_OK)
+				tw_errf(err, rc, "%s", sh.err.msg);
+		}
 	}
 	free(mics);
 	free(nmics);
 	res->fit = (int64_t)nfit;
-	res->any_fit = nfit > 0;
-	res->filter_s = now_s() - t0;
-
-	enum tw_result rc = TW_OK;
-	if (nfit > 0) {
-		qsort(fit, nfit, sizeof(*fit), by_bound_seq);
-		res->top = TW_NEW_ARRAY(struct search_cand, (size_t)sp.top);
-		sh.fit = fit;
-		sh.nfit = nfit;
-		sh.next_fit = 0;
-		run_workers(sim_worker, &sh, threads);
-		res->pruned = (int64_t)nfit - res->simulated;
-		if (res->ntop == 0) /* every one simulated peaked over capacity */
-			res->any_fit = false;
-		rc = sh.rc;
-		if (rc != TW_OK)
-			tw_errf(err, rc, "%s", sh.err.msg);
-	}
+	/* nothing fits: by the walk, or every one simulated peaked over capacity */
+	res->any_fit = res->ntop > 0;
 	pthread_mutex_destroy(&sh.mu);
 	pthread_mutex_destroy(&sh.resolve_mu);
 	res->wall_s = now_s() - t0;

@@ -63,6 +63,22 @@ print(ok)
 EOF
 check "simulated trace round trip keeps FLOPs and the NCCL algorithm" [ "$(python3 "$d/cmp.py" "$d/s.json" "$d/sb.json")" = True ]
 
+# an export imported again analyses the same: host work (the CPU optimizer, exported as cpu_op),
+# categories by twin's own word, the optimizer phase and the recorded peak memory come back
+"$TWIN" simulate -m gpt2-124m -c dgx-a100-80g --gpus 8 --ds-config tests/fixtures/exec/ds-z3-offload.json \
+	--db "$d/rt.db" --trace "$d/rt.json" >/dev/null 2>"$d/e"
+"$TWIN" profile import --kineto "$d/rt.json" --name back --db "$d/rt.db" >/dev/null 2>>"$d/e"
+"$TWIN" profile analyze 1 --db "$d/rt.db" --json >"$d/rt1.json" 2>>"$d/e"
+"$TWIN" profile analyze back --db "$d/rt.db" --json >"$d/rt2.json" 2>>"$d/e"
+check "export then import: the same breakdown, optimizer and peak memory" python3 -c "
+import json
+a, b = (json.load(open(f)) for f in ('$d/rt1.json', '$d/rt2.json'))
+keys = ('step_ns', 'compute_ns', 'comm_ns', 'copy_ns', 'idle_ns', 'optimizer_ns', 'peak_mem_bytes')
+assert all(a[k] == b[k] for k in keys), [(k, a[k], b[k]) for k in keys if a[k] != b[k]]
+assert a['categories_ns'] == b['categories_ns'], (a['categories_ns'], b['categories_ns'])
+assert a['categories_ns']['host'] > 0 and a['peak_mem_bytes'] > 0
+"
+
 # --- export of one rank, for HTA (one file per rank)
 "$TWIN" profile export kin --rank 1 --chrome "$d/r1.json" --db "$d/t.db" >"$d/o" 2>"$d/e"
 check "export --rank writes that rank only" sh -c "grep -q '\"rank\": 1, \"world_size\": 2' '$d/r1.json' && ! grep -q '\"pid\": 0,' '$d/r1.json'"
@@ -79,6 +95,16 @@ check "merge reports 2 ranks" has "$d/o" '16 events of 2 ranks merged from 2 fil
 check "merged run analyses like the two-file import" num "$d/m.json" exposed_comm_ns 20000
 "$TWIN" profile merge "$d/r0.db" "$d/r0.db" --db "$d/t.db" >"$d/o" 2>"$d/e"
 check "merge refuses one rank twice" sh -c "[ $? -eq 2 ] && grep -q 'rank 0 is also in' '$d/e'"
+# a per-rank database written twice holds two runs of its rank: refused, not mixed
+"$TWIN" profile import --kineto $K/rank0.json --db "$d/r0.db" >/dev/null 2>&1
+"$TWIN" profile merge "$d/r0.db" "$d/r1.db" --db "$d/t.db" >"$d/o" 2>"$d/e"
+check "merge refuses a rank in two runs of one file" sh -c "[ $? -eq 2 ] && grep -q 'rank 0 is in two of its runs' '$d/e'"
+# a simulated run merged alone keeps its recorded peak memory
+"$TWIN" simulate -m gpt2-124m -c dgx-a100-80g --gpus 8 --db "$d/sim1.db" >/dev/null 2>&1
+"$TWIN" profile merge "$d/sim1.db" --name sm --db "$d/sm.db" >/dev/null 2>"$d/e"
+"$TWIN" profile analyze 1 --db "$d/sim1.db" --json >"$d/p1.json" 2>>"$d/e"
+"$TWIN" profile analyze sm --db "$d/sm.db" --json >"$d/p2.json" 2>>"$d/e"
+check "merge keeps the runs' peak memory" python3 -c "import json; a = json.load(open('$d/p1.json'))['peak_mem_bytes']; b = json.load(open('$d/p2.json'))['peak_mem_bytes']; assert a > 0 and a == b, (a, b)"
 
 # --- malformed nsys files: clear one-line errors, exit 2
 bad_nsys() { # name, SQL edit, expected message

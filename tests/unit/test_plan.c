@@ -739,16 +739,34 @@ static void test_mla_gemms(struct test_ctx *t)
 	double T = (double)j->strat.micro_batch * (double)m->seq_len;
 	double per_step = (double)j->strat.grad_accum * (double)m->layers * T * 2.0;
 	struct plan p;
-	if (build(j, 0, &p)) {
-		CHECK_NEAR(t, fwd_gemm_flops(&p), per_step * (down + up + out), 1e-9);
-		plan_release(&p);
-	}
+	CHECK(t, build(j, 0, &p));
+	CHECK_NEAR(t, fwd_gemm_flops(&p), per_step * (down + up + out), 1e-9);
+	plan_release(&p);
 	fx_degrees(j, 2, 1, 1, j->strat.micro_batch, j->strat.grad_accum);
 	fx_megatron(j);
-	if (build(j, 0, &p)) {
-		CHECK_NEAR(t, fwd_gemm_flops(&p), per_step * (down + (up + out) / 2), 1e-9);
-		plan_release(&p);
-	}
+	j->strat.sequence_parallel = false;
+	CHECK(t, build(j, 0, &p));
+	CHECK_NEAR(t, fwd_gemm_flops(&p), per_step * (down + (up + out) / 2), 1e-9);
+	plan_release(&p);
+	/* SP: the down projections on this rank's half of the tokens, then the latents
+	 * (1536 + 512 + 64 wide) gathered, not the hidden state */
+	j->strat.sequence_parallel = true;
+	CHECK(t, build(j, 0, &p));
+	CHECK_NEAR(t, fwd_gemm_flops(&p), per_step * (down / 2 + (up + out) / 2), 1e-9);
+	int64_t lat = 0, hid = 0;
+	for (size_t i = 0; i < p.nops; i++)
+		if (p.ops[i].kind == PLAN_COLL && p.ops[i].phase == PLAN_PHASE_FWD &&
+		    !(p.ops[i].flags & PLAN_F_RECOMPUTE)) {
+			lat += !strcmp(p.ops[i].name, "ag_sp_latents");
+			if (!strcmp(p.ops[i].name, "ag_sp_latents"))
+				CHECK_EQ_INT(t, p.ops[i].u.coll.count, (int64_t)T / 2 * (1536 + 512 + 64));
+			hid += !strcmp(p.ops[i].name, "ag_sp") && p.ops[i].layer >= 0 &&
+			       p.ops[i].u.coll.count == (int64_t)T / 2 * 4096;
+		}
+	CHECK_EQ_INT(t, lat, j->strat.grad_accum * m->layers);
+	/* the hidden state is gathered once a layer, for the MLP; not for attention */
+	CHECK_EQ_INT(t, hid, j->strat.grad_accum * m->layers);
+	plan_release(&p);
 	free(j);
 }
 

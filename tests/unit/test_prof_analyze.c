@@ -392,11 +392,44 @@ static void test_bubble_needs_pipeline(struct test_ctx *T)
 	}
 }
 
+/* A 4 MB all-reduce [90,110) over steps [0,100) and [100,200) counts half in each: 0.5 calls and
+ * 2 MB a step, one call and 4 MB over the run (its time too: 10 us in each) */
+static void test_collective_across_steps(struct test_ctx *T)
+{
+	struct trace t;
+	trace_init(&t, TRACE_KIND_SIM, 1);
+	ev(&t, 0, 0, TRACE_MARKER, 0, 100, "step 0");
+	ev(&t, 0, 0, TRACE_MARKER, 100, 200, "step 1");
+	ev(&t, 0, 0, TRACE_GEMM, 0, 80, "gemm");
+	ev(&t, 0, 0, TRACE_GEMM, 120, 190, "gemm");
+	struct trace_event *ar = ev(&t, 0, 1, TRACE_ALL_REDUCE, 90, 110, "ar");
+	ar->bytes = 4000000;
+	ar->group_size = 4;
+	struct prof_step *rows = NULL;
+	size_t n = 0;
+	struct tw_err err = {0};
+	CHECK_EQ_INT(T, prof_analyze_steps(&t, &rows, &n, &err), TW_OK);
+	CHECK_EQ_INT(T, n, 2);
+	for (size_t i = 0; i < n && n == 2; i++) {
+		const struct prof_coll_stats *c = &rows[i].a.coll[TRACE_ALL_REDUCE];
+		CHECK_NEAR(T, c->mean_count, 0.5, 1e-12);
+		CHECK_EQ_INT(T, c->bytes, 2000000);
+		CHECK_EQ_INT(T, c->time_ns, 10 * US);
+		CHECK_NEAR(T, c->algbw_GBps, 4000000.0 / 20000.0, 1e-9); /* the whole call's rate */
+	}
+	free(rows);
+	struct prof_analysis a;
+	CHECK_EQ_INT(T, prof_analyze(&t, &a, &err), TW_OK);
+	CHECK_NEAR(T, a.coll[TRACE_ALL_REDUCE].mean_count, 0.5, 1e-12); /* a mean per step */
+	trace_release(&t);
+}
+
 int main(void)
 {
 	struct test_ctx T = {0};
 	TEST_RUN(&T, test_overlap_stall);
 	TEST_RUN(&T, test_bubble_needs_pipeline);
+	TEST_RUN(&T, test_collective_across_steps);
 	TEST_RUN(&T, test_no_comm_streams);
 	TEST_RUN(&T, test_straggler_clock_offset);
 	TEST_RUN(&T, test_straggler_per_communicator);

@@ -440,6 +440,41 @@ static void test_engine_symmetric_equals_full(struct test_ctx *T)
 	trace_release(&t3);
 }
 
+/* Collective events carry their communicator (group and color), so the analysis matches one
+ * group instance's members only: TP 2 · PP 2 · DP 4, ranks 0 and 1 share a TP group (the same
+ * communicator for their first collective), rank 2 is in the next one */
+static int64_t first_comm(const struct trace *t, int32_t rank)
+{
+	for (size_t i = 0; i < t->nev; i++)
+		if (t->ev[i].rank == rank && trace_cat_is_comm((enum trace_cat)t->ev[i].cat) &&
+		    t->ev[i].cat != TRACE_P2P)
+			return t->ev[i].comm;
+	return -1;
+}
+
+static void test_engine_communicators(struct test_ctx *T)
+{
+	struct job j;
+	make_job(&j, 2, 2, 4, 4);
+	struct mini m = { .micro = 4, .gemm_flops = 2e11 };
+	struct sim_plan_source src = { &m, mini_build, mini_roles };
+	struct sim_options full = { .full = true, .trace_all = true };
+	struct trace t;
+	struct sim_stats st;
+	struct tw_err err = { 0 };
+	CHECK_EQ_INT(T, sim_run_plans(&j, &full, &src, &t, &st, &err), TW_OK);
+	size_t unknown = 0;
+	for (size_t i = 0; i < t.nev; i++)
+		unknown += trace_cat_is_comm((enum trace_cat)t.ev[i].cat) &&
+			   t.ev[i].cat != TRACE_P2P && t.ev[i].comm == 0;
+	CHECK_EQ_INT(T, unknown, 0);
+	int64_t c0 = first_comm(&t, 0), c1 = first_comm(&t, 1), c2 = first_comm(&t, 2);
+	CHECK(T, c0 > 0);
+	CHECK_EQ_INT(T, c0, c1);
+	CHECK(T, c2 > 0 && c2 != c0);
+	trace_release(&t);
+}
+
 static void test_engine_straggler(struct test_ctx *T)
 {
 	/* full mode: GPU 5 at half compute speed delays the whole step via TP and DP */
@@ -1038,6 +1073,7 @@ int main(void)
 	TEST_RUN(&T, test_engine_single_gemm);
 	TEST_RUN(&T, test_engine_symmetric_equals_full);
 	TEST_RUN(&T, test_engine_straggler);
+	TEST_RUN(&T, test_engine_communicators);
 	TEST_RUN(&T, test_engine_straggler_node_links);
 	TEST_RUN(&T, test_engine_host_dispatch);
 	TEST_RUN(&T, test_engine_errors);
