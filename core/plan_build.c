@@ -2783,7 +2783,9 @@ static void optimizer_step(struct pb *b)
 	const struct strategy *s = b->s;
 	int64_t Pt = b->psit, N = b->nz;
 	b->phase = PLAN_PHASE_OPT;
-	b->layer = b->micro = b->stage = -1;
+	b->layer = b->micro = -1;
+	b->stage = (int32_t)b->c.pp; /* this rank's pipeline stage (its collectives with other
+				       * stages, the tied embedding's, are told apart by it) */
 	wait_on(b, b->last_red);
 	wait_on(b, b->last_d2h);
 	int64_t on = b->shard >= SH_OPT ? N : 1;

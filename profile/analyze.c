@@ -538,6 +538,7 @@ struct coll_inst {
 	int32_t cat;
 	int64_t seq;  /* k-th collective of this type in the step on its rank */
 	int32_t rank;
+	int32_t stage; /* pipeline stage tag, -1: unknown */
 	int64_t dur;
 };
 
@@ -630,7 +631,7 @@ static void find_straggler(const struct trace *t, const struct prof_step *rows, 
 			seq[nseq++] = (struct seq_key){e->comm, e->cat, 0};
 		}
 		TW_GROW(v, cap, nv + 1);
-		v[nv++] = (struct coll_inst){step, e->comm, e->cat, seq[q].n++, e->rank,
+		v[nv++] = (struct coll_inst){step, e->comm, e->cat, seq[q].n++, e->rank, e->stage,
 					     e->end_ns - e->start_ns};
 	}
 	free(seq);
@@ -650,13 +651,17 @@ static void find_straggler(const struct trace *t, const struct prof_step *rows, 
 	for (size_t lo = 0; lo < nv;) {
 		size_t hi = lo;
 		int64_t maxd = 0;
+		bool cross = false;
 		while (hi < nv && v[hi].step == v[lo].step && v[hi].comm == v[lo].comm &&
 		       v[hi].cat == v[lo].cat && v[hi].seq == v[lo].seq) {
 			if (v[hi].dur > maxd)
 				maxd = v[hi].dur;
+			cross |= v[hi].stage >= 0 && v[lo].stage >= 0 && v[hi].stage != v[lo].stage;
 			hi++;
 		}
-		if (hi - lo >= 2) {
+		/* a collective between pipeline stages (the tied embedding's all-reduce of the
+		 * first and the last) waits on the schedule, not on a straggler */
+		if (hi - lo >= 2 && !cross) {
 			a->straggler_colls++;
 			for (size_t k = lo; k < hi; k++) {
 				size_t r = 0;

@@ -15,6 +15,9 @@
 
 #include "sim_int.h"
 
+/* group peers of a straggler whose events full mode records beside it (ranks) */
+#define SIM_MAX_PEERS_RECORDED 256
+
 enum { EV_OP_END = 0, EV_COMM_DATA, EV_FLOW_END, EV_HOST };
 /* A GPU's links: its NVLink (or PCIe peer) port, its share of the node's NICs, its PCIe x16
  * link to the switch it shares with its NIC, one direction each (full duplex): up carries D2H
@@ -1333,6 +1336,33 @@ enum tw_result sim_run_plans(const struct job *j, const struct sim_options *opt,
 			if (g->links == CLUSTER_LINKS_ALL || g->links == CLUSTER_LINKS_PCIE) {
 				cap[LINK_PCIE_UP] *= g->link_scale;
 				cap[LINK_PCIE_DOWN] *= g->link_scale;
+			}
+		}
+	}
+	/* a straggler is told by its group peers' collectives: record those of its TP, CP, DP
+	 * and expert groups too (at most SIM_MAX_PEERS_RECORDED more ranks) */
+	if (j->cluster.n_stragglers > 0) {
+		static const enum job_group pg[] = { JOB_GROUP_TP, JOB_GROUP_CP, JOB_GROUP_DP,
+						     JOB_GROUP_DP_CP, JOB_GROUP_EP, JOB_GROUP_EDP };
+		int64_t added = 0;
+		for (int64_t k = 0; k < e->nsr && added < SIM_MAX_PEERS_RECORDED; k++) {
+			const struct srank *st = &e->sr[k];
+			bool strag = false;
+			for (int i = 0; i < j->cluster.n_stragglers && !strag; i++)
+				strag = cluster_straggler_covers(&j->cluster, &j->cluster.stragglers[i],
+								 st->rank);
+			if (!strag)
+				continue;
+			for (size_t q = 0; q < sizeof(pg) / sizeof(pg[0]); q++) {
+				if (job_group_size(j, pg[q]) < 2)
+					continue;
+				int64_t col = job_group_color(j, pg[q], st->rank);
+				for (int64_t r = 0; r < e->nsr && added < SIM_MAX_PEERS_RECORDED; r++)
+					if (!e->sr[r].record &&
+					    job_group_color(j, pg[q], e->sr[r].rank) == col) {
+						e->sr[r].record = true;
+						added++;
+					}
 			}
 		}
 	}

@@ -424,12 +424,38 @@ static void test_collective_across_steps(struct test_ctx *T)
 	trace_release(&t);
 }
 
+/* A collective between pipeline stages (the tied embedding's all-reduce of the first and the last
+ * stage) is late by the schedule, not by a straggler: members with different stage tags are
+ * not matched. The same collective within one stage names the rank that came last. */
+static void test_straggler_not_across_stages(struct test_ctx *T)
+{
+	for (int same = 0; same < 2; same++) {
+		struct trace t;
+		trace_init(&t, TRACE_KIND_SIM, 2);
+		for (int r = 0; r < 2; r++) {
+			ev(&t, r, 0, TRACE_MARKER, 0, 100, "step 0");
+			ev(&t, r, 0, TRACE_GEMM, 0, 50, "gemm");
+			/* rank 1 arrives 30 us late: its kernel is 30 us shorter */
+			struct trace_event *e = ev(&t, r, 1, TRACE_ALL_REDUCE, r ? 80 : 50, 90, "ar");
+			e->bytes = 1000, e->group_size = 2, e->comm = 7;
+			e->stage = same ? 0 : r;
+		}
+		struct prof_analysis a;
+		struct tw_err err = {0};
+		CHECK_EQ_INT(T, prof_analyze(&t, &a, &err), TW_OK);
+		CHECK_EQ_INT(T, a.straggler_colls, same ? 1 : 0);
+		CHECK_EQ_INT(T, a.straggler_rank, same ? 1 : -1);
+		trace_release(&t);
+	}
+}
+
 int main(void)
 {
 	struct test_ctx T = {0};
 	TEST_RUN(&T, test_overlap_stall);
 	TEST_RUN(&T, test_bubble_needs_pipeline);
 	TEST_RUN(&T, test_collective_across_steps);
+	TEST_RUN(&T, test_straggler_not_across_stages);
 	TEST_RUN(&T, test_no_comm_streams);
 	TEST_RUN(&T, test_straggler_clock_offset);
 	TEST_RUN(&T, test_straggler_per_communicator);

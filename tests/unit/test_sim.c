@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../profile/profile.h"
 #include "../../sim/sim_int.h"
 #include "test.h"
 
@@ -493,6 +494,14 @@ static void test_engine_straggler(struct test_ctx *T)
 	j.cluster.stragglers[0].link_scale = 1.0;
 	CHECK_EQ_INT(T, sim_run_plans(&j, &full, &src, &t2, &s2, &err), TW_OK);
 	CHECK(T, s2.step_ns > s1.step_ns + 4 * 600000);
+	/* the trace keeps GPU 5's group peers beside it, so the analysis names it (it arrives
+	 * last at its collectives); without a straggler, none is named */
+	struct prof_analysis a;
+	CHECK_EQ_INT(T, prof_analyze(&t2, &a, &err), TW_OK);
+	CHECK_EQ_INT(T, a.straggler_rank, 5);
+	CHECK(T, a.straggler_colls > 0);
+	CHECK_EQ_INT(T, prof_analyze(&t1, &a, &err), TW_OK);
+	CHECK(T, a.straggler_rank == -1 || a.straggler_ns < 1000);
 	trace_release(&t1);
 	trace_release(&t2);
 }
