@@ -155,7 +155,9 @@ static void breakdown_table(struct rpt_page *pg, const char *first, const char *
 	rpt_table_begin(pg, head);
 	for (size_t i = 0; i < n; i++) {
 		char row[1024];
-		u = (size_t)snprintf(row, sizeof(row), "%s|%.3f", labels[i], ms(a[i].step_ns));
+		char lc[512];
+		u = (size_t)snprintf(row, sizeof(row), "%s|%.3f", rpt_cell(lc, sizeof(lc), labels[i]),
+				     ms(a[i].step_ns));
 		for (int k = 0; k < RPT_NUM_PARTS && u < sizeof(row); k++)
 			if (used[k])
 				u += (size_t)snprintf(row + u, sizeof(row) - u, "|%.3f", ms(p[i].ns[k]));
@@ -187,7 +189,8 @@ enum tw_result rpt_breakdown(struct rpt_page *pg, const struct prof_analysis *a,
 			char bw[32] = "-";
 			if (s->busbw_GBps > 0)
 				snprintf(bw, sizeof(bw), "%.1f", s->busbw_GBps);
-			rpt_table_row(pg, "%s|%s|%.1f|%.1f|%.3f|%.3f|%s", names[i],
+			char nc[512];
+			rpt_table_row(pg, "%s|%s|%.1f|%.1f|%.3f|%.3f|%s", rpt_cell(nc, sizeof(nc), names[i]),
 				      trace_cat_name((enum trace_cat)c), s->mean_count,
 				      (double)s->bytes * 1e-6, ms(s->time_ns), ms(s->exposed_ns), bw);
 		}
@@ -202,10 +205,12 @@ static void sweep_table(struct rpt_page *pg, const struct rpt_sweep *s, const do
 				: "point|GPUs|step s|tokens/s|tokens/s per GPU|TFLOP/s per GPU|MFU|exposed comm s|peak GiB|fit");
 	for (size_t i = 0; i < s->npts; i++) {
 		const struct rpt_point *p = &s->pts[i];
-		char label[512], e[32] = "";
-		rpt_point_label(s, p, label, sizeof(label));
+		char raw[512], label[512], why[512], e[32] = "";
+		rpt_point_label(s, p, raw, sizeof(raw));
+		rpt_cell(label, sizeof(label), raw);
 		if (!p->ok) {
-			rpt_table_row(pg, "%s|invalid: %s%s", label, p->reason, eff ? "|||||||||" : "||||||||");
+			rpt_table_row(pg, "%s|invalid: %s%s", label, rpt_cell(why, sizeof(why), p->reason),
+				      eff ? "|||||||||" : "||||||||");
 			continue;
 		}
 		if (eff)
@@ -470,8 +475,9 @@ enum tw_result rpt_compare(struct rpt_page *pg, const struct prof_analysis *a,
 	rpt_heading(pg, "%s vs. %s", name_a, name_b);
 	rpt_para(pg, "Means per rank per step. Difference = B - A; relative = (B - A) / A. "
 		     "A = %s, B = %s.", name_a, name_b);
-	char head[256];
-	snprintf(head, sizeof(head), "quantity|A: %s ms|B: %s ms|B - A ms|relative", name_a, name_b);
+	char head[1200], ca[512], cb[512];
+	snprintf(head, sizeof(head), "quantity|A: %s ms|B: %s ms|B - A ms|relative",
+		 rpt_cell(ca, sizeof(ca), name_a), rpt_cell(cb, sizeof(cb), name_b));
 	rpt_table_begin(pg, head);
 	for (int i = 0; i < n; i++) {
 		char rel[32] = "-";

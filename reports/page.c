@@ -261,12 +261,26 @@ static bool render(struct rpt_page *pg, struct block *b)
 	return false;
 }
 
+/* a '|' inside a cell's text (rpt_cell) is written back as '|' */
+#define CELL_BAR '\x1f'
+
+const char *rpt_cell(char *buf, size_t n, const char *s)
+{
+	size_t k = 0;
+	for (; s && *s && k + 1 < n; s++)
+		buf[k++] = *s == '|' ? CELL_BAR : *s;
+	if (n > 0)
+		buf[k] = '\0';
+	return buf;
+}
+
 static void md_escape(FILE *f, const char *s)
 {
 	for (; *s; s++) {
-		if (*s == '|' || *s == '*' || *s == '_' || *s == '<' || *s == '`')
+		char c = *s == CELL_BAR ? '|' : *s;
+		if (c == '|' || c == '*' || c == '_' || c == '<' || c == '`')
 			fputc('\\', f);
-		fputc(*s, f);
+		fputc(c, f);
 	}
 }
 
@@ -278,6 +292,7 @@ static void html_escape(FILE *f, const char *s)
 		case '>': fputs("&gt;", f); break;
 		case '&': fputs("&amp;", f); break;
 		case '"': fputs("&quot;", f); break;
+		case CELL_BAR: fputc('|', f); break;
 		default: fputc(*s, f);
 		}
 	}

@@ -93,6 +93,9 @@ void rpt_heading(struct rpt_page *pg, const char *fmt, ...) __attribute__((forma
 void rpt_para(struct rpt_page *pg, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A table: header cells separated by '|', then rows likewise. */
 void rpt_table_begin(struct rpt_page *pg, const char *header);
+/* s made safe as one cell of a '|'-separated header or row (a '|' in it stays in the cell);
+ * written into buf (n bytes), which is returned */
+const char *rpt_cell(char *buf, size_t n, const char *s);
 void rpt_table_row(struct rpt_page *pg, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Open a data file in the report directory (name without directory, e.g. "scaling.dat"). */
 FILE *rpt_data_open(struct rpt_page *pg, const char *name, struct tw_err *err);

@@ -91,6 +91,12 @@ check "report timeline (kineto): all-reduce at 50 us on rank 0, 60 us on rank 1"
 check "report timeline --step 2 --ranks 1: the copy, one rank" sh -c \
 	"[ $? -eq 0 ] && grep -Fxq '# d2h' '$d/ktl2/timeline.dat' && ! grep -q \"'r1 \" '$d/ktl2/timeline.gp'"
 
+# a '|' in a run name stays in its cell: the step lands under "step ms"
+"$TWIN" profile import --kineto $K/rank0.json --name 'a|b' --db "$d/k.db" >/dev/null 2>&1
+"$TWIN" report breakdown 'a|b' kin --db "$d/k.db" -o "$d/bar" >/dev/null 2>"$d/e"
+check "report breakdown: a run name with '|' keeps the columns" sh -c \
+	"[ $? -eq 0 ] && grep -q '^| a\\\\|b | [0-9.]* |' '$d/bar/index.md' && grep -q '<td>a|b</td>' '$d/bar/index.html'"
+
 # without gnuplot: data and scripts, no charts, the page says how to render them
 PATH=/nonexistent "$TWIN" report breakdown sc/gpus=8 --db "$d/t.db" -o "$d/nogp" >"$d/o" 2>"$d/e"
 check "report without gnuplot: exit 0" [ $? -eq 0 ]
