@@ -70,10 +70,8 @@ static void summarise(const struct job *j, const struct prof_analysis *a, struct
  * Returns whether the timeline's peak was the larger. */
 static bool timeline_fit(const struct trace *t, struct plan_fit *f)
 {
-	int64_t peak = -1, rank = -1;
-	for (int64_t r = 0; t->peak_mem && r < t->nranks; r++)
-		if (t->peak_mem[r] > peak)
-			peak = t->peak_mem[r], rank = r;
+	int64_t rank;
+	int64_t peak = trace_peak_mem(t, &rank);
 	if (peak <= f->gpu_total)
 		return false;
 	const double gib = (double)TW_GIB;

@@ -1801,17 +1801,16 @@ static void residual_op(struct pb *b, const char *name, double tne, bool bwd, bo
  * TP, reduced latent-wide (reduce-scatter under SP, else all-reduce); the down projections'
  * need nothing more. Their TP collectives are not overlapped with the GEMMs. */
 struct mla_dims {
-	int64_t ql, kl, rope, qk, v, H, lat; /* lat: the latents' width gathered */
+	int64_t ql, kl, nope, rope, qk, v, H, lat; /* lat: the latents' width gathered */
 };
-
-static int64_t m_nope(const struct pb *b) { return b->m->qk_nope_head_dim; }
 
 static struct mla_dims mla_dims(const struct pb *b)
 {
 	const struct model *m = b->m;
 	struct mla_dims d;
-	d.ql = m->q_lora_rank, d.kl = m->kv_lora_rank, d.rope = m->qk_rope_head_dim;
-	d.qk = m->qk_nope_head_dim + d.rope;
+	d.ql = m->q_lora_rank, d.kl = m->kv_lora_rank;
+	d.nope = m->qk_nope_head_dim, d.rope = m->qk_rope_head_dim;
+	d.qk = d.nope + d.rope;
 	d.v = m->v_head_dim > 0 ? m->v_head_dim : d.qk;
 	d.H = b->heads / b->tp;
 	d.lat = d.ql + d.kl + d.rope;
@@ -1841,14 +1840,14 @@ static void mla_fwd(struct pb *b)
 		tp_enter(b, false); /* SP: the hidden state for the query's projection */
 		gemm(b, "q_proj", T, d.H * d.qk, h, 1, 0, true);
 	}
-	gemm(b, "kv_up", T, d.H * (m_nope(b) + d.v), d.kl, 1, 0, true);
+	gemm(b, "kv_up", T, d.H * (d.nope + d.v), d.kl, 1, 0, true);
 }
 
 static void mla_bwd(struct pb *b, int64_t g)
 {
 	struct mla_dims d = mla_dims(b);
 	int64_t T = b->T, tp = b->tp, h = b->h, Tl = b->sp ? T / tp : T;
-	gemm(b, "kv_up_bwd", T, d.H * (m_nope(b) + d.v), d.kl, g, 0, false);
+	gemm(b, "kv_up_bwd", T, d.H * (d.nope + d.v), d.kl, g, 0, false);
 	if (d.ql > 0) {
 		gemm(b, "q_up_bwd", T, d.H * d.qk, d.ql, g, 0, false);
 	} else {
@@ -1862,7 +1861,7 @@ static void mla_bwd(struct pb *b, int64_t g)
 	if (tp > 1)
 		coll_tp(b, b->sp ? PLAN_REDUCE_SCATTER : PLAN_ALL_REDUCE, JOB_GROUP_TP,
 			b->sp ? "rs_sp_latents_bwd" : "ar_tp_latents_bwd",
-			(b->sp ? Tl : T) * (d.ql + d.kl + d.rope));
+			(b->sp ? Tl : T) * d.lat);
 	elem(b, PLAN_K_ELEMWISE, "kv_latent_norm_bwd", (double)Tl * d.kl * b->ab * 3.0);
 	gemm(b, "kv_down_bwd", Tl, d.kl + d.rope, h, g, 0, false);
 	if (d.ql > 0) {

@@ -185,3 +185,14 @@ void trace_sort(struct trace *t)
 	if (t->nev > 1)
 		qsort(t->ev, t->nev, sizeof(*t->ev), ev_cmp);
 }
+
+int64_t trace_peak_mem(const struct trace *t, int64_t *rank)
+{
+	int64_t peak = -1, at = -1;
+	for (int64_t r = 0; t->peak_mem && r < t->nranks; r++)
+		if (t->peak_mem[r] > peak)
+			peak = t->peak_mem[r], at = r;
+	if (rank)
+		*rank = at;
+	return peak;
+}

@@ -100,6 +100,9 @@ struct trace_event *trace_add(struct trace *t, const struct trace_event *e);
 void trace_add_mem(struct trace *t, const struct trace_mem_sample *s);
 /* Sort events by (rank, start, end) — analysis expects it. */
 void trace_sort(struct trace *t);
+/* The largest recorded per-rank peak (peak_mem), bytes, and its rank in *rank (may be NULL);
+ * -1 when the trace records none. */
+int64_t trace_peak_mem(const struct trace *t, int64_t *rank);
 /* Take over src's contents (src is left empty, ready for release). */
 void trace_move(struct trace *dst, struct trace *src);
 

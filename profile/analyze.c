@@ -709,11 +709,9 @@ static int mem_cmp(const void *pa, const void *pb)
  * else the sum of the categories' latest values). */
 static int64_t peak_memory(const struct trace *t)
 {
-	int64_t peak = 0;
-	if (t->peak_mem)
-		for (int64_t r = 0; r < t->nranks; r++)
-			if (t->peak_mem[r] > peak)
-				peak = t->peak_mem[r];
+	int64_t peak = trace_peak_mem(t, NULL);
+	if (peak < 0)
+		peak = 0;
 	if (t->nmem == 0)
 		return peak;
 	struct trace_mem_sample *m = TW_NEW_ARRAY(struct trace_mem_sample, t->nmem);

@@ -100,6 +100,7 @@ struct srank {
 	int64_t host_shift;     /* how long syncs have held the host back, ns */
 	int64_t start[PLAN_NUM_STREAMS];
 	int32_t ncomm;          /* comm operations in progress that involve this GPU */
+	bool straggler;         /* a straggler what-if covers this GPU (full mode) */
 	uint32_t cver;          /* version of the running GPU compute op's end event (0: none) */
 	bool cslow;             /* that op runs slowed by an overlapping collective */
 	double compute_scale;   /* straggler: < 1 slower */
@@ -195,16 +196,6 @@ struct eng {
 	uint32_t name_cat_cache;
 	enum tw_result rc;
 };
-
-/* llround, inline (the libm call was 3% of a run): x - trunc(x) is exact for |x| < 2^63 */
-static inline int64_t round_ns(double x)
-{
-	if (!(x > -SIM_NS_CAP && x < SIM_NS_CAP)) /* (NaN too) */
-		return x < 0 ? -(int64_t)SIM_NS_CAP : (int64_t)SIM_NS_CAP;
-	int64_t i = (int64_t)x;
-	double f = x - (double)i;
-	return i + (f >= 0.5) - (f <= -0.5);
-}
 
 /* ---- instances ---------------------------------------------------------------------------- */
 
@@ -563,7 +554,7 @@ static int64_t compute_dur(const struct eng *e, const struct srank *s, const str
 		d *= e->j->cluster.eff.comm_overlap_slowdown;
 	if (scale)
 		d /= s->compute_scale;
-	return round_ns(d);
+	return sim_ns_round(d);
 }
 
 /* A collective that starts or ends at the instant a compute op starts on one of its GPUs
@@ -600,7 +591,7 @@ static void comm_start(struct eng *e, int32_t id)
 		e->sr[e->waiters[w].sr].ncomm++;
 		retime_compute(e, e->waiters[w].sr);
 	}
-	int64_t lat = round_ns((r.lat_us + r.fill_us) * 1e3);
+	int64_t lat = sim_ns_round((r.lat_us + r.fill_us) * 1e3);
 	/* b carries the data time at rate 1, ns */
 	double data_ns = r.time_us * 1e3 - (double)lat;
 	in->flow = -1;
@@ -611,7 +602,7 @@ static void comm_start(struct eng *e, int32_t id)
 	in->nvl_bytes = r.nvl_bytes;
 	in->net_bytes = r.net_bytes;
 	in->up_bytes = r.up_bytes;
-	sim_heap_push(&e->heap, e->now + lat, EV_COMM_DATA, id, round_ns(data_ns), 0);
+	sim_heap_push(&e->heap, e->now + lat, EV_COMM_DATA, id, sim_ns_round(data_ns), 0);
 }
 
 static void comm_data(struct eng *e, int32_t id, int64_t data_ns)
@@ -1327,7 +1318,7 @@ enum tw_result sim_run_plans(const struct job *j, const struct sim_options *opt,
 			if (!cluster_straggler_covers(&j->cluster, g, s->rank))
 				continue;
 			s->compute_scale *= g->compute_scale;
-			s->record = true;
+			s->record = s->straggler = true;
 			double *cap = &e->net.cap[k * LINKS_PER_GPU];
 			if (g->links == CLUSTER_LINKS_ALL || g->links == CLUSTER_LINKS_NVLINK)
 				cap[LINK_NVL] *= g->link_scale;
@@ -1347,11 +1338,7 @@ enum tw_result sim_run_plans(const struct job *j, const struct sim_options *opt,
 		int64_t added = 0;
 		for (int64_t k = 0; k < e->nsr && added < SIM_MAX_PEERS_RECORDED; k++) {
 			const struct srank *st = &e->sr[k];
-			bool strag = false;
-			for (int i = 0; i < j->cluster.n_stragglers && !strag; i++)
-				strag = cluster_straggler_covers(&j->cluster, &j->cluster.stragglers[i],
-								 st->rank);
-			if (!strag)
+			if (!st->straggler)
 				continue;
 			for (size_t q = 0; q < sizeof(pg) / sizeof(pg[0]); q++) {
 				if (job_group_size(j, pg[q]) < 2)

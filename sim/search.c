@@ -602,11 +602,12 @@ static void *sim_worker(void *p)
 			rc = sim_run(j, &o, &t, &st, &e);
 			/* the timeline's peak (streams overlap: a prefetch may hold its buffer
 			 * before the compute stream frees the last) may exceed the walk's */
-			for (int64_t r = 0; rc == TW_OK && t.peak_mem && r < t.nranks; r++)
-				if (t.peak_mem[r] > c->peak_bytes)
-					c->peak_bytes = t.peak_mem[r];
-			if (rc == TW_OK)
+			if (rc == TW_OK) {
+				int64_t pk = trace_peak_mem(&t, NULL);
+				if (pk > c->peak_bytes)
+					c->peak_bytes = pk;
 				trace_release(&t);
+			}
 		}
 		bool over = rc == TW_OK && c->peak_bytes > c->capacity_bytes;
 		if (over) {
