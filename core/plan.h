@@ -104,7 +104,8 @@ struct plan_op {
 						* PLAN_SOFTMAX_* (0: the fused kernel) */
 			uint8_t extra_kernels; /* kernels beyond one it launches (eager PyTorch ops) */
 			int64_t m, n, k, batch;       /* GEMM: batch x (m x k)(k x n) */
-			int64_t b, heads, s_q, s_kv, head_dim; /* attention */
+			int64_t b, heads, s_q, s_kv, head_dim; /* attention (head_dim: q and k) */
+			int64_t head_dim_v; /* attention: v and the output (0: head_dim) */
 			double flops;     /* derived from the shape */
 			double bytes;     /* HBM (or host DRAM) bytes read + written */
 		} compute;

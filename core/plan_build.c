@@ -56,6 +56,7 @@ struct pb {
 	/* degrees and sizes */
 	int64_t tp, pp, dp, cp, ep, vp, nmicro, mb, seq, T; /* T: tokens per micro-batch here */
 	int64_t h, heads, kvh, hd, qd, kvd, f, V, E, topk, fe, fs, El;
+	int64_t vd, kvdv;       /* a value head's width and all of them (MLA: v_head_dim; else hd) */
 	bool swiglu, sp, ulysses, flash, rope, lora, ds, megatron, fsdp;
 	bool eager;             /* eager PyTorch memory-bound ops (strategy kernels) */
 	bool eager_norm;        /* eager and RMSNorm: the composite norm with fp32 passes */
@@ -291,16 +292,17 @@ static int torch_softmax(const struct pb *b, int64_t heads, int64_t sq, int64_t 
 		       : PLAN_SOFTMAX_FALLBACK;
 }
 
-/* Fused attention. Forward: 4*b*heads*s_q*s_kv*d FLOPs (QK^T and AV), halved when causal.
- * Backward: 2x forward, and 2.5x with flash attention (it recomputes QK^T). */
+/* Fused attention. Forward: 2*b*heads*s_q*s_kv*(d_qk + d_v) FLOPs (QK^T and AV; MLA's value
+ * heads are narrower than its query-key heads), halved when causal. Backward: 2x forward,
+ * and 2.5x with flash attention (it recomputes QK^T). */
 static uint32_t attn(struct pb *b, const char *name, int64_t heads, int64_t sq, int64_t skv,
 		     bool bwd)
 {
-	double fwd = 4.0 * (double)b->mb * (double)heads * (double)sq * (double)skv *
-		     (double)b->hd * 0.5;
+	double fwd = 2.0 * (double)b->mb * (double)heads * (double)sq * (double)skv *
+		     (double)(b->hd + b->vd) * 0.5;
 	double flops = bwd ? fwd * (b->flash ? 2.5 : 2.0) : fwd;
-	double bytes = (double)b->mb * (double)heads * (double)b->hd *
-		       (2.0 * (double)sq + 2.0 * (double)skv) * b->ab * (bwd ? 2.0 : 1.0);
+	double bytes = (double)b->mb * (double)heads * (double)(b->hd + b->vd) *
+		       ((double)sq + (double)skv) * b->ab * (bwd ? 2.0 : 1.0);
 	uint32_t id = compute(b, PLAN_K_ATTN, name, flops, bytes, PLAN_STREAM_COMPUTE);
 	struct plan_op *op = &b->p->ops[id];
 	op->u.compute.b = b->mb;
@@ -308,6 +310,7 @@ static uint32_t attn(struct pb *b, const char *name, int64_t heads, int64_t sq, 
 	op->u.compute.s_q = sq;
 	op->u.compute.s_kv = skv;
 	op->u.compute.head_dim = b->hd;
+	op->u.compute.head_dim_v = b->vd;
 	op->u.compute.causal = 1;
 	op->u.compute.torch_softmax = (uint8_t)torch_softmax(b, heads, sq, skv);
 	if (op->u.compute.torch_softmax == PLAN_SOFTMAX_FALLBACK)
@@ -469,10 +472,7 @@ static int64_t mlp_w(const struct pb *b, int64_t f)
 /* Width of the attention output that out_proj reads: heads x head_dim, MLA's heads x v_head_dim */
 static int64_t attn_out_w(const struct pb *b)
 {
-	const struct model *m = b->m;
-	if (m->kv_lora_rank > 0)
-		return b->heads * (m->v_head_dim > 0 ? m->v_head_dim : b->hd);
-	return b->qd;
+	return b->heads * b->vd;
 }
 
 /* MLA's down projections to the q and kv latents and the latents' norms: duplicated on every
@@ -801,7 +801,7 @@ static int64_t op_sac_saved(const struct pb *b)
 		kept += w[i];
 	int64_t s = T * kept * ab;
 	if (b->flash)
-		s += T * b->qd * ab + T * b->heads * 4;
+		s += T * attn_out_w(b) * ab + T * b->heads * 4;
 	return s;
 }
 
@@ -845,7 +845,7 @@ static struct act_sizes layer_act(const struct pb *b, int64_t l)
 	 * hidden dropout its two masks (1 byte each) = 10 sbh for 16-bit activations */
 	int64_t rep = T * h * (4 * ab + (b->s->hidden_dropout > 0 ? 2 : 0));
 	/* split by TP: q, k, v, out-proj input (8 sbh for MHA) */
-	int64_t split = T * ab * (2 * b->qd + 2 * b->kvd);
+	int64_t split = T * ab * (b->qd + b->kvd + b->kvdv + attn_out_w(b));
 	int64_t mlpw = b->swiglu ? 3 : 2; /* gelu: act in + fc2 in; swiglu: gate, up, fc2 in */
 	/* eager ops keep more: an RMSNorm its fp32 copy of the input (pow's and the rsqrt mul's
 	 * saved tensor) in place of the input itself, SwiGLU the silu output for the product */
@@ -854,6 +854,10 @@ static struct act_sizes layer_act(const struct pb *b, int64_t l)
 	if (b->eager && b->swiglu)
 		mlpw += 1;
 	int64_t work, whole = 0; /* kept whole on every TP rank, with or without SP */
+	/* MLA: the latents' norms keep their inputs and the up projections theirs, all tokens'
+	 * (gathered under SP) on every TP rank */
+	if (b->m->kv_lora_rank > 0)
+		whole += T * ab * 2 * (b->m->q_lora_rank + b->m->kv_lora_rank);
 	/* what recompute_modules drops: the norms' outputs (replicated like rep), the MLP's,
 	 * the experts' activation outputs and the shared experts' (split by TP) */
 	int64_t rc_rep = 0, rc_split = 0, rc_whole = 0;
@@ -1518,13 +1522,14 @@ static void attention(struct pb *b, bool bwd)
 {
 	int64_t hl = b->heads / b->tp;
 	if (b->cp > 1 && b->ulysses) {
-		int64_t in = b->T * (b->qd + 2 * b->kvd) / b->tp, out = b->T * b->qd / b->tp;
+		int64_t in = b->T * (b->qd + b->kvd + b->kvdv) / b->tp;
+		int64_t out = b->T * attn_out_w(b) / b->tp;
 		coll_tp(b, PLAN_ALL_TO_ALL, JOB_GROUP_CP, "a2a_cp", bwd ? out : in);
 		attn(b, bwd ? "attn_bwd" : "attn", hl / b->cp, b->seq, b->seq, bwd);
 		coll_tp(b, PLAN_ALL_TO_ALL, JOB_GROUP_CP, "a2a_cp", bwd ? in : out);
 	} else if (b->cp > 1) { /* ring: cp rounds over KV blocks, load-balanced causal */
 		int64_t sl = b->seq / b->cp;
-		int64_t kv = b->T * 2 * b->kvd / b->tp * b->ab * (bwd ? 2 : 1);
+		int64_t kv = b->T * (b->kvd + b->kvdv) / b->tp * b->ab * (bwd ? 2 : 1);
 		for (int64_t r = 0; r < b->cp; r++) {
 			if (r > 0) {
 				p2p(b, true, cp_peer(b, 1), PLAN_P2P_KV, kv, "kv_send");
@@ -1768,7 +1773,13 @@ static void col_bwd(struct pb *b, const char *const name[3], int64_t m, int64_t 
  * in 10 kernels; backward alike. */
 static void rope_op(struct pb *b, const char *name)
 {
-	double n = (double)b->T * (double)(b->qd + b->kvd) / (double)b->tp;
+	const struct model *m = b->m;
+	/* MLA rotates only the rope part of its query heads and the one key part all heads
+	 * share, which every TP rank computes */
+	double n = m->kv_lora_rank > 0
+			   ? (double)b->T * ((double)(b->heads / b->tp * m->qk_rope_head_dim) +
+					     (double)m->qk_rope_head_dim)
+			   : (double)b->T * (double)(b->qd + b->kvd) / (double)b->tp;
 	elem_k(b, PLAN_K_ELEMWISE, name, n * b->ab * (b->eager ? 10.0 : 2.0), b->eager ? 9 : 0);
 }
 
@@ -2756,6 +2767,31 @@ static int64_t step_tensors(const struct pb *b, int64_t n)
 	return b->shard == SH_PARAM ? nt : nt / n + 1;
 }
 
+/* Megatron's _allreduce_layernorm_grads (finalize_model_grads): under SP every TP rank holds
+ * whole copies of some weights but runs them on its own tokens, so their grads are partial sums
+ * and are added over TP, coalesced into one all-reduce before the step. Those are the params
+ * marked sequence_parallel: the norms, the row-parallel linears' biases, MoE routers (and the
+ * shared experts' gate) and MLA's duplicated down projections with their latent norms.
+ * Returns the elements on this rank. */
+static int64_t sp_partial_grads(const struct pb *b)
+{
+	const struct model *m = b->m;
+	if (!b->megatron || !b->sp || b->tp <= 1 || b->lora)
+		return 0;
+	int64_t npl = m->norms_per_layer > 0 ? m->norms_per_layer : 2, n = 0;
+	for (int64_t c = 0; c < b->vp; c++)
+		for (int64_t l = b->first[c]; l < b->first[c] + b->nl[c]; l++) {
+			n += npl * norm_w(b) + mla_down_w(b) + (m->out_bias ? b->h : 0);
+			if (layer_moe(b, l))
+				n += b->E * b->h + (b->fs > 0 && m->shared_expert_gate ? b->h : 0);
+			else if (m->mlp_bias)
+				n += b->h;
+		}
+	if (b->c.pp == b->pp - 1 && !m->no_final_norm)
+		n += norm_w(b);
+	return n;
+}
+
 static uint32_t optim_op(struct pb *b, int64_t n, enum plan_stream st, uint32_t dep)
 {
 	/* Adam: read and write master and states, read the fp32 grad (28 B/param). On the GPU
@@ -2798,6 +2834,8 @@ static void optimizer_step(struct pb *b)
 		mem_free(b, b->grads_full, "grads", PLAN_STREAM_COMPUTE);
 		b->grads_full = -1;
 	}
+	wait_on(b, coll(b, PLAN_ALL_REDUCE, JOB_GROUP_TP, PLAN_STREAM_COMM, "ar_sp_grads",
+			sp_partial_grads(b), s->grad_accum_dtype, b->last_compute));
 	/* tied embeddings on two stages: the first and the last stage add their word-embedding
 	 * grads before the step (Megatron's _allreduce_word_embedding_grads over main_grad,
 	 * DeepSpeed's ReduceTiedGrads) */
@@ -3029,8 +3067,10 @@ static void pb_widths(struct pb *b)
 	b->hd = m->head_dim > 0 ? m->head_dim : m->hidden / m->heads;
 	if (m->kv_lora_rank > 0)
 		b->hd = m->qk_nope_head_dim + m->qk_rope_head_dim;
+	b->vd = m->kv_lora_rank > 0 && m->v_head_dim > 0 ? m->v_head_dim : b->hd;
 	b->qd = b->heads * b->hd;
 	b->kvd = b->kvh * b->hd;
+	b->kvdv = b->kvh * b->vd;
 	b->f = m->ffn_hidden, b->fs = m->shared_ffn_hidden;
 	b->swiglu = m->act == MODEL_ACT_SWIGLU;
 }

@@ -1134,9 +1134,10 @@ static enum tw_result check_model(struct strat_rd *r)
 		return sfail(r, "lora.rank",
 			     "lora.rank=%" PRId64 " is larger than model.hidden=%" PRId64,
 			     s->lora_rank, m->hidden);
-	if (s->recompute == STRAT_RECOMPUTE_OP && m->experts > 0)
+	if (s->recompute == STRAT_RECOMPUTE_OP && (m->experts > 0 || m->kv_lora_rank > 0))
 		return sfail(r, "recompute", "recompute op (torchtitan's selective op AC) is "
-			     "modelled for dense models; %s has experts", mn);
+			     "modelled for dense models with plain attention; %s has %s", mn,
+			     m->experts > 0 ? "experts" : "MLA attention (kv_lora_rank)");
 	return TW_OK;
 }
 

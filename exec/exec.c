@@ -95,7 +95,8 @@ void exec_scratch_of(const struct plan *p, const struct job *j, struct exec_scra
 			int64_t m = op->u.compute.m, n = op->u.compute.n, k = op->u.compute.k;
 			int64_t nb = max64(op->u.compute.batch, 1);
 			int64_t bh = max64(op->u.compute.b, 1) * max64(op->u.compute.heads, 1);
-			int64_t sq = op->u.compute.s_q, skv = op->u.compute.s_kv, hd = op->u.compute.head_dim;
+			int64_t sq = op->u.compute.s_q, skv = op->u.compute.s_kv;
+			int64_t hd = max64(op->u.compute.head_dim, op->u.compute.head_dim_v);
 			bytes = bytes < EXEC_STREAM_CHUNK ? bytes : EXEC_STREAM_CHUNK;
 			if (op->stream == PLAN_STREAM_HOST) {
 				s->host_bytes = max64(s->host_bytes, bytes);

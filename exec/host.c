@@ -195,8 +195,10 @@ static void attention(struct host *h, const struct plan_op *op)
 	int64_t bh = (op->u.compute.b > 0 ? op->u.compute.b : 1) *
 		     (op->u.compute.heads > 0 ? op->u.compute.heads : 1);
 	int64_t sq = op->u.compute.s_q, skv = op->u.compute.s_kv, d = op->u.compute.head_dim;
-	/* GEMMs of this shape that make up the op's FLOPs: 2 forward (QK^T, PV), 4 backward */
-	double per = 2.0 * (double)bh * (double)sq * (double)skv * (double)d;
+	int64_t dv = op->u.compute.head_dim_v > 0 ? op->u.compute.head_dim_v : d;
+	/* GEMMs that make up the op's FLOPs, alternately QK^T and PV (their mean FLOPs each): 2
+	 * forward, 4 backward */
+	double per = (double)bh * (double)sq * (double)skv * (double)(d + dv);
 	if (op->u.compute.causal)
 		per *= 0.5;
 	long ngemm = per > 0 ? lround(op->u.compute.flops / per) : 2;
@@ -209,7 +211,8 @@ static void attention(struct host *h, const struct plan_op *op)
 			softmax_rows(h->s, bh * sq, skv, sq, op->u.compute.causal);
 		if (g + 1 < ngemm)
 			for (int64_t i = 0; i < bh; i++)
-				sgemm(sq, d, skv, h->s + i * sq * skv, h->v + i * skv * d, h->q + i * sq * d, false);
+				sgemm(sq, dv, skv, h->s + i * sq * skv, h->v + i * skv * dv, h->q + i * sq * dv,
+				      false);
 	}
 }
 

@@ -428,7 +428,9 @@ static enum tw_result compute(struct cu *c, const struct plan_op *op, cudaStream
 		int64_t bh = (op->u.compute.b > 0 ? op->u.compute.b : 1) *
 			     (op->u.compute.heads > 0 ? op->u.compute.heads : 1);
 		int64_t sq = op->u.compute.s_q, skv = op->u.compute.s_kv, d = op->u.compute.head_dim;
-		double per = 2.0 * (double)bh * (double)sq * (double)skv * (double)d;
+		int64_t dv = op->u.compute.head_dim_v > 0 ? op->u.compute.head_dim_v : d;
+		/* GEMMs alternately QK^T and PV, their mean FLOPs each */
+		double per = (double)bh * (double)sq * (double)skv * (double)(d + dv);
 		if (op->u.compute.causal)
 			per *= 0.5;
 		long ngemm = per > 0 ? (long)(op->u.compute.flops / per + 0.5) : 2;
@@ -445,10 +447,10 @@ static enum tw_result compute(struct cu *c, const struct plan_op *op, cudaStream
 				if (rc)
 					return cuda_failed((cudaError_t)rc, "twin_k_softmax", err);
 			}
-			/* O(sq x d) = P V: column-major O^T = V^T P^T */
+			/* O(sq x dv) = P V: column-major O^T = V^T P^T */
 			if (g + 1 < ngemm)
-				TW_CHECK(gemm(c, s, dtype, d, sq, skv, bh, false, c->v, d, skv * d, c->s, skv,
-					      sq * skv, c->o, d, sq * d, err));
+				TW_CHECK(gemm(c, s, dtype, dv, sq, skv, bh, false, c->v, dv, skv * dv, c->s,
+					      skv, sq * skv, c->o, dv, sq * dv, err));
 		}
 		/* Megatron's fp32 softmax fallback: its extra passes over the scores, streamed */
 		bytes = (int64_t)plan_torch_softmax_bytes(op);

@@ -770,6 +770,76 @@ static void test_mla_gemms(struct test_ctx *t)
 	free(j);
 }
 
+/* MLA's attention core: Q K^T over the 192-wide query-key heads, A V over the 128-wide value
+ * heads, so the plan's attention FLOPs are model.c's attn_core; RoPE turns only the heads'
+ * 64-wide rope part and the one shared key part; under SP the duplicated down projections
+ * and the norms have partial grads, added over TP before the step (Megatron's
+ * _allreduce_layernorm_grads), which a plain SP model makes for its norms only */
+static double sum_fwd(const struct plan *p, const char *name, bool bytes)
+{
+	double f = 0;
+	for (size_t i = 0; i < p->nops; i++) {
+		const struct plan_op *op = &p->ops[i];
+		if (op->kind == PLAN_COMPUTE && op->phase == PLAN_PHASE_FWD &&
+		    !(op->flags & PLAN_F_RECOMPUTE) && !strcmp(op->name, name))
+			f += bytes ? op->u.compute.bytes : op->u.compute.flops;
+	}
+	return f;
+}
+
+static int64_t coll_count(const struct plan *p, const char *name)
+{
+	int64_t n = -1;
+	for (size_t i = 0; i < p->nops; i++)
+		if (p->ops[i].kind == PLAN_COLL && !strcmp(p->ops[i].name, name))
+			n = p->ops[i].u.coll.count;
+	return n;
+}
+
+static void test_mla_attention_core(struct test_ctx *t)
+{
+	struct job *j = fx_job(8);
+	struct model *m = &j->model;
+	m->kv_lora_rank = 512, m->q_lora_rank = 1536;
+	m->qk_nope_head_dim = 128, m->qk_rope_head_dim = 64, m->v_head_dim = 128;
+	fx_degrees(j, 2, 1, 1, j->strat.micro_batch, j->strat.grad_accum);
+	fx_megatron(j);
+	j->strat.sequence_parallel = true;
+	struct model_flops f;
+	model_flops_fwd(m, j->seq, &f);
+	double T = (double)j->strat.micro_batch * (double)j->seq;
+	double mbs = (double)j->strat.grad_accum;
+	struct plan p;
+	CHECK(t, build(j, 0, &p));
+	CHECK_NEAR(t, sum_fwd(&p, "attn", false), mbs * T * f.attn_core / 2, 1e-12);
+	const struct plan_op *a = NULL;
+	for (size_t i = 0; i < p.nops && !a; i++)
+		if (p.ops[i].kind == PLAN_COMPUTE && !strcmp(p.ops[i].name, "attn"))
+			a = &p.ops[i];
+	CHECK(t, a && a->u.compute.head_dim == 192 && a->u.compute.head_dim_v == 128);
+	/* 16 heads a rank x 64 + the shared 64, 2 bytes read and written (fused) */
+	CHECK_NEAR(t, sum_fwd(&p, "rope", true),
+		   mbs * m->layers * T * (16.0 * 64 + 64) * 2 * 2, 1e-12);
+	int64_t down = 4096 * 1536 + 1536 + 4096 * (512 + 64) + 512;
+	CHECK_EQ_INT(t, coll_count(&p, "ar_sp_grads"), m->layers * (2 * 4096 + down) + 4096);
+	plan_release(&p);
+	/* no SP: every rank runs the down projections on all tokens; nothing to add */
+	j->strat.sequence_parallel = false;
+	CHECK(t, build(j, 0, &p));
+	CHECK_EQ_INT(t, coll_count(&p, "ar_sp_grads"), -1);
+	plan_release(&p);
+	/* a plain model under SP: its norms */
+	m->kv_lora_rank = m->q_lora_rank = 0;
+	m->qk_nope_head_dim = m->qk_rope_head_dim = m->v_head_dim = 0;
+	j->strat.sequence_parallel = true;
+	CHECK(t, build(j, 0, &p));
+	CHECK_EQ_INT(t, coll_count(&p, "ar_sp_grads"), m->layers * 2 * 4096 + 4096);
+	model_flops_fwd(m, j->seq, &f);
+	CHECK_NEAR(t, sum_fwd(&p, "attn", false), mbs * T * f.attn_core / 2, 1e-12);
+	plan_release(&p);
+	free(j);
+}
+
 /* MFU's model FLOPs under LoRA: no weight grads for the frozen weights (2 x forward for their
  * GEMMs), the attention core 3 x, 6 per adapter parameter; close to what the plan executes
  * outside recompute (its GEMMs and attention) */
@@ -2632,6 +2702,7 @@ int main(void)
 	TEST_RUN(&t, test_ds_grad_accumulation);
 	TEST_RUN(&t, test_ds_grad_copies);
 	TEST_RUN(&t, test_mla_gemms);
+	TEST_RUN(&t, test_mla_attention_core);
 	TEST_RUN(&t, test_lora_model_flops);
 	TEST_RUN(&t, test_structure);
 	TEST_RUN(&t, test_zero_comm);
