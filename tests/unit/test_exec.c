@@ -57,8 +57,9 @@ static void build_small(struct plan *p)
 	struct plan_op *at = push(p, PLAN_COMPUTE, PLAN_STREAM_COMPUTE, "attn");
 	at->u.compute.kernel = PLAN_K_ATTN;
 	at->u.compute.b = 1, at->u.compute.heads = 2, at->u.compute.s_q = at->u.compute.s_kv = 16;
-	at->u.compute.head_dim = 8, at->u.compute.causal = 1;
-	at->u.compute.flops = 4.0 * 2 * 16 * 16 * 8 * 0.5;
+	/* MLA-like: value heads narrower than the query-key heads */
+	at->u.compute.head_dim = 8, at->u.compute.head_dim_v = 4, at->u.compute.causal = 1;
+	at->u.compute.flops = 2.0 * 2 * 16 * 16 * (8 + 4) * 0.5;
 	struct plan_op *e = push(p, PLAN_COMPUTE, PLAN_STREAM_COMPUTE, "gelu");
 	e->u.compute.kernel = PLAN_K_ELEMWISE;
 	e->u.compute.bytes = 4096;
@@ -161,6 +162,9 @@ static void test_host_run(struct test_ctx *T)
 		if (e->cat == TRACE_ALL_REDUCE) {
 			CHECK_EQ_INT(T, e->bytes, 2000);
 			CHECK_EQ_INT(T, e->group_size, 1);
+			/* the communicator as the simulator names it: group and color */
+			CHECK_EQ_INT(T, e->comm, 1 + ((int64_t)JOB_GROUP_DP << 32) +
+						 job_group_color(&j, JOB_GROUP_DP, 0));
 		}
 		if (e->op_id == 10)
 			CHECK_EQ_INT(T, e->cat, TRACE_HOST);
