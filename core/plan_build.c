@@ -3350,6 +3350,27 @@ static enum tw_result build_rank(const struct job *j, int64_t rank, struct plan 
 				       PLAN_MAX_OPS);
 		}
 	}
+	{
+		/* gradient buckets (a few ops each, every reduction pass) and ZeRO-3's optimizer
+		 * sub-groups (up to six each under offload): tiny reduce_bucket_size or
+		 * sub_group_size values would outgrow the plan */
+		double buckets = ceil((double)b.psit / (double)bucket_elems(&b));
+		double part = (double)shard_elems(&b, b.psit, b.psite, b.shard >= SH_OPT ? b.nz : 1);
+		double nsub = ceil(part / (double)sub_group_elems(&b, (int64_t)part));
+		double est = est_ops + 4.0 * buckets * (double)reduction_passes(&b) + 6.0 * nsub;
+		if (est > (double)PLAN_MAX_OPS) {
+			bool sub = 6.0 * nsub > 4.0 * buckets * (double)reduction_passes(&b);
+			pb_release(&b);
+			return tw_errf(err, TW_ERR_LIMIT,
+				       "plan: %s=%lld cuts this rank's %s into ~%.3g pieces, ~%.3g ops "
+				       "per rank, over the limit of %d (raise it)",
+				       sub ? "zero_optimization.sub_group_size"
+					   : "zero_optimization.reduce_bucket_size",
+				       (long long)(sub ? j->strat.sub_group_size : bucket_elems(&b)),
+				       sub ? "optimizer partition" : "gradients", sub ? nsub : buckets,
+				       est, PLAN_MAX_OPS);
+		}
+	}
 	alloc_states(&b);
 	/* DeepSpeed's pipeline buffers: max(2, min(stages - s, m)) received inputs (§5) */
 	if (b.ds && b.pp > 1) {

@@ -151,6 +151,25 @@ static void cand_sets(const struct job *base, const struct search_space *sp, str
 		add_set(c, "seq_len=%lld", (long long)sp->seq);
 }
 
+/* A --set's path without the "strategy." or "ds_config." prefix that says which tree it is
+ * (docs/strategy.md), so that a pin is one whatever its spelling; *len is the path's length. */
+static const char *set_path(const char *s, size_t *len)
+{
+	const char *eq = strchr(s, '=');
+	size_t n = eq ? (size_t)(eq - s) : strlen(s);
+	if (n > 10 && !strncmp(s, "ds_config.", 10))
+		s += 10, n -= 10;
+	else if (n > 9 && !strncmp(s, "strategy.", 9))
+		s += 9, n -= 9;
+	*len = n;
+	return s;
+}
+
+static bool path_is(const char *p, size_t len, const char *name)
+{
+	return strlen(name) == len && !strncmp(p, name, len);
+}
+
 /* The user's sets that do not pin a searched dimension and are not cluster paths. */
 struct user_sets {
 	const char *v[64];
@@ -166,11 +185,11 @@ enum tw_result search_job(const struct job *base, const struct search_space *sp,
 		sets[n++] = c->sets[i];
 	for (int i = 0; i < sp->nsets && n < (int)(sizeof(sets) / sizeof(sets[0])); i++) {
 		char path[128];
-		const char *eq = strchr(sp->sets[i], '=');
-		size_t len = eq ? (size_t)(eq - sp->sets[i]) : strlen(sp->sets[i]);
+		size_t len;
+		const char *p = set_path(sp->sets[i], &len);
 		if (len >= sizeof(path))
 			len = sizeof(path) - 1;
-		memcpy(path, sp->sets[i], len);
+		memcpy(path, p, len);
 		path[len] = '\0';
 		/* pins were consumed by search_run; cluster paths are already in base */
 		if (cluster_owns_path(path) || !strcmp(path, "tp") || !strcmp(path, "pp") ||
@@ -235,6 +254,15 @@ static bool measure(const struct job *j, struct search_cand *c, int64_t *reps, i
 }
 
 /* Apply the user's pins (tp=, pp=, recompute=, zero_optimization.stage=, micro_batch=). */
+/* Paths the search sets itself for every candidate (cand_sets): a user --set of one would
+ * overwrite every candidate's choice while the table names the candidates' own */
+static const char *const searched_paths[] = {
+	"train_batch_size", "global_batch", "gradient_accumulation_steps", "framework",
+	"distributed_optimizer", "sequence_parallel", "schedule", "recompute_modules",
+	"zero_optimization", "zero_optimization.offload_optimizer",
+	"zero_optimization.offload_optimizer.device", "zero_optimization.zero_hpz_partition_size",
+	"zero_optimization.mics_shard_size", "fsdp", "fsdp.sharding_strategy", NULL};
+
 static enum tw_result read_pins(const struct search_space *in, struct search_space *sp,
 				struct tw_err *err)
 {
@@ -243,7 +271,17 @@ static enum tw_result read_pins(const struct search_space *in, struct search_spa
 		const char *s = in->sets[i], *eq = strchr(s, '=');
 		if (!eq)
 			continue;
-		size_t len = (size_t)(eq - s);
+		size_t len;
+		s = set_path(s, &len);
+		for (int k = 0; searched_paths[k]; k++)
+			if (path_is(s, len, searched_paths[k]))
+				return tw_errf(err, TW_ERR_INVALID,
+					       "--set %s: twin plan searches it for each candidate "
+					       "(pin tp, pp, vp, ep, cp, micro_batch, "
+					       "zero_optimization.stage, recompute or "
+					       "recompute_num_layers; the batch is --global-batch, the "
+					       "framework --framework)",
+					       in->sets[i]);
 		const char *v = eq + 1;
 		int64_t *pin = NULL;
 		if (len == 2 && !strncmp(s, "tp", 2))

@@ -88,6 +88,11 @@ check "plan --set tp=2 recompute=full: pinned" \
 	>"$tmp/m.json" 2>"$err"
 check "plan --framework megatron: distributed optimizer or not, pp divides layers" \
 	"[ \"\$(py '$tmp/m.json' 'd[\"framework\"] == \"megatron\" and all(c[\"shard\"] in (\"distopt\", \"no-distopt\") and 32 % c[\"pp\"] == 0 for c in d[\"top\"])')\" = True ]"
+# a pin spelled with its tree's prefix is a pin; a path the search sets itself is refused
+"$TWIN" plan -m llama2-7b -c dgx-h100 --gpus 8 --global-batch 32 --set strategy.tp=2 \
+	--set ds_config.zero_optimization.stage=1 --json >"$tmp/pfx.json" 2>"$err"
+check "plan --set strategy.tp=2 ds_config.zero_optimization.stage=1: pinned" \
+	"[ \"\$(py '$tmp/pfx.json' 'len(d[\"top\"]) > 0 and all(c[\"tp\"] == 2 and c[\"shard\"] == \"zero 1\" for c in d[\"top\"])')\" = True ]"
 # a cluster --set changes the answer: half the memory leaves fewer fitting candidates
 "$TWIN" plan -m llama2-7b -c dgx-h100 --gpus 8 --global-batch 32 --set gpu.memory_gib=40 --json \
 	>"$tmp/h.json" 2>"$err"
