@@ -432,6 +432,7 @@ int cmd_plan(const struct cli_ctx *ctx, int argc, char **argv)
 		status = cli_fail(&err);
 		goto out;
 	}
+	cli_set_notes(&o);
 	int64_t seq_used = seq ? seq : base->model.seq_len;
 	if (!res.any_fit) {
 		char desc[160];

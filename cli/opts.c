@@ -120,13 +120,6 @@ int cli_job_opt(struct cli_job_opts *o, int argc, char **argv, int *i, struct tw
 			return -1;
 		}
 		o->sets[o->in.nsets++] = v;
-		const char *fig = cluster_descriptive(v);
-		const char *part = cluster_partial(v);
-		if (fig) /* accepted and kept, but a what-if on it alone changes nothing */
-			fprintf(stderr, "twin: note: --set %.*s: no prediction reads this field; "
-					"its effect comes from %s\n", (int)strcspn(v, "="), v, fig);
-		else if (part) /* read, but not for what a what-if on it suggests */
-			fprintf(stderr, "twin: note: --set %.*s: %s\n", (int)strcspn(v, "="), v, part);
 	} else if (!strcmp(a, "--json")) {
 		o->json = true;
 	} else {
@@ -143,6 +136,20 @@ void cli_straggler_str(const struct cluster_straggler *g, char *buf, size_t len)
 		 g->link_scale);
 }
 
+void cli_set_notes(const struct cli_job_opts *o)
+{
+	for (int i = 0; i < o->in.nsets; i++) {
+		const char *v = o->sets[i];
+		const char *fig = cluster_descriptive(v);
+		const char *part = cluster_partial(v);
+		if (fig) /* accepted and kept, but a what-if on it alone changes nothing */
+			fprintf(stderr, "twin: note: --set %.*s: no prediction reads this field; "
+					"its effect comes from %s\n", (int)strcspn(v, "="), v, fig);
+		else if (part) /* read, but not for what a what-if on it suggests */
+			fprintf(stderr, "twin: note: --set %.*s: %s\n", (int)strcspn(v, "="), v, part);
+	}
+}
+
 enum tw_result cli_job_load(struct cli_job_opts *o, const char *cmd, struct job *out,
 			    struct tw_err *err)
 {
@@ -150,7 +157,9 @@ enum tw_result cli_job_load(struct cli_job_opts *o, const char *cmd, struct job 
 		return tw_errf(err, TW_ERR_USAGE, "%s: -m MODEL is required", cmd);
 	if (!o->in.cluster)
 		return tw_errf(err, TW_ERR_USAGE, "%s: -c CLUSTER is required", cmd);
-	return job_load(&o->in, out, err);
+	TW_CHECK(job_load(&o->in, out, err));
+	cli_set_notes(o); /* after the sets are known good: a refusal stays one line */
+	return TW_OK;
 }
 
 void cli_print_json(struct cJSON *obj)

@@ -285,6 +285,12 @@ enum tw_result json_set_path(cJSON *root, const char *assignment, bool must_exis
 	memcpy(path, assignment, plen);
 	path[plen] = '\0';
 	const char *value = eq + 1;
+	if (path[0] == '.' || path[plen - 1] == '.' || strstr(path, ".."))
+		return tw_errf(err, TW_ERR_USAGE, "%s %s: the path has an empty part", what,
+			       assignment);
+	if (!strcmp(value, "null")) /* a what-if names a value; the default is no --set */
+		return tw_errf(err, TW_ERR_INVALID, "%s %s: null is not a value here (leave the "
+			       "--set out for the default)", what, assignment);
 
 	cJSON *node = root;
 	char *save = NULL;

@@ -2707,9 +2707,12 @@ static void alloc_states(struct pb *b)
 		mem_alloc(b, PLAN_MEM_MASTER, PLAN_DEV_GPU, (Pton - h) * master, "master_gpu", st);
 		mem_alloc(b, PLAN_MEM_OPTIM, PLAN_DEV_GPU, (Pton - h) * os, "optimizer_gpu", st);
 	}
-	if (pd == PLAN_DEV_NVME) /* param swap buffers: buffer_count 5 x buffer_size 1e8 */
-		mem_alloc(b, PLAN_MEM_BUCKETS, PLAN_DEV_HOST, 5LL * 100000000 * pb,
+	if (pd == PLAN_DEV_NVME) { /* param swap buffers: buffer_count x buffer_size elements */
+		double sw = (double)b->s->offload_param_buffers *
+			    (double)b->s->offload_param_buffer_elems * (double)pb;
+		mem_alloc(b, PLAN_MEM_BUCKETS, PLAN_DEV_HOST, sw < 4e18 ? (int64_t)sw : (int64_t)4e18,
 			  "param_swap_buffers", st);
+	}
 	/* gradients */
 	if (!b->ds || b->shard == SH_NONE) {
 		mem_alloc(b, PLAN_MEM_GRADS, PLAN_DEV_GPU, Pt * b->gbytes, "grads", st);

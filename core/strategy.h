@@ -109,6 +109,7 @@ struct strategy {
 	enum strat_offload offload_optimizer, offload_param;
 	bool offload_pin_memory;        /* offload_optimizer.pin_memory */
 	bool offload_param_pin_memory;  /* offload_param.pin_memory */
+	int64_t offload_param_buffers, offload_param_buffer_elems; /* NVMe: buffer_count, _size */
 	double offload_ratio;       /* ZeRO-3 partial optimizer offload, (0, 1] */
 	double gradient_clipping;
 	/* ZeRO++ and MiCS (ZeRO-3 only; reference/deepspeed.md §2.4): hpZ keeps a secondary

@@ -472,9 +472,10 @@ static enum tw_result parse_offload(struct strat_rd *r, const struct sec *zero, 
 		TW_CHECK(kbool(&op, "pin_memory", NULL, pin_default, pin_why,
 			       &s->offload_param_pin_memory));
 		int64_t v;
-		TW_CHECK(kint(&op, "buffer_count", NULL, 0, INT64_MAX, 5, "DeepSpeed default", &v));
+		TW_CHECK(kint(&op, "buffer_count", NULL, 0, INT64_MAX, 5, "DeepSpeed default",
+			      &s->offload_param_buffers));
 		TW_CHECK(kint(&op, "buffer_size", NULL, 0, INT64_MAX, 100000000, "DeepSpeed default",
-			      &v));
+			      &s->offload_param_buffer_elems));
 		TW_CHECK(kint(&op, "max_in_cpu", NULL, 0, INT64_MAX, 1000000000,
 			      "DeepSpeed default", &v));
 		char path[64];

@@ -255,13 +255,14 @@ static bool measure(const struct job *j, struct search_cand *c, int64_t *reps, i
 
 /* Apply the user's pins (tp=, pp=, recompute=, zero_optimization.stage=, micro_batch=). */
 /* Paths the search sets itself for every candidate (cand_sets): a user --set of one would
- * overwrite every candidate's choice while the table names the candidates' own */
+ * overwrite every candidate's choice while the table names the candidates' own. (Megatron's
+ * distributed_optimizer, sequence_parallel and recompute_modules given by the user narrow the
+ * search instead, as they did.) */
 static const char *const searched_paths[] = {
 	"train_batch_size", "global_batch", "gradient_accumulation_steps", "framework",
-	"distributed_optimizer", "sequence_parallel", "schedule", "recompute_modules",
 	"zero_optimization", "zero_optimization.offload_optimizer",
 	"zero_optimization.offload_optimizer.device", "zero_optimization.zero_hpz_partition_size",
-	"zero_optimization.mics_shard_size", "fsdp", "fsdp.sharding_strategy", NULL};
+	"zero_optimization.mics_shard_size", "fsdp", NULL};
 
 static enum tw_result read_pins(const struct search_space *in, struct search_space *sp,
 				struct tw_err *err)
