@@ -181,8 +181,7 @@ struct eng {
 	struct memo memo[MEMO_SLOTS];
 	double link_GBps[LINKS_PER_GPU]; /* nominal capacity of each GPU link */
 	int64_t leaf_nodes;              /* nodes under one leaf switch (0: one switch for all) */
-	struct nccl_comm group_comm[JOB_NUM_GROUPS];
-	bool group_comm_set[JOB_NUM_GROUPS];
+	int32_t *gnodes;        /* srank x JOB_NUM_GROUPS: nodes its group spans, 0: not yet */
 	/* durations of COMPUTE shapes already costed: a step repeats a few shapes per layer and
 	 * micro-batch thousands of times (open addressing, DUR_SLOTS entries) */
 	struct dur_memo *dur;
@@ -439,12 +438,15 @@ static void on_flow_changed(void *ctx, int32_t f)
 	sim_heap_push(&e->heap, e->now + eta, EV_FLOW_END, f, 0, e->net.flows[f].ver);
 }
 
-/* the group's communicator shape (all instances of a group type have the same shape in the
- * Megatron layout over whole nodes) */
-static const struct nccl_comm *group_comm(struct eng *e, int g, int64_t rank)
+/* Nodes the group g of simulated rank sri spans. Instances of one group type need not span
+ * alike: on 3, 5 or 6 nodes a group of 5 or 6 ranks lies on one node or across two, so the
+ * count is the rank's own (and part of the collective's memo key). */
+static int64_t group_nodes(struct eng *e, int32_t sri, int g)
 {
-	if (!e->group_comm_set[g]) {
-		int64_t idx, n = job_group_members(e->j, (enum job_group)g, rank, e->members, &idx);
+	int32_t *c = &e->gnodes[(int64_t)sri * JOB_NUM_GROUPS + g];
+	if (*c == 0) {
+		int64_t idx, n = job_group_members(e->j, (enum job_group)g, e->sr[sri].rank,
+						   e->members, &idx);
 		int64_t nodes = 0, last = -1;
 		for (int64_t i = 0; i < n; i++) {
 			int64_t nd = job_node_of(e->j, e->members[i]);
@@ -452,10 +454,9 @@ static const struct nccl_comm *group_comm(struct eng *e, int g, int64_t rank)
 				nodes++;
 			last = nd;
 		}
-		nccl_comm_from_cluster(&e->j->cluster, n, nodes, &e->group_comm[g]);
-		e->group_comm_set[g] = true;
+		*c = (int32_t)(nodes > 0 ? nodes : 1);
 	}
-	return &e->group_comm[g];
+	return *c;
 }
 
 /* bytes of a GPU link per second at rate 1 -> load on the link */
@@ -498,8 +499,10 @@ static void comm_model(struct eng *e, const struct srank *s0, const struct eop *
 	bool same = true;
 	int64_t dist = 0; /* p2p: ranks between the two */
 	bool ub = op->kind == PLAN_COLL && (op->flags & PLAN_F_USERBUF);
+	int64_t nodes = 0;
 	if (op->kind == PLAN_COLL) {
-		k0 = op->group;
+		nodes = group_nodes(e, (int32_t)(s0 - e->sr), op->group);
+		k0 = op->group + (nodes << 16); /* above the p2p keys' JOB_NUM_GROUPS + 2 */
 		k1 = op->sub + (ub ? PLAN_NUM_COLLS : 0);
 		k2 = op->bytes;
 	} else {
@@ -518,7 +521,10 @@ static void comm_model(struct eng *e, const struct srank *s0, const struct eop *
 		return;
 	}
 	if (op->kind == PLAN_COLL) {
-		const struct nccl_comm *cm = group_comm(e, op->group, s0->rank);
+		struct nccl_comm comm;
+		nccl_comm_from_cluster(&e->j->cluster, job_group_size(e->j, (enum job_group)op->group),
+				       nodes, &comm);
+		const struct nccl_comm *cm = &comm;
 		double S = nccl_size((enum plan_coll)op->sub, (double)op->bytes, cm->nranks);
 		if (op->sub == PLAN_ALL_TO_ALL)
 			nccl_alltoall(cm, S, r);
@@ -1166,6 +1172,7 @@ static void eng_free(struct eng *e)
 	free(e->members);
 	free(e->dur);
 	free(e->expect);
+	free(e->gnodes);
 	free(e->color);
 }
 
@@ -1271,6 +1278,7 @@ enum tw_result sim_run_plans(const struct job *j, const struct sim_options *opt,
 			s->sync_left = batch_size(&e->roles[s->role], 0);
 	}
 	e->expect = TW_NEW_ARRAY(int32_t, e->nsr * JOB_NUM_GROUPS);
+	e->gnodes = TW_NEW_ARRAY(int32_t, e->nsr * JOB_NUM_GROUPS); /* zeroed: not yet */
 	e->color = tw_malloc((size_t)(e->nsr * JOB_NUM_GROUPS) * sizeof(*e->color));
 	for (int64_t i = 0; i < e->nsr * JOB_NUM_GROUPS; i++) {
 		e->expect[i] = -1;

@@ -234,3 +234,16 @@ check "config show names the attention kernel and its source" "grep -q '^attenti
 "$TWIN" memory -m llama2-7b -c dgx-h100 --gpus 8 --json >"$tmp/m.json" 2>>"$tmp/mj.err"
 check "simulate --memory --json: memory_report is twin memory's JSON" \
 	"python3 -c \"import json; a = json.load(open('$tmp/mj.json'))['memory_report']; b = json.load(open('$tmp/m.json')); assert a == b, (a, b)\""
+# groups of one type that span different node counts: on 3 nodes of 8 with pp 4, the data-
+# parallel groups of 6 of stages 0 and 3 lie on one node (NVLS), those of stages 1 and 2
+# across two (no NVLS across nodes); each communicator is its own
+"$TWIN" simulate -m llama3-8b -c dgx-h100 --gpus 24 --set framework=megatron --set pp=4 \
+	--set global_batch=24 --trace "$tmp/span.json" >"$out" 2>"$err"
+check "simulate: a group's NCCL algorithm follows the nodes it spans" \
+	"python3 -c \"
+import json
+ev = json.load(open('$tmp/span.json'))['traceEvents']
+alg = {e['args']['stage']: e['args']['NCCL algorithm'] for e in ev
+       if e.get('ph') == 'X' and '(ar_grads)' in e.get('name', '')}
+assert alg[0] == alg[3] == 'nvls' and alg[1] != 'nvls' and alg[2] != 'nvls', alg
+\""
