@@ -336,6 +336,11 @@ bool nccl_eval(const struct nccl_comm *cm, enum plan_coll c, double S, int a, in
 			alg = cm->nvls_GBps * (g + 1.0) / (2.0 * (g - 1.0)) * (double)n / (double)(n + 1);
 		else
 			alg = cm->intra_GBps * nvls_eff[ci] * (double)n / (double)(n + 1);
+		/* no faster than the GPU's NVLink port carries those bytes (the engine's link
+		 * model holds the flow to it): a what-if on nvls_GBps alone must not pick NVLS
+		 * for a speed the flow cannot have */
+		if (cm->intra_GBps > 0)
+			alg = fmin(alg, cm->intra_GBps * (double)n / (double)(n + 1));
 	}
 	if (alg <= 0)
 		return false;
