@@ -705,6 +705,19 @@ static double named_bytes(const struct plan *p, const char *name)
 	return bytes;
 }
 
+/* FLOPs (or bytes) of the forward ops named name, recompute left out */
+static double sum_fwd(const struct plan *p, const char *name, bool bytes)
+{
+	double f = 0;
+	for (size_t i = 0; i < p->nops; i++) {
+		const struct plan_op *op = &p->ops[i];
+		if (op->kind == PLAN_COMPUTE && op->phase == PLAN_PHASE_FWD &&
+		    !(op->flags & PLAN_F_RECOMPUTE) && !strcmp(op->name, name))
+			f += bytes ? op->u.compute.bytes : op->u.compute.flops;
+	}
+	return f;
+}
+
 /* MLA (DeepSeek-V3's shapes on Llama-2-7B's width): the forward GEMMs in front of attention and
  * out_proj are 2 x the attention weights per token and layer (model.c's count); under TP 2 the
  * down projections are duplicated on each rank and the up projections and out_proj split */
@@ -712,15 +725,8 @@ static double fwd_gemm_flops(const struct plan *p)
 {
 	static const char *const names[] = { "q_down", "q_up", "kv_down", "kv_up", "out_proj" };
 	double f = 0;
-	for (size_t i = 0; i < p->nops; i++) {
-		const struct plan_op *op = &p->ops[i];
-		if (op->kind != PLAN_COMPUTE || op->phase != PLAN_PHASE_FWD ||
-		    (op->flags & PLAN_F_RECOMPUTE))
-			continue;
-		for (int k = 0; k < 5; k++)
-			if (!strcmp(op->name, names[k]))
-				f += op->u.compute.flops;
-	}
+	for (int k = 0; k < 5; k++)
+		f += sum_fwd(p, names[k], false);
 	return f;
 }
 
@@ -770,23 +776,7 @@ static void test_mla_gemms(struct test_ctx *t)
 	free(j);
 }
 
-/* MLA's attention core: Q K^T over the 192-wide query-key heads, A V over the 128-wide value
- * heads, so the plan's attention FLOPs are model.c's attn_core; RoPE turns only the heads'
- * 64-wide rope part and the one shared key part; under SP the duplicated down projections
- * and the norms have partial grads, added over TP before the step (Megatron's
- * _allreduce_layernorm_grads), which a plain SP model makes for its norms only */
-static double sum_fwd(const struct plan *p, const char *name, bool bytes)
-{
-	double f = 0;
-	for (size_t i = 0; i < p->nops; i++) {
-		const struct plan_op *op = &p->ops[i];
-		if (op->kind == PLAN_COMPUTE && op->phase == PLAN_PHASE_FWD &&
-		    !(op->flags & PLAN_F_RECOMPUTE) && !strcmp(op->name, name))
-			f += bytes ? op->u.compute.bytes : op->u.compute.flops;
-	}
-	return f;
-}
-
+/* the count of the last collective named name (-1: none) */
 static int64_t coll_count(const struct plan *p, const char *name)
 {
 	int64_t n = -1;
@@ -796,6 +786,11 @@ static int64_t coll_count(const struct plan *p, const char *name)
 	return n;
 }
 
+/* MLA's attention core: Q K^T over the 192-wide query-key heads, A V over the 128-wide value
+ * heads, so the plan's attention FLOPs are model.c's attn_core; RoPE turns only the heads'
+ * 64-wide rope part and the one shared key part; under SP the duplicated down projections
+ * and the norms have partial grads, added over TP before the step (Megatron's
+ * _allreduce_layernorm_grads), which a plain SP model makes for its norms only */
 static void test_mla_attention_core(struct test_ctx *t)
 {
 	struct job *j = fx_job(8);
