@@ -2618,6 +2618,13 @@ static int64_t sub_group_elems(const struct pb *b, int64_t part)
 	return sg > 0 ? sg : 1;
 }
 
+/* Elements of this rank's optimizer partition: its trainable parameters, sharded when the
+ * optimizer states are */
+static int64_t opt_part(const struct pb *b)
+{
+	return shard_elems(b, b->psit, b->psite, b->shard >= SH_OPT ? b->nz : 1);
+}
+
 /* The sub-groups (by index, of nsub) that live and step on the host: [*first, *first + *count).
  * ZeRO-3's partial offload (offload_optimizer.ratio < 1) splits the partition's sub-groups by
  * index, as Python's int() of a double: from DeepSpeed 0.18.0 the first int((1 - ratio) x nsub)
@@ -2682,8 +2689,7 @@ static void alloc_states(struct pb *b)
 		return;
 	}
 	int64_t pn = b->shard == SH_PARAM ? N : 1;      /* parameter partitions */
-	int64_t on = b->shard >= SH_OPT ? N : 1;        /* optimizer partitions */
-	int64_t Pton = shard_elems(b, Pt, b->psite, on);
+	int64_t Pton = opt_part(b);
 	mem_alloc(b, PLAN_MEM_PARAMS, pd,
 		  shard_elems(b, P, b->psie, pn) * (b->shard == SH_PARAM ? part_bytes(b) : pb),
 		  "params", st);
@@ -2781,7 +2787,7 @@ static int64_t sp_partial_grads(const struct pb *b)
 	const struct model *m = b->m;
 	if (!b->megatron || !b->sp || b->tp <= 1 || b->lora)
 		return 0;
-	int64_t npl = m->norms_per_layer > 0 ? m->norms_per_layer : 2, n = 0;
+	int64_t npl = npl_of(b), n = 0;
 	for (int64_t c = 0; c < b->vp; c++)
 		for (int64_t l = b->first[c]; l < b->first[c] + b->nl[c]; l++) {
 			n += npl * norm_w(b) + mla_down_w(b) + (m->out_bias ? b->h : 0);
@@ -2827,7 +2833,7 @@ static void optimizer_step(struct pb *b)
 	wait_on(b, b->last_red);
 	wait_on(b, b->last_d2h);
 	int64_t on = b->shard >= SH_OPT ? N : 1;
-	int64_t part = shard_elems(b, Pt, b->psite, on);
+	int64_t part = opt_part(b);
 	bool offo = b->ds && s->offload_optimizer != STRAT_OFFLOAD_NONE && b->shard >= SH_OPT;
 	int32_t zero1_part = -1;
 	if (b->ds && b->shard == SH_OPT) { /* the accumulated partition replaces full grads */
@@ -3307,6 +3313,28 @@ static double slice_ops(const struct pb *b, const struct red *g)
 	       1.0;
 }
 
+/* Whether gradient buckets (a few ops each, every reduction pass) and ZeRO-3's optimizer
+ * sub-groups (up to six each under offload) would outgrow the plan beside its est_ops: tiny
+ * reduce_bucket_size or sub_group_size values (err filled) */
+static bool pieces_over_limit(const struct pb *b, double est_ops, struct tw_err *err)
+{
+	int64_t part = opt_part(b), sg = sub_group_elems(b, part);
+	double nsub = (double)((part + sg - 1) / sg);
+	double buckets = ceil((double)b->psit / (double)bucket_elems(b));
+	double red = 4.0 * buckets * (double)reduction_passes(b), opt = 6.0 * nsub;
+	double est = est_ops + red + opt;
+	if (est <= (double)PLAN_MAX_OPS)
+		return false;
+	bool sub = opt > red;
+	tw_errf(err, TW_ERR_LIMIT,
+		"plan: %s=%lld cuts this rank's %s into ~%.3g pieces, ~%.3g ops per rank, over the "
+		"limit of %d (raise it)",
+		sub ? "zero_optimization.sub_group_size" : "zero_optimization.reduce_bucket_size",
+		(long long)(sub ? sg : bucket_elems(b)), sub ? "optimizer partition" : "gradients",
+		sub ? nsub : buckets, est, PLAN_MAX_OPS);
+	return true;
+}
+
 /* The builder's own buffers (the plan keeps nothing of them) */
 static void pb_release(struct pb *b)
 {
@@ -3353,26 +3381,9 @@ static enum tw_result build_rank(const struct job *j, int64_t rank, struct plan 
 				       PLAN_MAX_OPS);
 		}
 	}
-	{
-		/* gradient buckets (a few ops each, every reduction pass) and ZeRO-3's optimizer
-		 * sub-groups (up to six each under offload): tiny reduce_bucket_size or
-		 * sub_group_size values would outgrow the plan */
-		double buckets = ceil((double)b.psit / (double)bucket_elems(&b));
-		double part = (double)shard_elems(&b, b.psit, b.psite, b.shard >= SH_OPT ? b.nz : 1);
-		double nsub = ceil(part / (double)sub_group_elems(&b, (int64_t)part));
-		double est = est_ops + 4.0 * buckets * (double)reduction_passes(&b) + 6.0 * nsub;
-		if (est > (double)PLAN_MAX_OPS) {
-			bool sub = 6.0 * nsub > 4.0 * buckets * (double)reduction_passes(&b);
-			pb_release(&b);
-			return tw_errf(err, TW_ERR_LIMIT,
-				       "plan: %s=%lld cuts this rank's %s into ~%.3g pieces, ~%.3g ops "
-				       "per rank, over the limit of %d (raise it)",
-				       sub ? "zero_optimization.sub_group_size"
-					   : "zero_optimization.reduce_bucket_size",
-				       (long long)(sub ? j->strat.sub_group_size : bucket_elems(&b)),
-				       sub ? "optimizer partition" : "gradients", sub ? nsub : buckets,
-				       est, PLAN_MAX_OPS);
-		}
+	if (pieces_over_limit(&b, est_ops, err)) {
+		pb_release(&b);
+		return TW_ERR_LIMIT;
 	}
 	alloc_states(&b);
 	/* DeepSpeed's pipeline buffers: max(2, min(stages - s, m)) received inputs (§5) */

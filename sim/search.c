@@ -6,6 +6,7 @@
 #include "sim_int.h"
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -170,6 +171,42 @@ static bool path_is(const char *p, size_t len, const char *name)
 	return strlen(name) == len && !strncmp(p, name, len);
 }
 
+/* The integer pins: a --set of one of these paths restricts a searched dimension (recompute=,
+ * a name, is read apart) */
+static const struct {
+	const char *path;
+	size_t off; /* of the pin in struct search_space */
+} int_pins[] = {
+	{"tp", offsetof(struct search_space, pin_tp)},
+	{"pp", offsetof(struct search_space, pin_pp)},
+	{"vp", offsetof(struct search_space, pin_vp)},
+	{"ep", offsetof(struct search_space, pin_ep)},
+	{"cp", offsetof(struct search_space, pin_cp)},
+	{"micro_batch", offsetof(struct search_space, pin_micro)},
+	{"train_micro_batch_size_per_gpu", offsetof(struct search_space, pin_micro)},
+	{"zero_optimization.stage", offsetof(struct search_space, pin_zero)},
+	{"recompute_num_layers", offsetof(struct search_space, pin_recompute_layers)},
+};
+#define N_INT_PINS (sizeof(int_pins) / sizeof(*int_pins))
+
+/* The pin of search_space that the --set path p (len long) sets, or NULL */
+static int64_t *int_pin(struct search_space *sp, const char *p, size_t len)
+{
+	for (size_t k = 0; k < N_INT_PINS; k++)
+		if (path_is(p, len, int_pins[k].path))
+			return (int64_t *)((char *)sp + int_pins[k].off);
+	return NULL;
+}
+
+/* Whether the --set path p is a pin, which search_run consumed */
+static bool is_pin(const char *p, size_t len)
+{
+	for (size_t k = 0; k < N_INT_PINS; k++)
+		if (path_is(p, len, int_pins[k].path))
+			return true;
+	return path_is(p, len, "recompute");
+}
+
 /* The user's sets that do not pin a searched dimension and are not cluster paths. */
 struct user_sets {
 	const char *v[64];
@@ -192,11 +229,7 @@ enum tw_result search_job(const struct job *base, const struct search_space *sp,
 		memcpy(path, p, len);
 		path[len] = '\0';
 		/* pins were consumed by search_run; cluster paths are already in base */
-		if (cluster_owns_path(path) || !strcmp(path, "tp") || !strcmp(path, "pp") ||
-		    !strcmp(path, "vp") || !strcmp(path, "ep") || !strcmp(path, "cp") ||
-		    !strcmp(path, "recompute") || !strcmp(path, "recompute_num_layers") ||
-		    !strcmp(path, "zero_optimization.stage") ||
-		    !strcmp(path, "micro_batch") || !strcmp(path, "train_micro_batch_size_per_gpu"))
+		if (cluster_owns_path(path) || is_pin(p, len))
 			continue;
 		sets[n++] = sp->sets[i];
 	}
@@ -253,7 +286,6 @@ static bool measure(const struct job *j, struct search_cand *c, int64_t *reps, i
 	return true;
 }
 
-/* Apply the user's pins (tp=, pp=, recompute=, zero_optimization.stage=, micro_batch=). */
 /* Paths the search sets itself for every candidate (cand_sets): a user --set of one would
  * overwrite every candidate's choice while the table names the candidates' own. (Megatron's
  * distributed_optimizer, sequence_parallel and recompute_modules given by the user narrow the
@@ -264,6 +296,7 @@ static const char *const searched_paths[] = {
 	"zero_optimization.offload_optimizer.device", "zero_optimization.zero_hpz_partition_size",
 	"zero_optimization.mics_shard_size", "fsdp", NULL};
 
+/* Apply the user's pins (int_pins, and recompute=NAME); refuse the searched paths. */
 static enum tw_result read_pins(const struct search_space *in, struct search_space *sp,
 				struct tw_err *err)
 {
@@ -284,25 +317,8 @@ static enum tw_result read_pins(const struct search_space *in, struct search_spa
 					       "framework --framework)",
 					       in->sets[i]);
 		const char *v = eq + 1;
-		int64_t *pin = NULL;
-		if (len == 2 && !strncmp(s, "tp", 2))
-			pin = &sp->pin_tp;
-		else if (len == 2 && !strncmp(s, "pp", 2))
-			pin = &sp->pin_pp;
-		else if (len == 2 && !strncmp(s, "vp", 2))
-			pin = &sp->pin_vp;
-		else if (len == 2 && !strncmp(s, "ep", 2))
-			pin = &sp->pin_ep;
-		else if (len == 2 && !strncmp(s, "cp", 2))
-			pin = &sp->pin_cp;
-		else if ((len == 11 && !strncmp(s, "micro_batch", 11)) ||
-			 (len == 30 && !strncmp(s, "train_micro_batch_size_per_gpu", 30)))
-			pin = &sp->pin_micro;
-		else if (len == 23 && !strncmp(s, "zero_optimization.stage", 23))
-			pin = &sp->pin_zero;
-		else if (len == 20 && !strncmp(s, "recompute_num_layers", 20))
-			pin = &sp->pin_recompute_layers;
-		else if (len == 9 && !strncmp(s, "recompute", 9)) {
+		int64_t *pin = int_pin(sp, s, len);
+		if (path_is(s, len, "recompute")) {
 			if (!strcmp(v, "none"))
 				sp->pin_recompute = STRAT_RECOMPUTE_NONE;
 			else if (!strcmp(v, "selective"))
@@ -312,8 +328,8 @@ static enum tw_result read_pins(const struct search_space *in, struct search_spa
 			else if (!strcmp(v, "op"))
 				sp->pin_recompute = STRAT_RECOMPUTE_OP;
 			else
-				return tw_errf(err, TW_ERR_INVALID,
-					       "--set %s: recompute must be one of: none, selective, full, op", s);
+				return tw_errf(err, TW_ERR_INVALID, "--set %s: recompute must be one "
+					       "of: none, selective, full, op", in->sets[i]);
 			continue;
 		}
 		if (!pin)
@@ -321,7 +337,8 @@ static enum tw_result read_pins(const struct search_space *in, struct search_spa
 		char *end;
 		long long x = strtoll(v, &end, 10);
 		if (*v == '\0' || *end != '\0' || x < 0 || x > (1LL << 40))
-			return tw_errf(err, TW_ERR_INVALID, "--set %s: must be a non-negative integer", s);
+			return tw_errf(err, TW_ERR_INVALID, "--set %s: must be a non-negative integer",
+				       in->sets[i]);
 		*pin = x;
 	}
 	if (sp->pin_recompute_layers >= 0) {
@@ -429,12 +446,13 @@ static int ep_choices(const struct search_space *sp, const struct model *m, int6
 /* Whether the user's --set gives one of keys[0 .. n) itself. */
 static bool user_sets_any(const struct search_space *sp, const char *const *keys, size_t n)
 {
-	for (int i = 0; i < sp->nsets; i++)
-		for (size_t k = 0; k < n; k++) {
-			size_t len = strlen(keys[k]);
-			if (!strncmp(sp->sets[i], keys[k], len) && sp->sets[i][len] == '=')
+	for (int i = 0; i < sp->nsets; i++) {
+		size_t len;
+		const char *p = set_path(sp->sets[i], &len);
+		for (size_t k = 0; k < n; k++)
+			if (path_is(p, len, keys[k]))
 				return true;
-		}
+	}
 	return false;
 }
 
