@@ -167,6 +167,38 @@ static enum tw_result kbool(const struct sec *x, const char *key, const char *al
 	return TW_OK;
 }
 
+/* Keys read for their types only (what DeepSpeed's config model would refuse), their effect
+ * not modelled: each present key of bools must be a boolean, of ints an integer, of objs an
+ * object; "auto" passes (its section's rule was checked by check_keys' caller). */
+static enum tw_result ktypes(const struct sec *x, const char *const *bools,
+			     const char *const *ints, const char *const *objs)
+{
+	for (int k = 0; bools && bools[k]; k++) {
+		if (strat_is_auto(item(x->obj, bools[k])))
+			continue;
+		char p[128];
+		full_path(x, bools[k], p, sizeof(p));
+		struct json_ctx c = {strat_label(x->r, STRAT_TREE_DS, p), x->prefix, x->r->err};
+		bool b;
+		TW_CHECK(json_get_bool(&c, x->obj, bools[k], &b, NULL));
+	}
+	for (int k = 0; ints && ints[k]; k++) {
+		if (strat_is_auto(item(x->obj, ints[k])))
+			continue;
+		char p[128];
+		full_path(x, ints[k], p, sizeof(p));
+		struct json_ctx c = {strat_label(x->r, STRAT_TREE_DS, p), x->prefix, x->r->err};
+		int64_t v;
+		TW_CHECK(json_get_int(&c, x->obj, ints[k], INT64_MIN, INT64_MAX, &v, NULL));
+	}
+	for (int k = 0; objs && objs[k]; k++) {
+		const cJSON *v = item(x->obj, objs[k]);
+		if (v && !cJSON_IsObject(v) && !strat_is_auto(v))
+			return fail(x, objs[k], "must be an object");
+	}
+	return TW_OK;
+}
+
 static enum tw_result knum(const struct sec *x, const char *key, double min, double max,
 			   double def, const char *defwhy, double *out, bool record)
 {
@@ -338,6 +370,16 @@ static enum tw_result precision_section(struct strat_rd *r, const struct sec *to
 	TW_CHECK(ksec(top, name, true, &x));
 	x.prefix = !strcmp(name, "fp16") ? "fp16" : !strcmp(name, "bf16") ? "bf16" : "bfloat16";
 	TW_CHECK(check_keys(&x, !strcmp(name, "fp16") ? fp16_keys : bf16_keys));
+	static const char *const fp16_bools[] = {"auto_cast", "consecutive_hysteresis",
+						 "fp16_master_weights_and_grads", NULL};
+	static const char *const fp16_ints[] = {"hysteresis", NULL};
+	static const char *const bf16_bools[] = {"immediate_grad_update",
+						 "bf16_master_weights_and_grads",
+						 "bf16_optimizer_states", NULL};
+	if (!strcmp(name, "fp16"))
+		TW_CHECK(ktypes(&x, fp16_bools, fp16_ints, NULL));
+	else
+		TW_CHECK(ktypes(&x, bf16_bools, NULL, NULL));
 	*is_auto = x.obj && strat_is_auto(item(x.obj, "enabled"));
 	if (*is_auto)
 		return TW_OK;
@@ -674,18 +716,20 @@ static enum tw_result parse_zero(struct strat_rd *r, const struct sec *top)
 	TW_CHECK(kint(&z, "stage3_max_reuse_distance", "max_reuse_distance", 0, INT64_MAX,
 		      1000000000, dd, &s->max_reuse_distance));
 
-	/* keys read for their types and their effect on what we model */
-	bool b = false;
-	const char *const bools[] = {"allgather_partitions", "load_from_fp32_weights",
-				     "elastic_checkpoint", "ignore_unused_parameters",
-				     "round_robin_gradients", "memory_efficient_linear", NULL};
-	for (int i = 0; bools[i]; i++) {
-		char p[96];
-		snprintf(p, sizeof(p), "zero_optimization.%s", bools[i]);
-		struct json_ctx c = {strat_label(r, STRAT_TREE_DS, p), "zero_optimization", r->err};
-		if (!strat_is_auto(item(z.obj, bools[i])))
-			TW_CHECK(json_get_bool(&c, z.obj, bools[i], &b, NULL));
-	}
+	/* keys read for their types; their effect is not modelled */
+	static const char *const zbools[] = {
+		"allgather_partitions", "load_from_fp32_weights", "elastic_checkpoint",
+		"ignore_unused_parameters", "round_robin_gradients", "memory_efficient_linear",
+		"stage3_use_all_reduce_for_fetch_params", "use_all_reduce_for_fetch_params",
+		"stage3_gather_16bit_weights_on_model_save", "gather_16bit_weights_on_model_save",
+		"stage3_gather_fp16_weights_on_model_save", "log_trace_cache_warnings",
+		"enable_sanity_checks", "pipeline_loading_checkpoint", "override_module_apply",
+		"save_muon_momentum_buffer_in_memory", NULL};
+	static const char *const zints[] = {
+		"stage3_module_granularity_threshold", "module_granularity_threshold",
+		"stage3_model_persistence_threshold", "model_persistence_threshold", NULL};
+	static const char *const zobjs[] = {"zeropp_loco_param", "leaf_module", NULL};
+	TW_CHECK(ktypes(&z, zbools, zints, zobjs));
 	const char *gather16;
 	TW_CHECK(pick(&z, "stage3_gather_16bit_weights_on_model_save",
 		      "gather_16bit_weights_on_model_save", &gather16));
@@ -1017,6 +1061,8 @@ enum tw_result strat_ds_parse(struct strat_rd *r, const cJSON *ds)
 	TW_CHECK(ksec(&top, "tensor_parallel", true, &tps));
 	tps.prefix = "tensor_parallel";
 	TW_CHECK(check_keys(&tps, tp_keys));
+	static const char *const tp_bools[] = {"tp_overlap_comm", "keep_module_on_host", NULL};
+	TW_CHECK(ktypes(&tps, tp_bools, NULL, NULL));
 	r->ds_autotp = 0;
 	if (tps.obj) {
 		struct json_ctx c = {strat_label(r, STRAT_TREE_DS, "tensor_parallel.autotp_size"),
