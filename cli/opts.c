@@ -136,12 +136,24 @@ void cli_straggler_str(const struct cluster_straggler *g, char *buf, size_t len)
 		 g->link_scale);
 }
 
+/* Whether the user's --set gives path (PATH=...) */
+static bool sets_path(const struct cli_job_opts *o, const char *path)
+{
+	size_t n = strlen(path);
+	for (int i = 0; i < o->in.nsets; i++)
+		if (!strncmp(o->sets[i], path, n) && o->sets[i][n] == '=')
+			return true;
+	return false;
+}
+
 void cli_set_notes(const struct cli_job_opts *o)
 {
 	for (int i = 0; i < o->in.nsets; i++) {
 		const char *v = o->sets[i];
 		const char *fig = cluster_descriptive(v);
 		const char *part = cluster_partial(v);
+		if (fig && sets_path(o, fig))
+			continue; /* set beside the field it describes, as it must be */
 		if (fig) /* accepted and kept, but a what-if on it alone changes nothing */
 			fprintf(stderr, "twin: note: --set %.*s: no prediction reads this field; "
 					"its effect comes from %s\n", (int)strcspn(v, "="), v, fig);

@@ -753,8 +753,10 @@ enum tw_result cluster_check_gpus(const struct cluster *c, int64_t gpus, int *no
 			return tw_errf(err, TW_ERR_INVALID,
 				       "--gpus %lld: a job on more than one node of %s must use whole "
 				       "nodes (a multiple of node.gpus = %d); for K GPUs per node, "
-				       "model such a node: --set node.gpus=K --set net.nics_per_node=N",
-				       (long long)gpus, c->name, per);
+				       "model such a node: --set node.gpus=K --set net.nics_per_node=N%s",
+				       (long long)gpus, c->name, per,
+				       c->node.nvlink_domain_gpus > 0 ? " --set node.nvlink_domain_gpus=K"
+								      : "");
 		n = gpus / per;
 	}
 	if (n > c->net.max_nodes)

@@ -247,3 +247,11 @@ alg = {e['args']['stage']: e['args']['NCCL algorithm'] for e in ev
        if e.get('ph') == 'X' and '(ar_grads)' in e.get('name', '')}
 assert alg[0] == alg[3] == 'nvls' and alg[1] != 'nvls' and alg[2] != 'nvls', alg
 \""
+# an odd GPU count: the refusal's hint, followed as printed with K = 6 and N = 6, runs (and the
+# descriptive field set beside node.gpus, as the hint says, gets no note)
+"$TWIN" simulate -m tiny -c dgx-h100 --gpus 12 >"$out" 2>"$err"
+hint=$(sed -n 's/.*model such a node: //p' "$err" | sed 's/=K/=6/g; s/=N/=6/g')
+# shellcheck disable=SC2086
+"$TWIN" simulate -m tiny -c dgx-h100 --gpus 12 $hint >"$out" 2>"$tmp/hint.err"
+check "simulate --gpus 12: the whole-node hint runs as printed, without a note" \
+	"[ -n \"$hint\" ] && grep -q '^step time' '$out' && [ ! -s '$tmp/hint.err' ]"
