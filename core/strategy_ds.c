@@ -167,33 +167,43 @@ static enum tw_result kbool(const struct sec *x, const char *key, const char *al
 	return TW_OK;
 }
 
+/* The reading context of key in section x: labelled with the --set that gave it, else the
+ * file (buf holds the key's full path) */
+static struct json_ctx kctx(const struct sec *x, const char *key, char *buf, size_t len)
+{
+	full_path(x, key, buf, len);
+	return (struct json_ctx){strat_label(x->r, STRAT_TREE_DS, buf), x->prefix, x->r->err};
+}
+
 /* Keys read for their types only (what DeepSpeed's config model would refuse), their effect
  * not modelled: each present key of bools must be a boolean, of ints an integer, of objs an
- * object; "auto" passes (its section's rule was checked by check_keys' caller). */
+ * object; "auto" as auto_check says (dropped in a strict section, else refused). */
 static enum tw_result ktypes(const struct sec *x, const char *const *bools,
 			     const char *const *ints, const char *const *objs)
 {
+	bool is_auto;
 	for (int k = 0; bools && bools[k]; k++) {
-		if (strat_is_auto(item(x->obj, bools[k])))
+		TW_CHECK(auto_check(x, bools[k], false, &is_auto));
+		if (is_auto)
 			continue;
 		char p[128];
-		full_path(x, bools[k], p, sizeof(p));
-		struct json_ctx c = {strat_label(x->r, STRAT_TREE_DS, p), x->prefix, x->r->err};
+		struct json_ctx c = kctx(x, bools[k], p, sizeof(p));
 		bool b;
 		TW_CHECK(json_get_bool(&c, x->obj, bools[k], &b, NULL));
 	}
 	for (int k = 0; ints && ints[k]; k++) {
-		if (strat_is_auto(item(x->obj, ints[k])))
+		TW_CHECK(auto_check(x, ints[k], false, &is_auto));
+		if (is_auto)
 			continue;
 		char p[128];
-		full_path(x, ints[k], p, sizeof(p));
-		struct json_ctx c = {strat_label(x->r, STRAT_TREE_DS, p), x->prefix, x->r->err};
+		struct json_ctx c = kctx(x, ints[k], p, sizeof(p));
 		int64_t v;
 		TW_CHECK(json_get_int(&c, x->obj, ints[k], INT64_MIN, INT64_MAX, &v, NULL));
 	}
 	for (int k = 0; objs && objs[k]; k++) {
+		TW_CHECK(auto_check(x, objs[k], false, &is_auto));
 		const cJSON *v = item(x->obj, objs[k]);
-		if (v && !cJSON_IsObject(v) && !strat_is_auto(v))
+		if (v && !is_auto && !cJSON_IsObject(v))
 			return fail(x, objs[k], "must be an object");
 	}
 	return TW_OK;
@@ -465,20 +475,19 @@ static enum tw_result parse_offload(struct strat_rd *r, const struct sec *zero, 
 		TW_CHECK(kbool(&oo, "super_offload", NULL, false, "DeepSpeed default", &super));
 		if (super)
 			warn_unmodelled(r, "zero_optimization.offload_optimizer.super_offload");
+		/* read for their types and ranges; their effect is not modelled */
+		char kp[128], path[64];
 		int64_t bc;
-		TW_CHECK(json_get_int(&(struct json_ctx){r->ds_file, oo.prefix, r->err}, oo.obj,
-				      "buffer_count", 0, INT64_MAX, &bc, NULL));
-		bool pb;
-		const char *bkeys[] = {"pipeline", "pipeline_read", "pipeline_write", "fast_init"};
-		for (int i = 0; i < 4; i++)
-			TW_CHECK(json_get_bool(&(struct json_ctx){r->ds_file, oo.prefix, r->err},
-					       oo.obj, bkeys[i], &pb, NULL));
+		struct json_ctx kc = kctx(&oo, "buffer_count", kp, sizeof(kp));
+		TW_CHECK(json_get_int(&kc, oo.obj, "buffer_count", 0, INT64_MAX, &bc, NULL));
+		static const char *const bkeys[] = {"pipeline", "pipeline_read", "pipeline_write",
+						    "fast_init", NULL};
+		TW_CHECK(ktypes(&oo, bkeys, NULL, NULL));
 		double perc;
-		TW_CHECK(json_get_num(&(struct json_ctx){r->ds_file, oo.prefix, r->err}, oo.obj,
-				      "cpuadam_cores_perc", 0, 1, &perc, NULL));
-		char path[64];
-		TW_CHECK(json_get_str(&(struct json_ctx){r->ds_file, oo.prefix, r->err}, oo.obj,
-				      "nvme_path", path, sizeof(path), NULL));
+		kc = kctx(&oo, "cpuadam_cores_perc", kp, sizeof(kp));
+		TW_CHECK(json_get_num(&kc, oo.obj, "cpuadam_cores_perc", 0, 1, &perc, NULL));
+		kc = kctx(&oo, "nvme_path", kp, sizeof(kp));
+		TW_CHECK(json_get_str(&kc, oo.obj, "nvme_path", path, sizeof(path), NULL));
 	} else {
 		s->offload_pin_memory = pin_default;
 		s->offload_ratio = 1.0;
@@ -520,9 +529,9 @@ static enum tw_result parse_offload(struct strat_rd *r, const struct sec *zero, 
 			      &s->offload_param_buffer_elems));
 		TW_CHECK(kint(&op, "max_in_cpu", NULL, 0, INT64_MAX, 1000000000,
 			      "DeepSpeed default", &v));
-		char path[64];
-		TW_CHECK(json_get_str(&(struct json_ctx){r->ds_file, op.prefix, r->err}, op.obj,
-				      "nvme_path", path, sizeof(path), NULL));
+		char kp[128], path[64];
+		struct json_ctx kc = kctx(&op, "nvme_path", kp, sizeof(kp));
+		TW_CHECK(json_get_str(&kc, op.obj, "nvme_path", path, sizeof(path), NULL));
 		if (stage != 3)
 			return fail(&op, "device",
 				    "parameter offload is valid only with ZeRO stage 3 (stage is %d)",
