@@ -69,10 +69,23 @@ static void add_set(struct search_cand *c, const char *fmt, ...)
 	va_end(ap);
 }
 
+static bool user_sets_any(const struct search_space *sp, const char *const *keys, size_t n);
+
+/* The value the user's --set gives path (the last one), or NULL */
+static const char *user_set_value(const struct search_space *sp, const char *path);
+
+/* Whether the user's --set gives the precision itself (then the candidates leave it alone) */
+static bool user_sets_precision(const struct search_space *sp)
+{
+	static const char *const keys[] = { "precision", "fp16", "bf16", "fp16.enabled",
+					    "bf16.enabled", "bfloat16", "bfloat16.enabled" };
+	return user_sets_any(sp, keys, sizeof(keys) / sizeof(*keys));
+}
+
 /* The candidate as strategy --set paths, in the framework's own vocabulary. */
 static void cand_sets(const struct job *base, const struct search_space *sp, struct search_cand *c)
 {
-	bool bf16 = base->cluster.gpu.peak_tflops[TW_BF16] > 0;
+	bool bf16 = base->cluster.gpu.peak_tflops[TW_BF16] > 0, own = !user_sets_precision(sp);
 	c->nsets = 0;
 	add_set(c, "tp=%lld", (long long)c->tp); /* a strategy path in every vocabulary */
 	switch (sp->framework) {
@@ -81,7 +94,13 @@ static void cand_sets(const struct job *base, const struct search_space *sp, str
 		add_set(c, "train_batch_size=%lld", (long long)sp->global_batch);
 		add_set(c, "train_micro_batch_size_per_gpu=%lld", (long long)c->micro);
 		add_set(c, "zero_optimization.stage=%d", c->zero);
-		add_set(c, bf16 ? "bf16.enabled=true" : "fp16.enabled=true");
+		if (own) {
+			add_set(c, bf16 ? "bf16.enabled=true" : "fp16.enabled=true");
+		} else { /* our precision key becomes the ds_config's section (fp32: neither) */
+			const char *pr = user_set_value(sp, "precision");
+			if (pr && (!strcmp(pr, "fp16") || !strcmp(pr, "bf16")))
+				add_set(c, "%s.enabled=true", pr);
+		}
 		if (c->offload == STRAT_OFFLOAD_CPU)
 			add_set(c, "zero_optimization.offload_optimizer.device=cpu");
 		int64_t per = base->cluster.node.gpus > 0 ? base->cluster.node.gpus : 1;
@@ -111,7 +130,7 @@ static void cand_sets(const struct job *base, const struct search_space *sp, str
 			add_set(c, "account_for_embedding_in_pipeline_split=true");
 			add_set(c, "account_for_loss_in_pipeline_split=true");
 		}
-		if (!bf16)
+		if (!bf16 && own)
 			add_set(c, "precision=fp16");
 		break;
 	case STRAT_FSDP:
@@ -119,7 +138,7 @@ static void cand_sets(const struct job *base, const struct search_space *sp, str
 		add_set(c, "global_batch=%lld", (long long)sp->global_batch);
 		add_set(c, "micro_batch=%lld", (long long)c->micro);
 		add_set(c, "fsdp.sharding_strategy=%s", search_shard_name(STRAT_FSDP, c->zero));
-		if (!bf16)
+		if (!bf16 && own)
 			add_set(c, "precision=fp16");
 		break;
 	}
@@ -454,6 +473,18 @@ static bool user_sets_any(const struct search_space *sp, const char *const *keys
 				return true;
 	}
 	return false;
+}
+
+static const char *user_set_value(const struct search_space *sp, const char *path)
+{
+	const char *v = NULL;
+	for (int i = 0; i < sp->nsets; i++) {
+		size_t len;
+		const char *p = set_path(sp->sets[i], &len);
+		if (path_is(p, len, path) && p[len] == '=')
+			v = p + len + 1;
+	}
+	return v;
 }
 
 /* Whether the user's --set gives the pipeline split itself (Megatron's uneven stages). */

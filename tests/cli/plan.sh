@@ -93,6 +93,13 @@ check "plan --framework megatron: distributed optimizer or not, pp divides layer
 	--set ds_config.zero_optimization.stage=1 --json >"$tmp/pfx.json" 2>"$err"
 check "plan --set strategy.tp=2 ds_config.zero_optimization.stage=1: pinned" \
 	"[ \"\$(py '$tmp/pfx.json' 'len(d[\"top\"]) > 0 and all(c[\"tp\"] == 2 and c[\"shard\"] == \"zero 1\" for c in d[\"top\"])')\" = True ]"
+# the user's precision stands for every candidate (the search leaves its own out): fp16 with
+# loss scaling is a little slower than the default bf16
+"$TWIN" plan -m llama2-7b -c dgx-h100 --gpus 8 --global-batch 32 --set precision=fp16 --top 1 \
+	--json >"$tmp/fp16.json" 2>"$err"
+"$TWIN" plan -m llama2-7b -c dgx-h100 --gpus 8 --global-batch 32 --top 1 --json >"$tmp/bf16.json" 2>>"$err"
+check "plan --set precision=fp16: searched in fp16 (deepspeed)" \
+	"python3 -c \"import json; a = json.load(open('$tmp/fp16.json'))['top'][0]['step_time_s']; b = json.load(open('$tmp/bf16.json'))['top'][0]['step_time_s']; assert a > b, (a, b)\""
 # a cluster --set changes the answer: half the memory leaves fewer fitting candidates
 "$TWIN" plan -m llama2-7b -c dgx-h100 --gpus 8 --global-batch 32 --set gpu.memory_gib=40 --json \
 	>"$tmp/h.json" 2>"$err"
