@@ -805,6 +805,23 @@ static enum tw_result sfail(struct strat_rd *r, const char *path, const char *fm
 	va_start(ap, fmt);
 	vsnprintf(rule, sizeof(rule), fmt, ap);
 	va_end(ap);
+	/* a rule across fields ("a,b,c") is labelled by the first of them a --set gave, else by
+	 * the first (the file's) */
+	char one[64] = "";
+	if (path && strchr(path, ',')) {
+		const char *q = path;
+		while (*q) {
+			size_t n = strcspn(q, ",");
+			char f[64];
+			snprintf(f, sizeof(f), "%.*s", (int)n, q);
+			if (!one[0] || strat_find_set(r, STRAT_TREE_OURS, f))
+				snprintf(one, sizeof(one), "%s", f);
+			if (strat_find_set(r, STRAT_TREE_OURS, f))
+				break;
+			q += n + (q[n] == ',');
+		}
+		path = one;
+	}
 	const char *label = path ? strat_label(r, STRAT_TREE_OURS, path)
 				 : (r->our_file ? r->our_file : "strategy");
 	return tw_errf(r->err, TW_ERR_INVALID, "%s: %s", label, rule);
@@ -1392,14 +1409,14 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 	/* Megatron-LM's arguments: --tp-comm-overlap asserts sequence parallelism (which it turns
 	 * off at tp 1) */
 	if (s->framework == STRAT_MEGATRON && s->tp_comm_overlap && !s->sequence_parallel)
-		return sfail(r, "tp_comm_overlap",
-			     "needs sequence_parallel true (Megatron: \"Tensor parallel "
+		return sfail(r, "tp_comm_overlap,sequence_parallel",
+			     "tp_comm_overlap needs sequence_parallel true (Megatron: \"Tensor parallel "
 			     "communication/GEMM overlap can happen only when sequence parallelism is "
 			     "enabled\"; at tp 1 there is none)");
 	/* Megatron-Core's TransformerConfig: "When using expert parallelism and tensor
 	 * parallelism, sequence parallelism must be used" */
 	if (s->framework == STRAT_MEGATRON && s->ep > 1 && s->tp > 1 && !s->sequence_parallel)
-		return sfail(r, "sequence_parallel",
+		return sfail(r, "sequence_parallel,ep,tp",
 			     "strategy.ep=%" PRId64 " with tp=%" PRId64 " needs sequence_parallel true "
 			     "(Megatron-Core: \"When using expert parallelism and tensor parallelism, "
 			     "sequence parallelism must be used\")",
