@@ -181,31 +181,24 @@ static struct json_ctx kctx(const struct sec *x, const char *key, char *buf, siz
 static enum tw_result ktypes(const struct sec *x, const char *const *bools,
 			     const char *const *ints, const char *const *objs)
 {
-	bool is_auto;
-	for (int k = 0; bools && bools[k]; k++) {
-		TW_CHECK(auto_check(x, bools[k], false, &is_auto));
-		if (is_auto)
-			continue;
-		char p[128];
-		struct json_ctx c = kctx(x, bools[k], p, sizeof(p));
-		bool b;
-		TW_CHECK(json_get_bool(&c, x->obj, bools[k], &b, NULL));
-	}
-	for (int k = 0; ints && ints[k]; k++) {
-		TW_CHECK(auto_check(x, ints[k], false, &is_auto));
-		if (is_auto)
-			continue;
-		char p[128];
-		struct json_ctx c = kctx(x, ints[k], p, sizeof(p));
-		int64_t v;
-		TW_CHECK(json_get_int(&c, x->obj, ints[k], INT64_MIN, INT64_MAX, &v, NULL));
-	}
-	for (int k = 0; objs && objs[k]; k++) {
-		TW_CHECK(auto_check(x, objs[k], false, &is_auto));
-		const cJSON *v = item(x->obj, objs[k]);
-		if (v && !is_auto && !cJSON_IsObject(v))
-			return fail(x, objs[k], "must be an object");
-	}
+	const char *const *lists[3] = {bools, ints, objs};
+	for (int t = 0; t < 3; t++)
+		for (int k = 0; lists[t] && lists[t][k]; k++) {
+			const char *key = lists[t][k];
+			bool is_auto, b;
+			int64_t v;
+			char p[128];
+			TW_CHECK(auto_check(x, key, false, &is_auto));
+			struct json_ctx c = kctx(x, key, p, sizeof(p));
+			if (is_auto)
+				continue;
+			if (t == 0)
+				TW_CHECK(json_get_bool(&c, x->obj, key, &b, NULL));
+			else if (t == 1)
+				TW_CHECK(json_get_int(&c, x->obj, key, INT64_MIN, INT64_MAX, &v, NULL));
+			else if (item(x->obj, key) && !cJSON_IsObject(item(x->obj, key)))
+				return fail(x, key, "must be an object");
+		}
 	return TW_OK;
 }
 
