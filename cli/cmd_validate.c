@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -252,17 +253,52 @@ static cJSON *model_json(const cJSON *m, struct vcase *vc)
 	return o;
 }
 
-/* Whether the measured run used fused (flash) attention: the format has no field for it, so
- * read the case's own text; runs that predate FlashAttention (2022) used Megatron's unfused
- * softmax, which keeps the s x s scores in HBM. */
-static bool case_flash(const cJSON *cs)
+/* Whether the words just before p (in text t) or just after it deny it: "no flash
+ * attention", "without FlashAttention", "flash attention off". */
+static bool denied(const char *t, const char *p)
 {
-	const char *t[3] = { str(cs, "notes"), str(cs, "source"), str(cs, "id") };
-	for (int i = 0; i < 3; i++)
-		if (t[i] && (strstr(t[i], "lash") || strstr(t[i], "Transformer Engine") ||
-			     strstr(t[i], "Megatron-Core") || strstr(t[i], "megatroncore")))
+	static const char *const before[] = { "no ", "not ", "without ", "w/o ", "non-" };
+	static const char *const after[] = { " off", ": off", " disabled", ": false", "=false",
+					      " not used", " was not", " is not" };
+	size_t back = (size_t)(p - t) < 12 ? (size_t)(p - t) : 12;
+	char pre[16];
+	for (size_t i = 0; i < back; i++)
+		pre[i] = (char)tolower((unsigned char)p[(ptrdiff_t)i - (ptrdiff_t)back]);
+	pre[back] = 0;
+	for (size_t i = 0; i < sizeof(before) / sizeof(before[0]); i++) {
+		const char *q = strstr(pre, before[i]);
+		if (q && (q == pre || !isalpha((unsigned char)q[-1])))
+			return true;
+	}
+	const char *w = p;
+	while (*w && (isalnum((unsigned char)*w) || *w == '-' || *w == '_'))
+		w++; /* the rest of the word ("flash-attn", "FlashAttention-2") */
+	if (!strncmp(w, " attention", 10))
+		w += 10;
+	for (size_t i = 0; i < sizeof(after) / sizeof(after[0]); i++)
+		if (!strncmp(w, after[i], strlen(after[i])))
 			return true;
 	return false;
+}
+
+/* Whether the measured run used fused (flash) attention: the format has no field for it, so
+ * read the case's own text: 1 it says so, -1 it says it did not, 0 it does not say; runs that
+ * predate FlashAttention (2022) used Megatron's unfused softmax, which keeps the s x s scores
+ * in HBM. */
+static int case_flash(const cJSON *cs)
+{
+	static const char *const says[] = { "flash", "Flash", "FLASH", "Transformer Engine",
+					    "Megatron-Core", "megatroncore" };
+	const char *t[3] = { str(cs, "notes"), str(cs, "source"), str(cs, "id") };
+	bool yes = false;
+	for (int i = 0; i < 3; i++)
+		for (size_t k = 0; t[i] && k < sizeof(says) / sizeof(says[0]); k++)
+			for (const char *p = strstr(t[i], says[k]); p; p = strstr(p + 1, says[k])) {
+				if (k < 3 && denied(t[i], p))
+					return -1;
+				yes = true;
+			}
+	return yes ? 1 : 0;
 }
 
 /* Whether the case's text says the run overlapped the data-parallel gradient reduce /
@@ -338,14 +374,18 @@ static const char *case_deepspeed_version(const cJSON *cs, int *yymm)
 /* Megatron-LM's async TP all-reduce of the input grads (async_tensor_model_parallel_allreduce)
  * landed in 2021-09 (git history); a run dated before October 2021 ran without it. */
 #define MEGATRON_ASYNC_TP_YYMM 2109
+/* Megatron-LM overlaps the interleaved schedule's p2p by default since 2023-10 (an opt-in flag
+ * from 2023-05); a run dated before November 2023 batched and waited for it */
+#define MEGATRON_OVERLAP_P2P_YYMM 2310
 
 static cJSON *strategy_json(const cJSON *cs, const cJSON *s, const cJSON *m, struct vcase *vc)
 {
 	cJSON *o = cJSON_CreateObject();
-	bool flash = case_flash(cs);
-	cJSON_AddBoolToObject(o, "flash_attention", flash);
-	if (!flash)
-		assume(vc, "strategy.flash_attention=false (the case does not mention fused attention)");
+	int flash = case_flash(cs);
+	cJSON_AddBoolToObject(o, "flash_attention", flash > 0);
+	if (flash <= 0)
+		assume(vc, "strategy.flash_attention=false (%s)",
+		       flash < 0 ? "the case says it ran without" : "the case does not mention fused attention");
 	const char *fw = str(s, "framework");
 	if (!fw)
 		fw = "megatron";
@@ -398,11 +438,32 @@ static cJSON *strategy_json(const cJSON *cs, const cJSON *s, const cJSON *m, str
 	if (num(s, "vp", &vp) && vp > 1) {
 		cJSON_AddNumberToObject(o, "vp", vp);
 		cJSON_AddStringToObject(o, "schedule", "interleaved");
+		if (!strcmp(fw, "megatron") && yymm && yymm <= MEGATRON_OVERLAP_P2P_YYMM) {
+			cJSON_AddBoolToObject(o, "overlap_p2p_comm", false);
+			assume(vc, "strategy.overlap_p2p_comm=false (the source dates from "
+			       "20%02d-%02d, before Megatron-LM overlapped it by default)",
+			       yymm / 100, yymm % 100);
+		}
 	} else if (!strcmp(fw, "megatron")) {
 		cJSON_AddStringToObject(o, "schedule", "1f1b");
 	}
 	if (num(m, "seq_len", &seq))
 		cJSON_AddNumberToObject(o, "seq_len", seq);
+	/* Megatron needs equal stages unless the first and the last are set apart (Llama 3's
+	 * 405B took a layer off each of its 16): a case whose layers pp does not divide gets
+	 * ceil(layers / pp) on each middle stage and the rest split between the two ends */
+	double nl, npp;
+	if (!strcmp(fw, "megatron") && vp <= 1 && num(m, "layers", &nl) && num(s, "pp", &npp) &&
+	    npp >= 2 && nl >= npp && fmod(nl, npp) != 0) {
+		int64_t l = (int64_t)nl, p = (int64_t)npp, mid = (l + p - 1) / p, r = l - (p - 2) * mid;
+		if (r >= 2) {
+			cJSON_AddNumberToObject(o, "first_stage_layers", (double)(r / 2));
+			cJSON_AddNumberToObject(o, "last_stage_layers", (double)(r - r / 2));
+			assume(vc, "strategy.first_stage_layers=%" PRId64 ", last_stage_layers=%" PRId64
+			       " (pp=%" PRId64 " does not divide %" PRId64 " layers; the middle stages "
+			       "hold %" PRId64 " each)", r / 2, r - r / 2, p, l, mid);
+		}
+	}
 	const char *rc = str(s, "recompute");
 	if (rc)
 		cJSON_AddStringToObject(o, "recompute", rc);
@@ -891,18 +952,19 @@ int cmd_validate(const struct cli_ctx *ctx, int argc, char **argv)
 			       all[k].count, 100 * all[k].sum / (double)all[k].count, all[k].over,
 			       100 * all[k].worst, all[k].worst_id);
 		free(all);
-		/* training throughput: TFLOP/s per GPU or iteration time, whichever a case gives
-		 * (mfu is TFLOP/s over the peak, so it is not counted twice) */
+		/* training throughput: TFLOP/s per GPU, iteration time or tokens/s, whichever a case
+		 * gives (mfu is TFLOP/s over the peak, so it is not counted twice) */
 		struct group t = { .metric = "training" };
 		for (size_t i = 0; i < nv; i++)
 			for (int k = 0; k < vc[i].nm; k++) {
 				const struct metric *m = &vc[i].m[k];
-				if (!strcmp(m->name, "tflops_per_gpu") || !strcmp(m->name, "iter_time_s"))
+				if (!strcmp(m->name, "tflops_per_gpu") || !strcmp(m->name, "iter_time_s") ||
+				    !strncmp(m->name, "tokens_per_s", 12))
 					group_add(&t, m->error, vc[i].id);
 			}
 		if (t.count > 0)
-			printf("%-16s %6" PRId64 " %7.1f%% %6" PRId64 " %+8.1f%%  %s  (tflops_per_gpu "
-			       "and iter_time_s)\n",
+			printf("%-16s %6" PRId64 " %7.1f%% %6" PRId64 " %+8.1f%%  %s  (tflops_per_gpu, "
+			       "iter_time_s, tokens_per_s[_per_gpu])\n",
 			       t.metric, t.count, 100 * t.sum / (double)t.count, t.over, 100 * t.worst,
 			       t.worst_id);
 	}

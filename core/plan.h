@@ -68,7 +68,9 @@ enum plan_phase { PLAN_PHASE_FWD = 0, PLAN_PHASE_BWD, PLAN_PHASE_OPT, PLAN_PHASE
 enum { PLAN_F_RECOMPUTE = 1 /* forward work redone in backward */, PLAN_F_SEND = 2 /* P2P */,
        PLAN_F_LORA = 4 /* LoRA adapter work (not model FLOPs) */,
        PLAN_F_BATCH = 8 /* a micro-batch's input copy: the host waits for it (sim) */,
-       PLAN_F_BLOCKING = 16 /* a P2P send that holds its stream until the transfer is done */,
+       PLAN_F_BLOCKING = 16 /* a P2P op that holds its stream until its transfer is done:
+			     * every receive but one posted ahead (Megatron's overlap_p2p_comm),
+			     * DeepSpeed's blocking sends */,
        PLAN_F_DEVSYNC = 32 /* the host synchronizes the device before issuing it and waits
 			    * for it to finish (sim) */,
        PLAN_F_USERBUF = 64 /* a TP all-gather / reduce-scatter of Transformer Engine's

@@ -127,6 +127,9 @@ struct pb {
 	uint32_t tpo_ag;        /* tp_comm_overlap: an SP all-gather the next GEMM overlaps */
 	/* DeepSpeed's pipeline: the send an item's result waits for, issued at the next step */
 	struct { bool on, grad; int64_t peer, step; } held;
+	/* Megatron's overlap_p2p_comm: the receive posted ahead for the next forward (0) and
+	 * backward (1) item, PLAN_NONE: none */
+	uint32_t ahead[2];
 	uint32_t before_gemm;   /* the compute op before the latest GEMM */
 	uint32_t *pg_op;        /* Megatron overlap_param_gather: the all-gather of each layer of
 				 * this stage (by act_index layer slot), PLAN_NONE once waited on */
@@ -386,8 +389,11 @@ static struct p2p_ctr *peer_ctr(struct pb *b, int64_t peer)
 	return c;
 }
 
-static uint32_t p2p(struct pb *b, bool send, int64_t peer, int kind, int64_t bytes,
-		    const char *name)
+/* A send or receive on the P2P stream. A receive holds the stream until its transfer is done,
+ * unless it is posted ahead (Megatron's overlap_p2p_comm: a separate irecv); so does a
+ * DeepSpeed send. */
+static uint32_t p2p_op(struct pb *b, bool send, int64_t peer, int kind, int64_t bytes,
+		       const char *name, bool ahead)
 {
 	/* DeepSpeed's pipeline engine calls blocking p2p.send / recv, which start when the
 	 * compute stream gets there (PyTorch makes the NCCL stream wait for it); Megatron posts
@@ -399,10 +405,18 @@ static uint32_t p2p(struct pb *b, bool send, int64_t peer, int kind, int64_t byt
 	struct p2p_ctr *c = peer_ctr(b, peer);
 	int64_t idx = send ? c->sent[kind]++ : c->recvd[kind]++;
 	struct plan_op *op = &b->p->ops[id];
-	op->flags |= send ? PLAN_F_SEND | (blocking ? PLAN_F_BLOCKING : 0) : 0;
+	op->flags |= send ? PLAN_F_SEND | (blocking ? PLAN_F_BLOCKING : 0)
+			  : ahead ? 0 : PLAN_F_BLOCKING;
 	op->u.p2p.peer = peer;
 	op->u.p2p.bytes = bytes;
 	op->u.p2p.seq = idx * PLAN_P2P_KINDS + kind;
+	return id;
+}
+
+static uint32_t p2p(struct pb *b, bool send, int64_t peer, int kind, int64_t bytes,
+		    const char *name)
+{
+	uint32_t id = p2p_op(b, send, peer, kind, bytes, name, false);
 	/* a receive gates the compute that uses it; DeepSpeed's pipeline engine also blocks on
 	 * its sends (p2p.send with async_op=False: the compute stream waits for the transfer,
 	 * hence for the peer's matching recv; reference/deepspeed.md §5) */
@@ -2502,6 +2516,41 @@ static void flush_send(struct pb *b)
 	    g ? "send_grad" : "send_act");
 }
 
+/* Megatron's interleaved schedule with overlap_p2p_comm posts the receive of the next
+ * forward's input with this forward's send, and of the next backward's grad with this
+ * backward's send (the first backward's after the last warm-up forward), as separate irecvs
+ * that only the item using them waits for (schedules.py: pp_post_forward, pp_post_backward):
+ * the transfer runs under the compute between. Called after item i. */
+static void recv_ahead(struct pb *b, const struct item *it, size_t n, size_t i)
+{
+	for (int dir = 0; dir < 2; dir++) {
+		bool fwd = dir == 0;
+		size_t j = i + 1;
+		while (j < n && it[j].fwd != fwd)
+			j++;
+		if (b->ahead[dir] != PLAN_NONE || j == n)
+			continue;
+		/* after a forward for forwards, a backward for backwards; the first backward's
+		 * after the last warm-up forward (the steady state starts with F, B) */
+		bool first_bwd = !fwd && it[i].fwd && j == i + 2 && it[i + 1].fwd;
+		for (size_t k = 0; first_bwd && k < i; k++)
+			first_bwd = it[k].fwd;
+		if (it[i].fwd != fwd && !first_bwd)
+			continue;
+		int64_t vs = (int64_t)it[j].chunk * b->pp + b->c.pp;
+		if (fwd ? vs == 0 : vs == b->pp * b->vp - 1)
+			continue; /* the first virtual stage receives no input, the last no grad */
+		int32_t micro = b->micro, stage = b->stage, layer = b->layer;
+		enum plan_phase ph = b->phase;
+		b->micro = it[j].micro, b->stage = (int32_t)vs, b->layer = -1;
+		b->phase = fwd ? PLAN_PHASE_FWD : PLAN_PHASE_BWD;
+		int64_t peer = stage_rank(b, b->c.pp + (fwd ? -1 : 1));
+		b->ahead[dir] = p2p_op(b, false, peer, fwd ? PLAN_P2P_ACT : PLAN_P2P_GRAD,
+				       p2p_bytes(b, !fwd), fwd ? "recv_act" : "recv_grad", true);
+		b->micro = micro, b->stage = stage, b->layer = layer, b->phase = ph;
+	}
+}
+
 static void run_item(struct pb *b, const struct item *it, int32_t *logits)
 {
 	int64_t vs = (int64_t)it->chunk * b->pp + b->c.pp, nvs = b->pp * b->vp;
@@ -2518,7 +2567,9 @@ static void run_item(struct pb *b, const struct item *it, int32_t *logits)
 		b->phase = PLAN_PHASE_FWD;
 		/* a held activation (warm-up: the backward step between was idle) or grad */
 		flush_send(b);
-		if (!first)
+		if (!first && b->ahead[0] != PLAN_NONE)
+			wait_on(b, b->ahead[0]), b->ahead[0] = PLAN_NONE;
+		else if (!first)
 			p2p_recv(b, prev, PLAN_P2P_ACT, "recv_act");
 		if (first || last)
 			batch_in(b);
@@ -2555,7 +2606,9 @@ static void run_item(struct pb *b, const struct item *it, int32_t *logits)
 					  "grads", PLAN_STREAM_COMPUTE);
 	if (b->held.on && b->held.step + 1 < ds_step(b, it))
 		flush_send(b); /* sent at an idle step before this one */
-	if (!last)
+	if (!last && b->ahead[1] != PLAN_NONE)
+		wait_on(b, b->ahead[1]), b->ahead[1] = PLAN_NONE;
+	else if (!last)
 		p2p_recv(b, next, PLAN_P2P_GRAD, "recv_grad");
 	flush_send(b);
 	if (last)
@@ -3174,6 +3227,7 @@ static void setup(struct pb *b)
 		b->wait[i] = PLAN_NONE;
 	b->last_compute = b->last_red = b->last_d2h = PLAN_NONE;
 	b->tpo_ag = b->before_gemm = PLAN_NONE;
+	b->ahead[0] = b->ahead[1] = PLAN_NONE;
 	b->bucket_buf = b->grads_full = b->grads_part = -1;
 	b->layer = b->micro = b->stage = -1;
 	b->phase = PLAN_PHASE_OTHER;
@@ -3401,6 +3455,8 @@ static enum tw_result build_rank(const struct job *j, int64_t rank, struct plan 
 	size_t ops0 = out->nops, deps0 = out->ndeps;
 	for (size_t i = 0; i < n; i++) {
 		run_item(&b, &items[i], logits);
+		if (b.megatron && b.s->overlap_p2p_comm && b.pp > 1)
+			recv_ahead(&b, items, n, i);
 		if (i == 0 && n > 1) {
 			/* reserve the rest from the first item (a backward has about twice a
 			 * forward's ops): one move instead of a chain of doublings; pages never

@@ -136,7 +136,7 @@ static const char *const our_keys[] = {
 	"flash_attention", "fp8", "tf32", "kernels",
 	"precision", "optimizer", "distributed_optimizer", "fsdp", "lora", "seq_len", "micro_batch",
 	"global_batch", "grad_accum", "hf_trainer", "ds_config", "host_op_us",
-	"overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap",
+	"overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap", "overlap_p2p_comm",
 	"async_tensor_model_parallel_allreduce", "grad_reduce_in_bf16",
 	"first_stage_layers", "last_stage_layers", "account_for_embedding_in_pipeline_split",
 	"account_for_loss_in_pipeline_split", "recompute_modules", "hidden_dropout",
@@ -368,8 +368,8 @@ struct ours {
 	struct oval framework, version, tp, pp, cp, cp_kind, kernels, ep, vp, sp, schedule,
 		recompute, flash, fp8, tf32, precision, optimizer, distopt, fsdp_sharding, fsdp_group,
 		fsdp_version, fsdp_reduce, lora_rank, lora_targets, seq_len, host_op, ogr, opg, tpo, atp,
-		rnl, grb, fsl, lsl, afe, afl, rcm, hdrop, adrop, ce, akern;
-	bool ogr_v, opg_v, tpo_v, atp_v, grb_v, afe_v, afl_v;
+		rnl, grb, fsl, lsl, afe, afl, rcm, hdrop, adrop, ce, akern, op2p;
+	bool ogr_v, opg_v, tpo_v, atp_v, grb_v, afe_v, afl_v, op2p_v;
 	double host_op_v, hdrop_v, adrop_v;
 	int framework_i, schedule_i, recompute_i, cp_kind_i, kernels_i, precision_i, optimizer_i,
 		fsdp_i, fsdp_reduce_i, ce_i;
@@ -540,6 +540,7 @@ static enum tw_result parse_ours(struct strat_rd *r, const cJSON *o, struct ours
 	TW_CHECK(obool(r, o, NULL, "overlap_grad_reduce", &u->ogr_v, &u->ogr));
 	TW_CHECK(obool(r, o, NULL, "overlap_param_gather", &u->opg_v, &u->opg));
 	TW_CHECK(obool(r, o, NULL, "tp_comm_overlap", &u->tpo_v, &u->tpo));
+	TW_CHECK(obool(r, o, NULL, "overlap_p2p_comm", &u->op2p_v, &u->op2p));
 	TW_CHECK(obool(r, o, NULL, "async_tensor_model_parallel_allreduce", &u->atp_v, &u->atp));
 	TW_CHECK(obool(r, o, NULL, "grad_reduce_in_bf16", &u->grb_v, &u->grb));
 	TW_CHECK(oenum(r, o, NULL, "precision", precision_names, &u->precision_i, &u->precision));
@@ -1109,9 +1110,10 @@ static enum tw_result check_model(struct strat_rd *r)
 		   !s->loss_in_split && m->layers % s->pp)
 		return sfail(r, "pp",
 			     "strategy.pp=%" PRId64 " does not divide model.layers=%" PRId64
-			     " (%s): %s needs equal stages (Megatron: or first_stage_layers / "
-			     "last_stage_layers)",
-			     s->pp, m->layers, mn, fw_name(s->framework));
+			     " (%s): %s needs equal stages%s",
+			     s->pp, m->layers, mn, fw_name(s->framework),
+			     s->framework == STRAT_MEGATRON
+				     ? " (Megatron: or first_stage_layers / last_stage_layers)" : "");
 	if (s->vp > 1 && m->layers > 0 && !uneven && !s->embed_in_split && !s->loss_in_split &&
 	    (m->layers / s->pp) % s->vp)
 		return sfail(r, "vp",
@@ -1335,6 +1337,8 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 			     "needs framework megatron (DeepSpeed: zero_optimization.overlap_comm)");
 	if (s->framework != STRAT_MEGATRON && u.tpo.given)
 		return sfail(r, "tp_comm_overlap", "needs framework megatron");
+	if (s->framework != STRAT_MEGATRON && u.op2p.given)
+		return sfail(r, "overlap_p2p_comm", "needs framework megatron");
 	if (s->framework != STRAT_MEGATRON && u.atp.given)
 		return sfail(r, "async_tensor_model_parallel_allreduce", "needs framework megatron");
 	if (u.grb.given && u.grb_v && (s->framework != STRAT_MEGATRON || s->param_dtype != TW_BF16))
@@ -1354,6 +1358,19 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 
 	TW_CHECK(resolve_degrees(r, in, &u));
 	TW_CHECK(check_framework(r, &u));
+	if (s->framework == STRAT_MEGATRON) {
+		/* Megatron-LM overlaps the interleaved schedule's p2p (on by default since
+		 * 2023-10, --no-overlap-p2p-communication) and turns it off for the others */
+		bool inter = s->schedule == STRAT_SCHED_INTERLEAVED && s->vp > 1;
+		if (u.op2p.given && u.op2p_v && !inter)
+			return sfail(r, "overlap_p2p_comm",
+				     "needs schedule interleaved (Megatron: \"non-interleaved schedule "
+				     "does not support overlapping p2p communication\")");
+		s->overlap_p2p_comm = inter && (!u.op2p.given || u.op2p_v);
+		oprov(s, "overlap_p2p_comm", &u.op2p,
+		      inter ? "Megatron default" : "Megatron: interleaved schedule only", "%s",
+		      s->overlap_p2p_comm ? "true" : "false");
+	}
 	/* Megatron's own model code has fused kernels, and so has Megatron-DeepSpeed's, the code
 	 * DeepSpeed runs with tensor or pipeline parallelism; a DeepSpeed job without them, and
 	 * FSDP, run HF transformers (or torchtitan) modules in eager PyTorch */
@@ -1481,7 +1498,10 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 				: u.lsl.given ? "last_stage_layers"
 					      : afk;
 		if (s->framework != STRAT_MEGATRON)
-			return sfail(r, k, "%s is Megatron's (DeepSpeed partitions its stages itself)", k);
+			return sfail(r, k, "%s is Megatron's (%s)", k,
+				     s->framework == STRAT_DEEPSPEED
+					     ? "DeepSpeed partitions its stages itself"
+					     : "framework fsdp splits the layers equally over the stages");
 		if (s->pp < 2)
 			return sfail(r, k, "%s needs pp >= 2 (pp=%" PRId64 ")", k, s->pp);
 		if (!afe && !afl) {
@@ -1758,6 +1778,7 @@ struct cJSON *strategy_to_json(const struct strategy *s)
 	cJSON_AddBoolToObject(o, "overlap_grad_reduce", s->overlap_grad_reduce);
 	cJSON_AddBoolToObject(o, "overlap_param_gather", s->overlap_param_gather);
 	cJSON_AddBoolToObject(o, "tp_comm_overlap", s->tp_comm_overlap);
+	cJSON_AddBoolToObject(o, "overlap_p2p_comm", s->overlap_p2p_comm);
 	cJSON_AddBoolToObject(o, "async_tensor_model_parallel_allreduce", s->async_tp_allreduce);
 	cJSON *l = cJSON_AddObjectToObject(o, "lora");
 	cJSON_AddNumberToObject(l, "rank", (double)s->lora_rank);

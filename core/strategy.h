@@ -136,6 +136,11 @@ struct strategy {
 	 * parallelism): each SP all-gather / reduce-scatter is split into chunks pipelined with
 	 * the GEMM next to it; off by default */
 	bool tp_comm_overlap;
+	/* Megatron-LM's interleaved schedule with overlap_p2p_comm (default since 2023-10;
+	 * --no-overlap-p2p-communication): each receive is posted with the previous send of its
+	 * direction as a separate irecv, so it runs under the compute between; only the
+	 * interleaved schedule has it */
+	bool overlap_p2p_comm;
 	/* Megatron's async_tensor_model_parallel_allreduce (since 2021-09; legacy flag
 	 * --no-async-tensor-model-parallel-allreduce): a column-parallel linear's backward starts
 	 * the all-reduce of its input grad and computes the weight grad while it runs; on by

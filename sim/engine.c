@@ -802,11 +802,11 @@ static void start_op(struct eng *e, int32_t sri, uint32_t opi)
 			e->inst[id].expected = 2;
 		}
 		add_waiter(e, id, sri, opi);
-		if (send && !(op->flags & PLAN_F_BLOCKING)) {
-			/* a send does not hold its stream: Megatron posts sends and receives
-			 * together (batched isend/irecv), so the next p2p op can be posted; the
-			 * send's dependents still wait for the transfer. DeepSpeed's blocking sends
-			 * hold it until the transfer is done. */
+		if (!(op->flags & PLAN_F_BLOCKING)) {
+			/* a send (or a receive posted ahead) does not hold its stream: Megatron
+			 * posts sends and receives together (batched isend/irecv), so the next
+			 * p2p op can be posted; the op's dependents still wait for the transfer.
+			 * Receives and DeepSpeed's blocking sends hold it until it is done. */
 			e->waiters[e->inst[id].first].released = true;
 			s->busy[op->stream] = false;
 			s->head[op->stream]++;

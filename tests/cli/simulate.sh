@@ -176,6 +176,7 @@ for st in '{"framework":"fsdp","tp":2,"pp":1,"micro_batch":2,"global_batch":32,"
 	'{"framework":"deepspeed","tp":2,"pp":2,"micro_batch":1,"global_batch":12,"recompute":"full","ds_config":{"zero_optimization":{"stage":1},"bf16":{"enabled":true}}}' \
 	'{"framework":"deepspeed","tp":1,"pp":2,"cp":2,"cp_kind":"ring","micro_batch":1,"global_batch":12,"ds_config":{"zero_optimization":{"stage":1},"bf16":{"enabled":true}}}' \
 	'{"framework":"megatron","tp":2,"pp":4,"vp":2,"schedule":"interleaved","micro_batch":1,"global_batch":16,"first_stage_layers":6,"last_stage_layers":6}' \
+	'{"framework":"megatron","tp":2,"pp":4,"vp":2,"micro_batch":1,"global_batch":16,"overlap_p2p_comm":false}' \
 	'{"framework":"megatron","tp":2,"pp":2,"micro_batch":1,"global_batch":16,"sequence_parallel":true,"recompute":"selective","recompute_modules":["mlp","core_attn"],"flash_attention":false}'; do
 	echo "$st" >"$tmp/st.json"
 	"$TWIN" simulate -m llama2-7b -c dgx-a100-80g --gpus 16 -s "$tmp/st.json" --json >"$tmp/a.json" 2>"$err"
@@ -184,6 +185,20 @@ for st in '{"framework":"fsdp","tp":2,"pp":1,"micro_batch":2,"global_batch":32,"
 	b=$(jget "$tmp/b.json" 'd["sim"]["step_ns"]')
 	check "simulate: symmetric == full for $st ($a vs $b)" "[ -n '$a' ] && [ '$a' = '$b' ]"
 done
+
+# Megatron's overlap_p2p_comm (on by default under interleaving): receives posted ahead run
+# under the compute between, so with the stages a node each the step is shorter than when each
+# receive waits at the start of its item
+echo '{"framework":"megatron","tp":8,"pp":4,"vp":4,"micro_batch":1,"global_batch":32,"sequence_parallel":true}' >"$tmp/op.json"
+for o in true false; do
+	"$TWIN" simulate -m llama2-7b -c dgx-a100-80g --gpus 32 -s "$tmp/op.json" --set overlap_p2p_comm=$o \
+		--json >"$tmp/op_$o.json" 2>"$err"
+done
+"$TWIN" simulate -m llama2-7b -c dgx-a100-80g --gpus 32 -s "$tmp/op.json" --json >"$tmp/op_def.json" 2>>"$err"
+check "simulate: overlap_p2p_comm is the interleaved default and shortens the step" python3 -c "
+import json
+on, off, d = (json.load(open('$tmp/op_%s.json' % k))['sim']['step_ns'] for k in ('true', 'false', 'def'))
+assert d == on and on < 0.99 * off, (on, off, d)"
 
 # uneven stages under interleaving: they change the step, and a split Megatron refuses is one
 # line with exit 2

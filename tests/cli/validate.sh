@@ -93,6 +93,45 @@ PY
 check "validate: async TP all-reduce off for Megatron runs dated before 2021-10" \
 	"python3 '$tmp/a.py' '$tmp/a_megatron2020_v2_1B_dgx2_v100.json' '$tmp/a_megatron2021_t1_3.6B.json' '$tmp/a_korthikanti2022_t5_22B_full.json' '$tmp/a_megatroncore2024_weak_1.7B.json' | grep -q ok"
 
+# what validate reads from a case's text and shape: a mention of flash attention that denies
+# it does not turn it on; a Megatron pipeline whose stages do not divide the layers gets the
+# remainder on its first and last stage (and is predicted, its tokens/s in the training line);
+# an interleaved run dated before 2023-11 runs without overlap_p2p_comm
+cat >"$tmp/mk.py" <<'PY'
+import json, sys
+def case(i, notes, source, tp, pp, vp, layers, gb):
+    return {"id": i, "source": source, "kind": "training",
+            "model": {"layers": layers, "hidden": 1024, "heads": 16, "vocab": 32000, "seq_len": 2048,
+                      "activation": "gelu"},
+            "cluster": {"topology": "dgx-a100-80g", "gpus": 8, "set": {}},
+            "strategy": {"framework": "megatron", "precision": "bf16", "tp": tp, "pp": pp, "vp": vp,
+                         "micro_batch": 1, "global_batch": gb},
+            "measured": {"tokens_per_s_per_gpu": 20000}, "notes": notes}
+cases = [case("deny", "ran without FlashAttention (Megatron's fused softmax)", "a 2024 README", 2, 2, 1, 8, 16),
+         case("say", "FlashAttention-2 on", "a 2024 README", 2, 2, 1, 8, 16),
+         case("uneven", "", "a 2024 README", 1, 4, 1, 30, 16),
+         case("old_vp", "", "Korthikanti et al. arXiv 2205.05198", 2, 2, 2, 8, 16),
+         case("new_vp", "", "a README, 2024-05-01", 2, 2, 2, 8, 16)]
+json.dump({"schema": "twin-validation/1", "cases": cases}, open(sys.argv[1], "w"))
+PY
+python3 "$tmp/mk.py" "$tmp/text.json"
+"$TWIN" validate "$tmp/text.json" --json >"$tmp/text_out.json" 2>"$tmp/err"
+"$TWIN" validate "$tmp/text.json" >"$tmp/text_out.txt" 2>>"$tmp/err"
+cat >"$tmp/text.py" <<'PY'
+import json, sys
+d = {c["id"]: c for c in json.load(open(sys.argv[1]))["cases"]}
+has = lambda i, s: any(a.startswith(s) for a in d[i]["assumed"])
+assert has("deny", "strategy.flash_attention=false") and not has("say", "strategy.flash_attention=false")
+assert has("uneven", "strategy.first_stage_layers=7, last_stage_layers=7"), d["uneven"]["assumed"]
+assert all(not d[i]["skipped"] and d[i]["metrics"] for i in d), [(i, d[i]["skipped"]) for i in d]
+assert has("old_vp", "strategy.overlap_p2p_comm=false") and not has("new_vp", "strategy.overlap_p2p_comm")
+train = [l.split() for l in open(sys.argv[2]) if l.startswith("training ")]
+assert train and train[0][1] == "5", train
+print("ok")
+PY
+check "validate: flash denied, uneven stages, overlap_p2p_comm by date, tokens/s in the training line" \
+	"python3 '$tmp/text.py' '$tmp/text_out.json' '$tmp/text_out.txt' | grep -q ok"
+
 printf '{"schema": "other/1", "cases": []}' >"$tmp/bad.json"
 "$TWIN" validate "$tmp/bad.json" >"$tmp/o" 2>"$tmp/e"
 st=$?

@@ -1842,6 +1842,55 @@ static void test_uneven_stages_interleaved(struct test_ctx *t)
 	free(j);
 }
 
+/* Megatron's interleaved schedule with overlap_p2p_comm: every receive but a stage's first
+ * is posted ahead (it does not hold the P2P stream) right after the send of its direction, so
+ * in the steady state the item between runs while it transfers; without it every receive
+ * holds the stream and is posted at the start of the item that uses it. Stage 1 of 4
+ * receives in every item. */
+static void test_overlap_p2p_comm(struct test_ctx *t)
+{
+	struct job *j = fx_job(4);
+	fx_megatron(j);
+	j->model.layers = 8;
+	fx_degrees(j, 1, 4, 1, 1, 8);
+	j->strat.schedule = STRAT_SCHED_INTERLEAVED;
+	j->strat.vp = 2;
+	for (int on = 0; on < 2; on++) {
+		j->strat.overlap_p2p_comm = on;
+		struct plan p;
+		if (!build(j, 1, &p))
+			continue;
+		int recvs = 0, ahead = 0, early = 0;
+		for (size_t i = 0; i < p.nops; i++) {
+			const struct plan_op *o = &p.ops[i];
+			if (o->kind != PLAN_P2P || (o->flags & PLAN_F_SEND))
+				continue;
+			recvs++;
+			if (o->flags & PLAN_F_BLOCKING)
+				continue;
+			ahead++;
+			/* the next compute after it belongs to another item (micro-batch, chunk
+			 * or direction) than the receive */
+			for (size_t k = i + 1; k < p.nops; k++)
+				if (p.ops[k].kind == PLAN_COMPUTE) {
+					early += p.ops[k].micro != o->micro || p.ops[k].stage != o->stage ||
+						 p.ops[k].phase != o->phase;
+					break;
+				}
+		}
+		printf("#   overlap_p2p_comm %d: %d receives, %d posted ahead, %d before another item\n",
+		       on, recvs, ahead, early);
+		CHECK_EQ_INT(t, recvs, 2 * 8 * 2); /* forward and backward of 8 micro-batches x 2 chunks */
+		CHECK_EQ_INT(t, ahead, on ? recvs - 1 : 0);
+		/* only across the steady state's F B pairs is there an item between: 8 forwards
+		 * of warm-up ((P - s - 1) x 2 + (V - 1) x P), so 8 pairs: 7 forward receives
+		 * and 8 backward ones (the first after the last warm-up forward) */
+		CHECK_EQ_INT(t, early, on ? 7 + 8 : 0);
+		plan_release(&p);
+	}
+	free(j);
+}
+
 /* rank 0's first layer: its saved activations, the buffer its recompute_modules make again,
  * how many ops recompute, and the plan's FLOPs */
 struct rc_figs {
@@ -2715,6 +2764,7 @@ int main(void)
 	TEST_RUN(&t, test_zero3_frozen_int8);
 	TEST_RUN(&t, test_uneven_stages);
 	TEST_RUN(&t, test_uneven_stages_interleaved);
+	TEST_RUN(&t, test_overlap_p2p_comm);
 	TEST_RUN(&t, test_recompute_modules);
 	TEST_RUN(&t, test_tp_comm_overlap_userbuffers);
 	TEST_RUN(&t, test_async_tp_backward);

@@ -312,6 +312,7 @@ static enum tw_result mini_build(void *ctx, const struct job *j, int64_t rank, s
 	for (int mb = 0; mb < m->micro; mb++) {
 		if (c.pp > 0) {
 			uint32_t r = push(p, PLAN_P2P, PLAN_STREAM_P2P, "recv", &last, 1);
+			p->ops[r].flags = PLAN_F_BLOCKING;
 			p->ops[r].u.p2p.peer = rank - stride;
 			p->ops[r].u.p2p.bytes = 64 << 20;
 			p->ops[r].u.p2p.seq = mb;
@@ -702,7 +703,7 @@ static enum tw_result crossed_build(void *ctx, const struct job *j, int64_t rank
 		bool send = k == 0;
 		uint32_t o = push(p, PLAN_P2P, PLAN_STREAM_P2P, send ? "send" : "recv", &last,
 				  last == UINT32_MAX ? 0 : 1);
-		p->ops[o].flags = send ? PLAN_F_SEND | (*blocking ? PLAN_F_BLOCKING : 0) : 0;
+		p->ops[o].flags = send ? PLAN_F_SEND | (*blocking ? PLAN_F_BLOCKING : 0) : PLAN_F_BLOCKING;
 		p->ops[o].u.p2p.peer = peer;
 		p->ops[o].u.p2p.bytes = 1 << 20;
 		p->ops[o].u.p2p.seq = send == (rank == 0) ? 0 : 1; /* A: seq 0, C: seq 1 */
@@ -856,7 +857,7 @@ static enum tw_result p2p_build(void *ctx, const struct job *j, int64_t rank, st
 	memset(p, 0, sizeof(*p));
 	p->rank = rank;
 	uint32_t o = push(p, PLAN_P2P, PLAN_STREAM_P2P, rank ? "recv" : "send", NULL, 0);
-	p->ops[o].flags = rank ? 0 : PLAN_F_SEND;
+	p->ops[o].flags = rank ? PLAN_F_BLOCKING : PLAN_F_SEND;
 	p->ops[o].u.p2p.peer = 1 - rank;
 	p->ops[o].u.p2p.bytes = 1 << 30;
 	return TW_OK;
