@@ -504,6 +504,28 @@ static cJSON *strategy_json(const cJSON *cs, const cJSON *s, const cJSON *m, str
 /* FLOPs of one iteration by Megatron's formula (Narayanan et al. SC'21 eq. 3):
  * passes x 24 B s l h^2 (1 + s/(6h) + V/(4 passes l h)) with passes 4 when the recompute
  * forward is counted, 3 otherwise (reference/cost-models.md §7.1). */
+static double megatron_flops(double B, double s, double l, double h, double V, double passes);
+
+/* The FLOPs a source counts for one step of B sequences of s tokens: a GPT of the SC'21 shape
+ * (GELU, 4h MLP, full multi-head attention, no experts) by Megatron's formula, which the papers
+ * that report such runs use; any other shape (SwiGLU, GQA, another MLP width, MoE, MLA) by the
+ * model's own count as the usual MFU formulas make it (PaLM's 6N + 12 l h s, torchtitan's,
+ * Megatron-LM's num_floating_point_operations of 2024): 6 x the matmul weights a token goes
+ * through (top-k of the experts), the whole s x s attention (causal not halved), the logits;
+ * the recompute pass (passes 4) adds a forward of everything but the logits. */
+static double source_flops(const struct model *m, double B, double s, double passes)
+{
+	bool gpt = m->act == MODEL_ACT_GELU && m->experts == 0 && m->ffn_hidden == 4 * m->hidden &&
+		   (m->kv_heads == 0 || m->kv_heads == m->heads) &&
+		   m->heads * m->head_dim == m->hidden && m->kv_lora_rank == 0;
+	if (gpt)
+		return megatron_flops(B, s, (double)m->layers, (double)m->hidden, (double)m->vocab,
+				      passes);
+	struct model_flops f;
+	model_flops_fwd(m, (int64_t)s, &f);
+	return B * s * (passes * (f.total - f.logits + f.attn_core) + 3.0 * f.logits);
+}
+
 static double megatron_flops(double B, double s, double l, double h, double V, double passes)
 {
 	return passes * 24.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (4.0 * passes * l * h));
@@ -558,6 +580,45 @@ static void keep_case(const char *dir, const char *id, const cJSON *mj, const cJ
 		assume(vc, "--keep: could not write %s/%s.*", dir, stem);
 }
 
+/* A case's model.moe into our model fields. The format leaves its keys open, so take the
+ * names our model files, Megatron-Core's arguments and HF configs use for the same thing;
+ * false (the case skipped, with the reason) when the experts or top-k are not there. */
+static bool moe_json(const cJSON *moe, cJSON *o, struct vcase *vc)
+{
+	static const struct { const char *ours, *names[6]; } keys[] = {
+		{ "experts", { "experts", "num_experts", "num_moe_experts", "num_local_experts",
+			       "n_routed_experts", NULL } },
+		{ "top_k", { "top_k", "topk", "router_topk", "moe_router_topk", "num_experts_per_tok",
+			     NULL } },
+		{ "expert_ffn_hidden", { "expert_ffn_hidden", "ffn_hidden", "moe_ffn_hidden_size",
+					 "moe_intermediate_size", NULL } },
+		{ "shared_experts", { "shared_experts", "n_shared_experts", "num_shared_experts", NULL } },
+		{ "shared_ffn_hidden", { "shared_ffn_hidden", "moe_shared_expert_intermediate_size",
+					 "shared_expert_intermediate_size", NULL } },
+		{ "dense_layers", { "dense_layers", "first_k_dense_replace", NULL } },
+		{ "moe_layer_freq", { "moe_layer_freq", "layer_freq", NULL } },
+	};
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		double v = 0;
+		bool got = false;
+		for (int k = 0; !got && keys[i].names[k]; k++)
+			got = num(moe, keys[i].names[k], &v);
+		if (got) {
+			cJSON_AddNumberToObject(o, keys[i].ours, v);
+		} else if (i < 2) {
+			snprintf(vc->skipped, sizeof(vc->skipped), "model.moe gives no %s (keys taken: "
+				 "%s, %s, %s, ...)", keys[i].ours, keys[i].names[0], keys[i].names[1],
+				 keys[i].names[2]);
+			return false;
+		} else if (i == 2 && num(o, "ffn_hidden", &v)) {
+			/* Mixtral's config: the FFN size is each expert's */
+			cJSON_AddNumberToObject(o, "expert_ffn_hidden", v);
+			assume(vc, "model.moe.expert_ffn_hidden=model.ffn_hidden");
+		}
+	}
+	return true;
+}
+
 static void run_training(const struct vrun *vr, const cJSON *cs, struct vcase *vc,
 			 bool memory_only)
 {
@@ -568,8 +629,9 @@ static void run_training(const struct vrun *vr, const cJSON *cs, struct vcase *v
 		    *me = field(cs, "measured");
 	const char *notes = str(cs, "notes");
 	struct tw_err err = { 0 };
-	if (field(mo, "moe")) {
-		snprintf(vc->skipped, sizeof(vc->skipped), "MoE cases are not expressed in the validation format's model yet");
+	const cJSON *moe = field(mo, "moe");
+	if (moe && !cJSON_IsObject(moe)) {
+		snprintf(vc->skipped, sizeof(vc->skipped), "model.moe is not an object (experts, top_k, ...)");
 		return;
 	}
 	const char *topo = str(cl, "topology");
@@ -612,6 +674,11 @@ static void run_training(const struct vrun *vr, const cJSON *cs, struct vcase *v
 	cJSON *mj = NULL, *sj = strategy_json(cs, st, mo, vc);
 	if (!preset) {
 		mj = model_json(mo, vc);
+		if (moe && !moe_json(moe, mj, vc)) {
+			cJSON_Delete(mj);
+			cJSON_Delete(sj);
+			return;
+		}
 		mpath = write_temp(mj, &err);
 	}
 	spath = write_temp(sj, &err);
@@ -666,8 +733,8 @@ static void run_training(const struct vrun *vr, const cJSON *cs, struct vcase *v
 		 * when the notes say the count includes it */
 		bool counts_recompute = j->strat.recompute == STRAT_RECOMPUTE_FULL && notes &&
 					(strstr(notes, "recompute") || strstr(notes, "Eq.3") || strstr(notes, "96*"));
-		double F = megatron_flops((double)j->strat.global_batch, (double)j->seq, (double)j->model.layers,
-					  (double)j->model.hidden, (double)j->model.vocab, counts_recompute ? 4.0 : 3.0);
+		double F = source_flops(&j->model, (double)j->strat.global_batch, (double)j->seq,
+					counts_recompute ? 4.0 : 3.0);
 		double tfl = F / (step * (double)j->gpus) * 1e-12;
 		if (has_tfl)
 			add_metric(vc, "tflops_per_gpu", tfl, tfl_meas);

@@ -112,6 +112,14 @@ cases = [case("deny", "ran without FlashAttention (Megatron's fused softmax)", "
          case("uneven", "", "a 2024 README", 1, 4, 1, 30, 16),
          case("old_vp", "", "Korthikanti et al. arXiv 2205.05198", 2, 2, 2, 8, 16),
          case("new_vp", "", "a README, 2024-05-01", 2, 2, 2, 8, 16)]
+# a MoE case (HF's key names), its TFLOP/s by the model's own count: 6 x (attention projections
+# + top-2 of 8 SwiGLU experts + logits) + 12 l h s, per token
+moe = case("moe", "flash attention", "a 2024 README", 1, 1, 1, 4, 16)
+moe["model"].update(activation="swiglu", kv_heads=4, ffn_hidden=2816,
+                    moe={"num_local_experts": 8, "num_experts_per_tok": 2})
+moe["strategy"]["ep"] = 8
+moe["measured"] = {"tflops_per_gpu": 100, "tokens_per_s_per_gpu": 20000}
+cases.append(moe)
 json.dump({"schema": "twin-validation/1", "cases": cases}, open(sys.argv[1], "w"))
 PY
 python3 "$tmp/mk.py" "$tmp/text.json"
@@ -125,11 +133,17 @@ assert has("deny", "strategy.flash_attention=false") and not has("say", "strateg
 assert has("uneven", "strategy.first_stage_layers=7, last_stage_layers=7"), d["uneven"]["assumed"]
 assert all(not d[i]["skipped"] and d[i]["metrics"] for i in d), [(i, d[i]["skipped"]) for i in d]
 assert has("old_vp", "strategy.overlap_p2p_comm=false") and not has("new_vp", "strategy.overlap_p2p_comm")
+assert has("moe", "model.moe.expert_ffn_hidden=model.ffn_hidden")
+p = {m["name"]: m["predicted"] for m in d["moe"]["metrics"]}
+l, h, s, V, f, hd = 4, 1024, 2048, 32000, 2816, 64
+per_token = 6 * l * (h * (16 + 4 + 4) * hd + 16 * hd * h + 2 * 3 * h * f) + 12 * l * h * s + 6 * h * V
+got = p["tflops_per_gpu"] * 1e12 / p["tokens_per_s_per_gpu"]
+assert abs(got / per_token - 1) < 0.01, (got, per_token)
 train = [l.split() for l in open(sys.argv[2]) if l.startswith("training ")]
-assert train and train[0][1] == "5", train
+assert train and train[0][1] == "7", train
 print("ok")
 PY
-check "validate: flash denied, uneven stages, overlap_p2p_comm by date, tokens/s in the training line" \
+check "validate: flash denied, uneven stages, overlap_p2p_comm by date, MoE keys and FLOPs, tokens/s in the training line" \
 	"python3 '$tmp/text.py' '$tmp/text_out.json' '$tmp/text_out.txt' | grep -q ok"
 
 printf '{"schema": "other/1", "cases": []}' >"$tmp/bad.json"
