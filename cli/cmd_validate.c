@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -389,6 +390,21 @@ static cJSON *strategy_json(const cJSON *cs, const cJSON *s, const cJSON *m, str
 	const char *fw = str(s, "framework");
 	if (!fw)
 		fw = "megatron";
+	/* the frameworks by other names: NeMo and Megatron-Core run Megatron's code,
+	 * Megatron-DeepSpeed DeepSpeed's engine (with Megatron's model code under tp or pp),
+	 * torchtitan FSDP2 */
+	static const struct { const char *alias, *fw; } alias[] = {
+		{ "nemo", "megatron" }, { "megatron-core", "megatron" }, { "mcore", "megatron" },
+		{ "megatron-lm", "megatron" }, { "megatron-deepspeed", "deepspeed" },
+		{ "torchtitan", "fsdp" }, { "fsdp2", "fsdp" } };
+	const char *given = fw;
+	for (size_t i = 0; i < sizeof(alias) / sizeof(alias[0]); i++)
+		if (!strcasecmp(given, alias[i].alias)) {
+			fw = alias[i].fw;
+			assume(vc, "strategy.framework=%s (%s runs its code)", fw, given);
+			if (!strcmp(given, "torchtitan") || !strcmp(given, "fsdp2"))
+				cJSON_AddNumberToObject(cJSON_AddObjectToObject(o, "fsdp"), "version", 2);
+		}
 	cJSON_AddStringToObject(o, "framework", fw);
 	int yymm = 0;
 	const char *dsv = !strcmp(fw, "deepspeed") ? case_deepspeed_version(cs, &yymm) : NULL;
@@ -485,6 +501,13 @@ static cJSON *strategy_json(const cJSON *cs, const cJSON *s, const cJSON *m, str
 	if (!strcmp(fw, "megatron")) {
 		if (distopt || zs >= 1)
 			cJSON_AddBoolToObject(o, "distributed_optimizer", true);
+	} else if (!strcmp(fw, "fsdp") && field(s, "zero_stage") && zs != 3) {
+		/* FSDP's sharding strategies by the ZeRO stage they match (3: FULL_SHARD, the
+		 * default) */
+		cJSON *f = cJSON_GetObjectItemCaseSensitive(o, "fsdp");
+		if (!f)
+			f = cJSON_AddObjectToObject(o, "fsdp");
+		cJSON_AddStringToObject(f, "sharding_strategy", zs >= 1 ? "SHARD_GRAD_OP" : "NO_SHARD");
 	} else if (!strcmp(fw, "deepspeed")) {
 		cJSON *ds = cJSON_AddObjectToObject(o, "ds_config");
 		cJSON *zo = cJSON_AddObjectToObject(ds, "zero_optimization");

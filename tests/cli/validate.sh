@@ -120,10 +120,17 @@ moe["model"].update(activation="swiglu", kv_heads=4, ffn_hidden=2816,
 moe["strategy"]["ep"] = 8
 moe["measured"] = {"tflops_per_gpu": 100, "tokens_per_s_per_gpu": 20000}
 cases.append(moe)
+# frameworks by other names: NeMo runs Megatron's code, torchtitan FSDP2 (zero_stage 2: its
+# SHARD_GRAD_OP)
+nemo = case("nemo", "", "a 2024 README", 2, 2, 1, 8, 16)
+nemo["strategy"]["framework"] = "NeMo"
+tt = case("tt", "", "a 2024 README", 1, 1, 1, 8, 16)
+tt["strategy"].update(framework="torchtitan", zero_stage=2)
+cases += [nemo, tt]
 json.dump({"schema": "twin-validation/1", "cases": cases}, open(sys.argv[1], "w"))
 PY
 python3 "$tmp/mk.py" "$tmp/text.json"
-"$TWIN" validate "$tmp/text.json" --json >"$tmp/text_out.json" 2>"$tmp/err"
+"$TWIN" validate "$tmp/text.json" --json --keep "$tmp/tk" >"$tmp/text_out.json" 2>"$tmp/err"
 "$TWIN" validate "$tmp/text.json" >"$tmp/text_out.txt" 2>>"$tmp/err"
 cat >"$tmp/text.py" <<'PY'
 import json, sys
@@ -134,17 +141,20 @@ assert has("uneven", "strategy.first_stage_layers=7, last_stage_layers=7"), d["u
 assert all(not d[i]["skipped"] and d[i]["metrics"] for i in d), [(i, d[i]["skipped"]) for i in d]
 assert has("old_vp", "strategy.overlap_p2p_comm=false") and not has("new_vp", "strategy.overlap_p2p_comm")
 assert has("moe", "model.moe.expert_ffn_hidden=model.ffn_hidden")
+assert has("nemo", "strategy.framework=megatron") and has("tt", "strategy.framework=fsdp")
+st = json.load(open(sys.argv[3]))
+assert st["framework"] == "fsdp" and st["fsdp"] == {"version": 2, "sharding_strategy": "SHARD_GRAD_OP"}, st
 p = {m["name"]: m["predicted"] for m in d["moe"]["metrics"]}
 l, h, s, V, f, hd = 4, 1024, 2048, 32000, 2816, 64
 per_token = 6 * l * (h * (16 + 4 + 4) * hd + 16 * hd * h + 2 * 3 * h * f) + 12 * l * h * s + 6 * h * V
 got = p["tflops_per_gpu"] * 1e12 / p["tokens_per_s_per_gpu"]
 assert abs(got / per_token - 1) < 0.01, (got, per_token)
 train = [l.split() for l in open(sys.argv[2]) if l.startswith("training ")]
-assert train and train[0][1] == "7", train
+assert train and train[0][1] == "9", train
 print("ok")
 PY
-check "validate: flash denied, uneven stages, overlap_p2p_comm by date, MoE keys and FLOPs, tokens/s in the training line" \
-	"python3 '$tmp/text.py' '$tmp/text_out.json' '$tmp/text_out.txt' | grep -q ok"
+check "validate: flash denied, uneven stages, overlap_p2p_comm by date, MoE keys and FLOPs, framework names, tokens/s in the training line" \
+	"python3 '$tmp/text.py' '$tmp/text_out.json' '$tmp/text_out.txt' '$tmp/tk/tt.strategy.json' | grep -q ok"
 
 printf '{"schema": "other/1", "cases": []}' >"$tmp/bad.json"
 "$TWIN" validate "$tmp/bad.json" >"$tmp/o" 2>"$tmp/e"
