@@ -142,6 +142,34 @@ static bool whole_gpus(double v)
 	return v >= 1 && v <= VALIDATE_MAX_GPUS && v == floor(v);
 }
 
+/* A collective's name as sources write it ("allreduce", "AllReduce", nccl-tests'
+ * "all_reduce_perf", "send_recv") as the simulator's (all_reduce ...); unknown names pass
+ * through for sim_collective to refuse with its list. */
+static const char *canon_op(const char *op)
+{
+	static const char *const names[] = { "all_reduce", "all_gather", "reduce_scatter",
+					     "all_to_all", "broadcast", "reduce", "sendrecv" };
+	char a[64];
+	size_t n = 0;
+	for (const char *p = op; *p && n + 1 < sizeof(a); p++)
+		if (*p != '_' && *p != '-' && *p != ' ')
+			a[n++] = (char)tolower((unsigned char)*p);
+	a[n] = 0;
+	if (n > 4 && !strcmp(a + n - 4, "perf"))
+		a[n - 4] = 0;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		char b[32];
+		size_t m = 0;
+		for (const char *p = names[i]; *p; p++)
+			if (*p != '_')
+				b[m++] = *p;
+		b[m] = 0;
+		if (!strcmp(a, b))
+			return names[i];
+	}
+	return op;
+}
+
 static void run_collective(const struct vrun *vr, const cJSON *cs, struct vcase *vc)
 {
 	const struct cli_ctx *ctx = vr->ctx;
@@ -181,7 +209,7 @@ static void run_collective(const struct vrun *vr, const cJSON *cs, struct vcase 
 		return;
 	}
 	struct sim_coll_result r;
-	if (sim_collective(&c, op, bytes, (int64_t)ranks, str(co, "algo"), &r, &err) != TW_OK) {
+	if (sim_collective(&c, canon_op(op), bytes, (int64_t)ranks, str(co, "algo"), &r, &err) != TW_OK) {
 		snprintf(vc->skipped, sizeof(vc->skipped), "%s", err.msg);
 		return;
 	}

@@ -156,6 +156,25 @@ PY
 check "validate: flash denied, uneven stages, overlap_p2p_comm by date, MoE keys and FLOPs, framework names, tokens/s in the training line" \
 	"python3 '$tmp/text.py' '$tmp/text_out.json' '$tmp/text_out.txt' '$tmp/tk/tt.strategy.json' | grep -q ok"
 
+# collective names as sources write them: each the same prediction as the simulator's name
+cat >"$tmp/ops.py" <<'PY'
+import json, sys
+names = ["all_reduce", "AllReduce", "allreduce_perf", "all_to_all", "alltoall", "sendrecv", "send-recv", "bogus"]
+cs = [{"id": "op%d" % i, "source": "x", "kind": "collective", "model": None,
+       "cluster": {"topology": "dgx-a100-80g", "gpus": 8, "set": {}}, "strategy": None,
+       "collective": {"op": op, "bytes": 1 << 28, "ranks": 8, "algo": None},
+       "measured": {"busbw_GBps": 200}, "notes": ""} for i, op in enumerate(names)]
+json.dump({"schema": "twin-validation/1", "cases": cs}, open(sys.argv[1], "w"))
+PY
+python3 "$tmp/ops.py" "$tmp/ops.json"
+"$TWIN" validate "$tmp/ops.json" --json >"$tmp/ops_out.json" 2>"$tmp/err"
+check "validate: collective names as sources write them" python3 -c "
+import json
+c = [x for x in json.load(open('$tmp/ops_out.json'))['cases']]
+p = [x['metrics'][0]['predicted'] if x['metrics'] else None for x in c]
+assert p[0] == p[1] == p[2] and p[3] == p[4] and p[5] == p[6] and None not in p[:7], p
+assert 'not one of' in c[7]['skipped'], c[7]"
+
 printf '{"schema": "other/1", "cases": []}' >"$tmp/bad.json"
 "$TWIN" validate "$tmp/bad.json" >"$tmp/o" 2>"$tmp/e"
 st=$?
