@@ -28,9 +28,9 @@ static void usage(FILE *f)
 		   "metrics, predicted vs measured and the error (predicted - measured) / measured;\n"
 		   "then per metric and source the count, MAPE and worst case, and per metric over\n"
 		   "all sources the same with the count of cases off by more than 25%%, and a\n"
-		   "training line over TFLOP/s per GPU and iteration time together (text only;\n"
-		   "--json keeps the README's per-source summary). Cases the models cannot express\n"
-		   "are listed as skipped with the reason.\n"
+		   "training line over TFLOP/s per GPU, iteration time and tokens/s together (text\n"
+		   "only; --json keeps the README's per-source summary). Cases the models cannot\n"
+		   "express are listed as skipped with the reason.\n"
 		   "\n"
 		   "  --json               one JSON object (the README's shape)\n"
 		   "  --only PREFIX        only the cases whose id starts with PREFIX\n"
@@ -529,13 +529,14 @@ static cJSON *strategy_json(const cJSON *cs, const cJSON *s, const cJSON *m, str
 	if (!strcmp(fw, "megatron")) {
 		if (distopt || zs >= 1)
 			cJSON_AddBoolToObject(o, "distributed_optimizer", true);
-	} else if (!strcmp(fw, "fsdp") && field(s, "zero_stage") && zs != 3) {
-		/* FSDP's sharding strategies by the ZeRO stage they match (3: FULL_SHARD, the
-		 * default) */
+	} else if (!strcmp(fw, "fsdp") && (zs == 1 || zs == 2)) {
+		/* FSDP's SHARD_GRAD_OP is ZeRO-2; 3 is its default FULL_SHARD, and 0 is what the
+		 * format's template says for "not ZeRO", not a sign of NO_SHARD */
 		cJSON *f = cJSON_GetObjectItemCaseSensitive(o, "fsdp");
 		if (!f)
 			f = cJSON_AddObjectToObject(o, "fsdp");
-		cJSON_AddStringToObject(f, "sharding_strategy", zs >= 1 ? "SHARD_GRAD_OP" : "NO_SHARD");
+		cJSON_AddStringToObject(f, "sharding_strategy", "SHARD_GRAD_OP");
+		assume(vc, "strategy.fsdp.sharding_strategy=SHARD_GRAD_OP (zero_stage %g)", zs);
 	} else if (!strcmp(fw, "deepspeed")) {
 		cJSON *ds = cJSON_AddObjectToObject(o, "ds_config");
 		cJSON *zo = cJSON_AddObjectToObject(ds, "zero_optimization");

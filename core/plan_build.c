@@ -2204,7 +2204,10 @@ static void layer_bwd(struct pb *b, int64_t l)
 		b->flags |= PLAN_F_RECOMPUTE;
 		uint8_t ph = b->phase;
 		b->phase = PLAN_PHASE_BWD;
-		if (rc_mod(b, STRAT_RC_CORE_ATTN) && !b->flash)
+		/* Megatron-Core checkpoints core attention whatever its kernel (TE's fused flash
+		 * included: attention.py, checkpoint_core_attention); elsewhere flash attention
+		 * saves no scores, so there is nothing to recompute */
+		if (rc_mod(b, STRAT_RC_CORE_ATTN) && (!b->flash || b->megatron))
 			attn(b, "attn_recompute", b->heads / b->tp / (b->ulysses ? b->cp : 1),
 			     b->ulysses ? b->seq : b->seq / b->cp, b->seq, false);
 		if (a.rc > 0) { /* the modules' outputs are made again for the backward */

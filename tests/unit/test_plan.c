@@ -1937,7 +1937,22 @@ static void test_recompute_modules(struct test_ctx *t)
 	struct rc_figs base, f;
 	j->strat.recompute_modules = STRAT_RC_CORE_ATTN;
 	bool ok = rc_figs(j, &base);
-	CHECK(t, ok && base.rc == -1 && base.nrc == 0); /* flash attention: nothing to redo */
+	/* flash attention: no buffer to make again; Megatron-Core still re-runs the kernel
+	 * (checkpoint_core_attention), once per layer, its forward FLOPs again */
+	CHECK(t, ok && base.rc == -1 && base.nrc == j->model.layers);
+	struct rc_figs none;
+	j->strat.recompute = STRAT_RECOMPUTE_NONE;
+	ok = ok && rc_figs(j, &none);
+	j->strat.recompute = STRAT_RECOMPUTE_SELECTIVE;
+	CHECK(t, ok && base.hw > none.hw && base.model == none.model);
+	{ /* DeepSpeed's (Megatron-DeepSpeed's legacy) flash attention: nothing to redo */
+		struct job *d = fx_job(2);
+		fx_degrees(d, 2, 1, 1, 1, 1);
+		d->strat.recompute = STRAT_RECOMPUTE_SELECTIVE;
+		struct rc_figs df;
+		CHECK(t, rc_figs(d, &df) && df.rc == -1 && df.nrc == 0);
+		free(d);
+	}
 	j->strat.recompute_modules = STRAT_RC_CORE_ATTN | STRAT_RC_MLP | STRAT_RC_LAYERNORM;
 	ok = ok && rc_figs(j, &f);
 	int64_t mlp = T * 3 * j->model.ffn_hidden * ab / 2;
