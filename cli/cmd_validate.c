@@ -145,28 +145,28 @@ static bool whole_gpus(double v)
 /* A collective's name as sources write it ("allreduce", "AllReduce", nccl-tests'
  * "all_reduce_perf", "send_recv") as the simulator's (all_reduce ...); unknown names pass
  * through for sim_collective to refuse with its list. */
+/* s lower-cased without "_", "-" and spaces, into out (cap bytes); its length */
+static size_t squash(const char *s, char *out, size_t cap)
+{
+	size_t n = 0;
+	for (; *s && n + 1 < cap; s++)
+		if (*s != '_' && *s != '-' && *s != ' ')
+			out[n++] = (char)tolower((unsigned char)*s);
+	out[n] = 0;
+	return n;
+}
+
 static const char *canon_op(const char *op)
 {
 	static const char *const names[] = { "all_reduce", "all_gather", "reduce_scatter",
 					     "all_to_all", "broadcast", "reduce", "sendrecv" };
-	char a[64];
-	size_t n = 0;
-	for (const char *p = op; *p && n + 1 < sizeof(a); p++)
-		if (*p != '_' && *p != '-' && *p != ' ')
-			a[n++] = (char)tolower((unsigned char)*p);
-	a[n] = 0;
+	char a[64], b[32];
+	size_t n = squash(op, a, sizeof(a));
 	if (n > 4 && !strcmp(a + n - 4, "perf"))
 		a[n - 4] = 0;
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-		char b[32];
-		size_t m = 0;
-		for (const char *p = names[i]; *p; p++)
-			if (*p != '_')
-				b[m++] = *p;
-		b[m] = 0;
-		if (!strcmp(a, b))
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (squash(names[i], b, sizeof(b)) && !strcmp(a, b))
 			return names[i];
-	}
 	return op;
 }
 
@@ -421,17 +421,19 @@ static cJSON *strategy_json(const cJSON *cs, const cJSON *s, const cJSON *m, str
 	/* the frameworks by other names: NeMo and Megatron-Core run Megatron's code,
 	 * Megatron-DeepSpeed DeepSpeed's engine (with Megatron's model code under tp or pp),
 	 * torchtitan FSDP2 */
-	static const struct { const char *alias, *fw; } alias[] = {
-		{ "nemo", "megatron" }, { "megatron-core", "megatron" }, { "mcore", "megatron" },
-		{ "megatron-lm", "megatron" }, { "megatron-deepspeed", "deepspeed" },
-		{ "torchtitan", "fsdp" }, { "fsdp2", "fsdp" } };
+	static const struct { const char *alias, *fw; int fsdp_version; } alias[] = {
+		{ "nemo", "megatron", 0 }, { "megatron-core", "megatron", 0 }, { "mcore", "megatron", 0 },
+		{ "megatron-lm", "megatron", 0 }, { "megatron-deepspeed", "deepspeed", 0 },
+		{ "torchtitan", "fsdp", 2 }, { "fsdp2", "fsdp", 2 } };
 	const char *given = fw;
 	for (size_t i = 0; i < sizeof(alias) / sizeof(alias[0]); i++)
 		if (!strcasecmp(given, alias[i].alias)) {
 			fw = alias[i].fw;
 			assume(vc, "strategy.framework=%s (%s runs its code)", fw, given);
-			if (!strcmp(given, "torchtitan") || !strcmp(given, "fsdp2"))
-				cJSON_AddNumberToObject(cJSON_AddObjectToObject(o, "fsdp"), "version", 2);
+			if (alias[i].fsdp_version)
+				cJSON_AddNumberToObject(cJSON_AddObjectToObject(o, "fsdp"), "version",
+							alias[i].fsdp_version);
+			break;
 		}
 	cJSON_AddStringToObject(o, "framework", fw);
 	int yymm = 0;
@@ -556,7 +558,10 @@ static cJSON *strategy_json(const cJSON *cs, const cJSON *s, const cJSON *m, str
 /* FLOPs of one iteration by Megatron's formula (Narayanan et al. SC'21 eq. 3):
  * passes x 24 B s l h^2 (1 + s/(6h) + V/(4 passes l h)) with passes 4 when the recompute
  * forward is counted, 3 otherwise (reference/cost-models.md §7.1). */
-static double megatron_flops(double B, double s, double l, double h, double V, double passes);
+static double megatron_flops(double B, double s, double l, double h, double V, double passes)
+{
+	return passes * 24.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (4.0 * passes * l * h));
+}
 
 /* The FLOPs a source counts for one step of B sequences of s tokens: a GPT of the SC'21 shape
  * (GELU, 4h MLP, full multi-head attention, no experts) by Megatron's formula, which the papers
@@ -576,11 +581,6 @@ static double source_flops(const struct model *m, double B, double s, double pas
 	struct model_flops f;
 	model_flops_fwd(m, (int64_t)s, &f);
 	return B * s * (passes * (f.total - f.logits + f.attn_core) + 3.0 * f.logits);
-}
-
-static double megatron_flops(double B, double s, double l, double h, double V, double passes)
-{
-	return passes * 24.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (4.0 * passes * l * h));
 }
 
 /* The case's id as a file name: anything but letters, digits, '.', '-' and '_' becomes '_'. */
