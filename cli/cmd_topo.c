@@ -139,8 +139,10 @@ static void print_cluster(const struct cluster *c)
 		printf("  fabric       %s, %s, leaf radix %d, oversubscription %g:1\n",
 		       cluster_fabric_name(c->net.fabric), cluster_topo_name(c->net.topology),
 		       c->net.leaf_radix, c->net.oversubscription);
-		printf("  latency      %.1f us per message; at most %d nodes (%lld GPUs)\n\n",
-		       c->net.latency_us, c->net.max_nodes,
+		printf("  latency      %.1f us per message", c->net.latency_us);
+		if (c->net.plugin_latency_us > 0) /* NCCL adds it to each inter-node step */
+			printf(", net plugin reports %.1f us", c->net.plugin_latency_us);
+		printf("; at most %d nodes (%lld GPUs)\n\n", c->net.max_nodes,
 		       (long long)c->net.max_nodes * c->node.gpus);
 	}
 

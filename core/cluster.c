@@ -109,6 +109,7 @@ static const struct field net_fields[] = {
 	INT(net, leaf_radix, R_POS),
 	NUM(net, oversubscription, R_GE1),
 	NUM(net, latency_us, R_NONNEG),
+	NUM(net, plugin_latency_us, R_NONNEG),
 	INT(net, max_nodes, R_POS),
 	{NULL, 0, 0, 0, NULL, 0},
 };

@@ -87,6 +87,7 @@ struct cluster {
 		int leaf_radix;             /* ports per leaf switch toward nodes */
 		double oversubscription;    /* leaf down:up ratio, 1 = non-blocking */
 		double latency_us;          /* end-to-end per message, software included */
+		double plugin_latency_us;   /* what NCCL's net plugin reports (latencyInter), 0 for IB */
 		int max_nodes;              /* largest job the fabric holds */
 	} net;
 	struct {

@@ -171,6 +171,7 @@ void nccl_comm_from_cluster(const struct cluster *c, int64_t nranks, int64_t nno
 		out->leaf_nodes = c->net.leaf_radix / c->net.nics_per_node > 1
 					  ? c->net.leaf_radix / c->net.nics_per_node : 1;
 	out->net_lat_us = c->net.latency_us - REF_NET_US;
+	out->plugin_lat_us = c->net.plugin_latency_us;
 	out->intra_lat_us = cluster_intra_latency_us(c) - (out->nvlink ? REF_NVLINK_US : REF_PCIE_US);
 }
 
@@ -350,6 +351,8 @@ bool nccl_eval(const struct nccl_comm *cm, enum plan_coll c, double S, int a, in
 	double lat = base_lat[a][p];
 	double intra_lat = step_lat(hw_lat[intra_hw][a][p], cm->intra_lat_us);
 	double inter_lat = step_lat(ppn == 1 ? hw_lat[HW_NET][NCCL_TREE][p] : hw_lat[HW_NET][a][p], cm->net_lat_us);
+	/* the net plugin's own latency (graph.latencyInter), and again for Simple's flush */
+	inter_lat += cm->plugin_lat_us * (p == NCCL_SIMPLE ? 2.0 : 1.0);
 	if (a == NCCL_RING) {
 		if (rooted) {
 			int hwa = N == 1 ? intra_hw : HW_NET;

@@ -71,6 +71,7 @@ struct nccl_comm {
 	bool nvls;           /* NVLink SHARP present */
 	bool amd_cpu;        /* NCCL's LL caps and net overhead differ on AMD hosts */
 	double net_lat_us;   /* added to NCCL's per-step network latency (0: NCCL's tables) */
+	double plugin_lat_us; /* the net plugin's latencyInter, µs: NCCL adds it per inter step */
 	double intra_lat_us; /* added to NCCL's per-step NVLink / PCI latency (0: its tables) */
 	int64_t leaf_nodes;  /* nodes under one leaf switch (per rail); 0: one switch for all */
 	double oversub;      /* leaf down:up capacity ratio, >= 1 */

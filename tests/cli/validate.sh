@@ -175,6 +175,30 @@ p = [x['metrics'][0]['predicted'] if x['metrics'] else None for x in c]
 assert p[0] == p[1] == p[2] and p[3] == p[4] and p[5] == p[6] and None not in p[:7], p
 assert 'not one of' in c[7]['skipped'], c[7]"
 
+# the AWS instance a case names: its EFA plugin's latency (aws-ofi-nccl) on the inter-node steps
+cat >"$tmp/aws.py" <<'PY'
+import json, sys
+notes = ["4x AWS p6-b200.48xlarge", "2x P5.48xlarge, EFA", "EFA, instance not named", "xp5.48xlarge", "p5en.48xlarge"]
+cs = [{"id": "aws%d" % i, "source": "x", "kind": "collective", "model": None,
+       "cluster": {"topology": "dgx-b200", "gpus": 32, "set": {}}, "strategy": None,
+       "collective": {"op": "all_reduce", "bytes": 1 << 24, "ranks": 32, "algo": None},
+       "measured": {"busbw_GBps": 100}, "notes": n} for i, n in enumerate(notes)]
+cs.append(dict(cs[0], id="aws_set", cluster={"topology": "dgx-b200", "gpus": 32, "set": {"net.plugin_latency_us": 0}}))
+json.dump({"schema": "twin-validation/1", "cases": cs}, open(sys.argv[1], "w"))
+PY
+python3 "$tmp/aws.py" "$tmp/aws.json"
+"$TWIN" validate "$tmp/aws.json" --json >"$tmp/aws_out.json" 2>"$tmp/err"
+check "validate: an AWS instance named in the case sets its EFA plugin's latency" python3 -c "
+import json
+c = {x['id']: x for x in json.load(open('$tmp/aws_out.json'))['cases']}
+p = {k: v['metrics'][0]['predicted'] for k, v in c.items()}
+assert p['aws1'] < p['aws0'] < p['aws2'], p
+assert p['aws3'] == p['aws2'] == p['aws_set'] and p['aws4'] == p['aws0'], p
+a = ' '.join(c['aws0']['assumed'])
+assert 'net.plugin_latency_us=35' in a and 'p6-b200' in a, a
+assert 'net.plugin_latency_us=75' in ' '.join(c['aws1']['assumed'])
+assert not any('plugin' in x for x in c['aws2']['assumed'])"
+
 printf '{"schema": "other/1", "cases": []}' >"$tmp/bad.json"
 "$TWIN" validate "$tmp/bad.json" >"$tmp/o" 2>"$tmp/e"
 st=$?

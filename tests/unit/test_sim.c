@@ -249,6 +249,7 @@ static void make_job(struct job *j, int64_t tp, int64_t pp, int64_t dp, int gpus
 	c->node.nvlink_latency_us = 1.0;
 	c->node.pcie_latency_us = 1.5;
 	c->net.latency_us = 5.0;
+	c->net.plugin_latency_us = 0.0;
 	c->net.nics_per_node = gpus_per_node;
 	c->net.nic_gbps = 200;
 	c->net.nic_eff = 0.96;
@@ -940,6 +941,45 @@ static void test_nccl_latency_delta(struct test_ctx *T)
 	CHECK(T, b > a + 20.0);
 }
 
+/* The latency a net plugin reports (AWS's EFA plugin: 35 or 75 µs) enters NCCL's model as
+ * graph.latencyInter: once per inter-node step, twice with Simple; the ring's plateau factor
+ * scales it with the rest. 16 nodes of 8: a ring all-reduce has 30 inter-node steps, a tree
+ * 2 log2(16) = 8 levels. */
+static void test_nccl_plugin_latency(struct test_ctx *T)
+{
+	struct nccl_comm c = h100_comm(16, 8);
+	struct nccl_result r0, r1;
+	const double L = 35.0;
+	CHECK(T, nccl_eval(&c, PLAN_ALL_REDUCE, 4096, NCCL_RING, NCCL_LL, &r0));
+	c.plugin_lat_us = L;
+	CHECK(T, nccl_eval(&c, PLAN_ALL_REDUCE, 4096, NCCL_RING, NCCL_LL, &r1));
+	CHECK_NEAR(T, r1.lat_us - r0.lat_us, 30 * L, 1e-9);
+	c.plugin_lat_us = 0;
+	CHECK(T, nccl_eval(&c, PLAN_ALL_REDUCE, 1 << 26, NCCL_RING, NCCL_SIMPLE, &r0));
+	c.plugin_lat_us = L;
+	CHECK(T, nccl_eval(&c, PLAN_ALL_REDUCE, 1 << 26, NCCL_RING, NCCL_SIMPLE, &r1));
+	CHECK_NEAR(T, r1.lat_us - r0.lat_us, 30 * 2 * L * 1.4, 1e-9);
+	c.plugin_lat_us = 0;
+	CHECK(T, nccl_eval(&c, PLAN_ALL_REDUCE, 1 << 20, NCCL_TREE, NCCL_LL128, &r0));
+	c.plugin_lat_us = L;
+	CHECK(T, nccl_eval(&c, PLAN_ALL_REDUCE, 1 << 20, NCCL_TREE, NCCL_LL128, &r1));
+	CHECK_NEAR(T, r1.lat_us - r0.lat_us, 8 * L, 1e-9);
+	/* one node: no inter-node step, nothing changes */
+	c = h100_comm(1, 8);
+	CHECK(T, nccl_eval(&c, PLAN_ALL_REDUCE, 1 << 20, NCCL_RING, NCCL_SIMPLE, &r0));
+	c.plugin_lat_us = L;
+	CHECK(T, nccl_eval(&c, PLAN_ALL_REDUCE, 1 << 20, NCCL_RING, NCCL_SIMPLE, &r1));
+	CHECK_NEAR(T, r1.lat_us, r0.lat_us, 1e-12);
+	/* through the cluster file: --set net.plugin_latency_us=35 on a 4-node 16 MiB all-reduce */
+	struct job j;
+	make_job(&j, 1, 1, 32, 8);
+	double a, b;
+	what_if_us(T, &j.cluster, &j.cluster.net.plugin_latency_us, 0.0, L, "all_reduce", 16777216.0,
+		   32, &a, &b);
+	printf("#   16 MiB all-reduce on 4 nodes: %.1f µs with IB's plugin latency 0, %.1f at 35\n", a, b);
+	CHECK(T, b >= a + 4 * L - 1e-6); /* at least a tree's 2 log2(4) levels, each 35 µs more */
+}
+
 /* Transformer Engine's userbuffers (tp_comm_overlap): n - 1 ring copies over NVLink at the
  * GPU's NVLink rate, one hop latency each; only all-gather / reduce-scatter inside a node.
  * A 58.7 MB SP all-gather on 8 H100s: 7/8 of it at 370.8 GB/s + 7 µs, about half of what
@@ -1076,6 +1116,7 @@ int main(void)
 	TEST_RUN(&T, test_heap_order_reproducible);
 	TEST_RUN(&T, test_nccl_latency_table);
 	TEST_RUN(&T, test_nccl_latency_delta);
+	TEST_RUN(&T, test_nccl_plugin_latency);
 	TEST_RUN(&T, test_nccl_bandwidth);
 	TEST_RUN(&T, test_nccl_pat);
 	TEST_RUN(&T, test_nccl_reduce);
