@@ -198,6 +198,14 @@ static double step_lat(double table_us, double delta_us)
 	return fmax(0.0, table_us + delta_us);
 }
 
+/* The net plugin's latency on one inter-node step (NCCL's graph.latencyInter): once, and a
+ * second time with Simple ("flush extra latency"). Send/recv and all-to-all, which NCCL's tuner
+ * does not model, pay it as the Simple steps they are. */
+static double plugin_lat(const struct nccl_comm *cm, int proto)
+{
+	return cm->plugin_lat_us * (proto == NCCL_SIMPLE ? 2.0 : 1.0);
+}
+
 void nccl_alltoall(const struct nccl_comm *cm, double S, struct nccl_result *out)
 {
 	int64_t n = cm->nranks, ppn = cm->ppn;
@@ -214,7 +222,8 @@ void nccl_alltoall(const struct nccl_comm *cm, double S, struct nccl_result *out
 		t = fmax(t, inter * uplink_slowdown(cm, true) / (1000.0 * cm->gpu_net_GBps));
 	int hw = cm->nnodes > 1 ? HW_NET : cm->nvlink ? HW_NVLINK : HW_PCI;
 	out->lat_us = base_lat[NCCL_RING][NCCL_SIMPLE] +
-		      step_lat(hw_lat[hw][NCCL_RING][NCCL_SIMPLE], hw == HW_NET ? cm->net_lat_us : cm->intra_lat_us);
+		      step_lat(hw_lat[hw][NCCL_RING][NCCL_SIMPLE], hw == HW_NET ? cm->net_lat_us : cm->intra_lat_us) +
+		      (hw == HW_NET ? plugin_lat(cm, NCCL_SIMPLE) : 0.0);
 	out->algbw_GBps = t > 0 ? S / (1000.0 * t) : 0;
 	out->time_us = out->lat_us + t;
 	out->busbw_GBps = S / (out->time_us * 1e3) * nccl_busbw_factor(PLAN_ALL_TO_ALL, n);
@@ -231,7 +240,8 @@ void nccl_p2p(const struct nccl_comm *cm, double S, bool same_node, struct nccl_
 	double bw = same_node ? cm->intra_GBps : cm->gpu_net_GBps;
 	int hw = !same_node ? HW_NET : cm->nvlink ? HW_NVLINK : HW_PCI;
 	out->lat_us = base_lat[NCCL_RING][NCCL_SIMPLE] +
-		      step_lat(hw_lat[hw][NCCL_RING][NCCL_SIMPLE], same_node ? cm->intra_lat_us : cm->net_lat_us);
+		      step_lat(hw_lat[hw][NCCL_RING][NCCL_SIMPLE], same_node ? cm->intra_lat_us : cm->net_lat_us) +
+		      (same_node ? 0.0 : plugin_lat(cm, NCCL_SIMPLE));
 	out->algbw_GBps = bw;
 	out->time_us = out->lat_us + (bw > 0 ? S / (1000.0 * bw) : 0);
 	out->busbw_GBps = S / (out->time_us * 1e3);
@@ -351,8 +361,7 @@ bool nccl_eval(const struct nccl_comm *cm, enum plan_coll c, double S, int a, in
 	double lat = base_lat[a][p];
 	double intra_lat = step_lat(hw_lat[intra_hw][a][p], cm->intra_lat_us);
 	double inter_lat = step_lat(ppn == 1 ? hw_lat[HW_NET][NCCL_TREE][p] : hw_lat[HW_NET][a][p], cm->net_lat_us);
-	/* the net plugin's own latency (graph.latencyInter), and again for Simple's flush */
-	inter_lat += cm->plugin_lat_us * (p == NCCL_SIMPLE ? 2.0 : 1.0);
+	inter_lat += plugin_lat(cm, p);
 	if (a == NCCL_RING) {
 		if (rooted) {
 			int hwa = N == 1 ? intra_hw : HW_NET;

@@ -964,6 +964,20 @@ static void test_nccl_plugin_latency(struct test_ctx *T)
 	c.plugin_lat_us = L;
 	CHECK(T, nccl_eval(&c, PLAN_ALL_REDUCE, 1 << 20, NCCL_TREE, NCCL_LL128, &r1));
 	CHECK_NEAR(T, r1.lat_us - r0.lat_us, 8 * L, 1e-9);
+	/* send/recv across nodes: one Simple step, so twice; within a node nothing */
+	c.plugin_lat_us = 0;
+	nccl_p2p(&c, 1 << 20, false, &r0);
+	c.plugin_lat_us = L;
+	nccl_p2p(&c, 1 << 20, false, &r1);
+	CHECK_NEAR(T, r1.lat_us - r0.lat_us, 2 * L, 1e-9);
+	nccl_alltoall(&c, 1 << 20, &r1);
+	c.plugin_lat_us = 0;
+	nccl_alltoall(&c, 1 << 20, &r0);
+	CHECK_NEAR(T, r1.lat_us - r0.lat_us, 2 * L, 1e-9);
+	nccl_p2p(&c, 1 << 20, true, &r0);
+	c.plugin_lat_us = L;
+	nccl_p2p(&c, 1 << 20, true, &r1);
+	CHECK_NEAR(T, r1.lat_us, r0.lat_us, 1e-12);
 	/* one node: no inter-node step, nothing changes */
 	c = h100_comm(1, 8);
 	CHECK(T, nccl_eval(&c, PLAN_ALL_REDUCE, 1 << 20, NCCL_RING, NCCL_SIMPLE, &r0));
