@@ -72,3 +72,9 @@ check "topo list: dgx-h100 line" grep -q "^dgx-h100 .*H100" "$tmp/list"
 check "topo list --json parses" sh -c "'$TWIN' topo list --json | python3 -m json.tool"
 check "topo --help" sh -c "'$TWIN' topo --help | grep -q 'twin topo show CLUSTER'"
 check "topo show --help" sh -c "'$TWIN' topo show --help | grep -q -- '--set PATH=VALUE'"
+
+# the net plugin's latency (EFA's 35 µs): shown with the fabric's, kept in the JSON
+"$TWIN" topo show dgx-b200 --set net.plugin_latency_us=35 >"$tmp/efa.txt"
+check "topo show: the net plugin's latency" grep -q "net plugin reports 35.0 us" "$tmp/efa.txt"
+check "topo show: no plugin latency on InfiniBand" sh -c "! grep -q 'net plugin' '$tmp/orig.txt'"
+check "topo show --json: net.plugin_latency_us" sh -c "'$TWIN' topo show dgx-b200 --set net.plugin_latency_us=35 --json | python3 -c 'import json,sys; assert json.load(sys.stdin)[\"net\"][\"plugin_latency_us\"] == 35'"
