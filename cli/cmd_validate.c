@@ -449,9 +449,38 @@ static const char *case_deepspeed_version(const cJSON *cs, int *yymm)
  * from 2023-05); a run dated before November 2023 batched and waited for it */
 #define MEGATRON_OVERLAP_P2P_YYMM 2310
 
+/* NCCL's environment as a case's text states it ("NCCL_ALGO=Ring"): the value, up to the
+ * first character that cannot be in it, into out (cap bytes); false if the text has none. */
+static bool case_nccl_env(const cJSON *cs, const char *var, char *out, size_t cap)
+{
+	const char *t[2] = { str(cs, "notes"), str(cs, "source") };
+	size_t vl = strlen(var);
+	for (int i = 0; i < 2; i++)
+		for (const char *p = t[i] ? strstr(t[i], var) : NULL; p; p = strstr(p + 1, var)) {
+			const char *v = p + vl;
+			if (*v != '=' || (p > t[i] && (isalnum((unsigned char)p[-1]) || p[-1] == '_')))
+				continue;
+			size_t n = strspn(v + 1, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789,^");
+			if (n == 0 || n >= cap)
+				continue;
+			memcpy(out, v + 1, n);
+			out[n] = 0;
+			return true;
+		}
+	return false;
+}
+
 static cJSON *strategy_json(const cJSON *cs, const cJSON *s, const cJSON *m, struct vcase *vc)
 {
 	cJSON *o = cJSON_CreateObject();
+	static const char *const nccl_env[][2] = { { "NCCL_ALGO", "nccl_algo" }, { "NCCL_PROTO", "nccl_proto" } };
+	for (int i = 0; i < 2; i++) {
+		char v[64];
+		if (case_nccl_env(cs, nccl_env[i][0], v, sizeof(v))) {
+			cJSON_AddStringToObject(o, nccl_env[i][1], v);
+			assume(vc, "strategy.%s=%s (the case's %s)", nccl_env[i][1], v, nccl_env[i][0]);
+		}
+	}
 	int flash = case_flash(cs);
 	cJSON_AddBoolToObject(o, "flash_attention", flash > 0);
 	if (flash <= 0)

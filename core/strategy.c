@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "cluster.h"
@@ -140,7 +141,7 @@ static const char *const our_keys[] = {
 	"async_tensor_model_parallel_allreduce", "grad_reduce_in_bf16",
 	"first_stage_layers", "last_stage_layers", "account_for_embedding_in_pipeline_split",
 	"account_for_loss_in_pipeline_split", "recompute_modules", "hidden_dropout",
-	"attention_dropout", "cross_entropy", "attention_kernel", NULL};
+	"attention_dropout", "cross_entropy", "attention_kernel", "nccl_algo", "nccl_proto", NULL};
 
 static bool is_our_key(const char *k)
 {
@@ -351,6 +352,59 @@ const char *strat_recompute_name(enum strat_recompute r)
 static const char *const cp_kind_names[] = {"ring", "ulysses", NULL};
 static const char *const kernels_names[] = {"fused", "eager", NULL};
 
+const char *const strat_nccl_algo_names[STRAT_NCCL_ALGOS] = { "tree", "ring", "nvls", "pat" };
+const char *const strat_nccl_proto_names[STRAT_NCCL_PROTOS] = { "LL", "LL128", "Simple" };
+
+/* NCCL_ALGO / NCCL_PROTO's syntax: names separated by commas, any case, all of them excluded
+ * with a leading '^'. NCCL's algorithms the simulator does not model (skip, n of them) are
+ * accepted and leave the set as it is. The set of the names that stay; 0 (with why) when none
+ * does or a name is unknown. */
+static unsigned nccl_set(const char *text, const char *const *names, int n, const char *const *skip,
+			 char *why, size_t why_len)
+{
+	const char *p = text;
+	bool neg = *p == '^';
+	if (neg)
+		p++;
+	unsigned named = 0, all = (1u << n) - 1;
+	while (*p) {
+		size_t len = strcspn(p, ",");
+		char tok[32];
+		if (len == 0 || len >= sizeof(tok)) {
+			snprintf(why, why_len, "'%s': names separated by commas, '^' first to exclude them", text);
+			return 0;
+		}
+		memcpy(tok, p, len);
+		tok[len] = 0;
+		bool known = false;
+		for (int i = 0; i < n && !known; i++)
+			if (!strcasecmp(tok, names[i])) {
+				named |= 1u << i;
+				known = true;
+			}
+		for (int i = 0; skip && skip[i] && !known; i++)
+			known = !strcasecmp(tok, skip[i]);
+		if (!known) {
+			char list[96] = "";
+			for (int i = 0; i < n; i++)
+				snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s", i ? ", " : "", names[i]);
+			snprintf(why, why_len, "'%s' is not one of %s%s", tok, list,
+				 skip ? " (or NCCL's NVLSTree, CollNetDirect, CollNetChain, not modelled)" : "");
+			return 0;
+		}
+		p += len + (p[len] == ',');
+		if (p[-1] == ',' && !*p) {
+			snprintf(why, why_len, "'%s': a comma with no name after it", text);
+			return 0;
+		}
+	}
+	unsigned set = neg ? all & ~named : named;
+	if (!set)
+		snprintf(why, why_len, "'%s' leaves none of the %s the simulator models", text,
+			 skip ? "algorithms" : "protocols");
+	return set;
+}
+
 const char *strat_kernels_name(enum strat_kernels k)
 {
 	return k == STRAT_KERNELS_EAGER ? kernels_names[1] : kernels_names[0];
@@ -368,7 +422,7 @@ struct ours {
 	struct oval framework, version, tp, pp, cp, cp_kind, kernels, ep, vp, sp, schedule,
 		recompute, flash, fp8, tf32, precision, optimizer, distopt, fsdp_sharding, fsdp_group,
 		fsdp_version, fsdp_reduce, lora_rank, lora_targets, seq_len, host_op, ogr, opg, tpo, atp,
-		rnl, grb, fsl, lsl, afe, afl, rcm, hdrop, adrop, ce, akern, op2p;
+		rnl, grb, fsl, lsl, afe, afl, rcm, hdrop, adrop, ce, akern, op2p, nalgo, nproto;
 	bool ogr_v, opg_v, tpo_v, atp_v, grb_v, afe_v, afl_v, op2p_v;
 	double host_op_v, hdrop_v, adrop_v;
 	int framework_i, schedule_i, recompute_i, cp_kind_i, kernels_i, precision_i, optimizer_i,
@@ -376,7 +430,7 @@ struct ours {
 	int64_t tp_v, pp_v, cp_v, ep_v, vp_v, seq_v, fsdp_group_v, fsdp_version_v, lora_rank_v,
 		rnl_v, fsl_v, lsl_v;
 	bool sp_v, flash_v, fp8_v, tf32_v, distopt_v;
-	char version_v[16], akern_v[16];
+	char version_v[16], akern_v[16], nalgo_v[64], nproto_v[64];
 	unsigned lora_targets_v, rcm_v;
 	bool has_fsdp, has_lora;
 };
@@ -534,6 +588,12 @@ static enum tw_result parse_ours(struct strat_rd *r, const cJSON *o, struct ours
 	TW_CHECK(json_get_str(&c, o, "attention_kernel", u->akern_v, sizeof(u->akern_v),
 			      &u->akern.given));
 	oval_fill(r, "attention_kernel", &u->akern);
+	c.file = strat_label(r, STRAT_TREE_OURS, "nccl_algo");
+	TW_CHECK(json_get_str(&c, o, "nccl_algo", u->nalgo_v, sizeof(u->nalgo_v), &u->nalgo.given));
+	oval_fill(r, "nccl_algo", &u->nalgo);
+	c.file = strat_label(r, STRAT_TREE_OURS, "nccl_proto");
+	TW_CHECK(json_get_str(&c, o, "nccl_proto", u->nproto_v, sizeof(u->nproto_v), &u->nproto.given));
+	oval_fill(r, "nccl_proto", &u->nproto);
 	TW_CHECK(obool(r, o, NULL, "fp8", &u->fp8_v, &u->fp8));
 	TW_CHECK(obool(r, o, NULL, "tf32", &u->tf32_v, &u->tf32));
 	TW_CHECK(onum(r, o, NULL, "host_op_us", 0, 1e4, &u->host_op_v, &u->host_op));
@@ -1590,6 +1650,25 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 	}
 	oprov(s, "attention_kernel", &u.akern, "the cluster's attention table (eff.attn)", "%s",
 	      s->attention_kernel[0] ? s->attention_kernel : "-");
+	static const char *const unmodelled[] = { "nvlstree", "collnetdirect", "collnetchain", "collnet", NULL };
+	char why[192];
+	s->nccl_no_algos = s->nccl_no_protos = 0;
+	if (u.nalgo.given && u.nalgo_v[0]) {
+		unsigned set = nccl_set(u.nalgo_v, strat_nccl_algo_names, STRAT_NCCL_ALGOS, unmodelled, why, sizeof(why));
+		if (!set)
+			return sfail(r, "nccl_algo", "nccl_algo (NCCL_ALGO): %s", why);
+		s->nccl_no_algos = ((1u << STRAT_NCCL_ALGOS) - 1) & ~set;
+		snprintf(s->nccl_algo, sizeof(s->nccl_algo), "%s", u.nalgo_v);
+	}
+	if (u.nproto.given && u.nproto_v[0]) {
+		unsigned set = nccl_set(u.nproto_v, strat_nccl_proto_names, STRAT_NCCL_PROTOS, NULL, why, sizeof(why));
+		if (!set)
+			return sfail(r, "nccl_proto", "nccl_proto (NCCL_PROTO): %s", why);
+		s->nccl_no_protos = ((1u << STRAT_NCCL_PROTOS) - 1) & ~set;
+		snprintf(s->nccl_proto, sizeof(s->nccl_proto), "%s", u.nproto_v);
+	}
+	oprov(s, "nccl_algo", &u.nalgo, "NCCL's tuner picks from all", "%s", s->nccl_algo[0] ? s->nccl_algo : "-");
+	oprov(s, "nccl_proto", &u.nproto, "NCCL's tuner picks from all", "%s", s->nccl_proto[0] ? s->nccl_proto : "-");
 	oprov(s, "tf32", &u.tf32, "PyTorch default: fp32 matmuls in fp32 (allow_tf32 off since 1.12)",
 	      "%s", s->tf32 ? "true" : "false");
 	if (s->tf32 && r->c && r->c->gpu.name[0] && r->c->gpu.peak_tflops[TW_TF32] <= 0)
@@ -1771,6 +1850,8 @@ struct cJSON *strategy_to_json(const struct strategy *s)
 	cJSON_AddNumberToObject(a, "attention_dropout", s->attention_dropout);
 	cJSON_AddStringToObject(a, "cross_entropy", ce_names[s->cross_entropy]);
 	cJSON_AddStringToObject(a, "attention_kernel", s->attention_kernel);
+	cJSON_AddStringToObject(o, "nccl_algo", s->nccl_algo);
+	cJSON_AddStringToObject(o, "nccl_proto", s->nccl_proto);
 	cJSON *pl = cJSON_AddObjectToObject(o, "pipeline");
 	cJSON_AddBoolToObject(pl, "pipe_partitioned", s->pipe_partitioned);
 	cJSON_AddBoolToObject(pl, "grad_partitioned", s->grad_partitioned);

@@ -175,6 +175,11 @@ struct strategy {
 	 * writes the logits' gradient in place of the 16-bit logits: Transformer Engine's and
 	 * Liger's, flash-attn's with inplace_backward) */
 	enum strat_ce cross_entropy;
+	/* NCCL_ALGO / NCCL_PROTO as the job's environment sets them: the algorithms and protocols
+	 * they take away from NCCL's tuner, bit i = strat_nccl_algo_names[i] /
+	 * strat_nccl_proto_names[i] (0: NCCL's default, all of them); the text as given */
+	unsigned nccl_no_algos, nccl_no_protos;
+	char nccl_algo[64], nccl_proto[64];
 	/* DeepSpeed's pipeline engine (ds_config "pipeline", default true): with TP > 1 the
 	 * activations / grads sent between stages are split over the TP group and all-gathered
 	 * by the receiver (PartitionedTensor); false elsewhere */
@@ -215,6 +220,11 @@ enum tw_result strategy_resolve(const struct strat_inputs *in, const struct mode
 void strategy_list_presets(const char *strategies_dir, char *buf, size_t len);
 const char *strat_src_name(enum strat_src s);
 const char *strat_kernels_name(enum strat_kernels k); /* "fused", "eager" */
+/* NCCL's collective algorithms and protocols the simulator models, in the simulator's order */
+#define STRAT_NCCL_ALGOS 4
+#define STRAT_NCCL_PROTOS 3
+extern const char *const strat_nccl_algo_names[STRAT_NCCL_ALGOS];   /* tree ring nvls pat */
+extern const char *const strat_nccl_proto_names[STRAT_NCCL_PROTOS]; /* LL LL128 Simple */
 const char *strat_recompute_name(enum strat_recompute r); /* "none", "selective", "full", "op" */
 /* Megatron-Core's name of recompute module bit i (STRAT_RC_* = 1 << i), NULL past the last */
 const char *strat_rc_module_name(int i);

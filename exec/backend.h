@@ -91,12 +91,12 @@ extern const struct exec_backend exec_backend_host;
 #define EXEC_CUDA_LIB "libtwin_cuda.so"
 #define EXEC_CUDA_ENTRY "twin_cuda_module"
 #define EXEC_CUDA_ENV "TWIN_CUDA_BACKEND" /* overrides where the library is */
-#define EXEC_CUDA_ABI 1                   /* bump when struct exec_cuda_module changes */
+#define EXEC_CUDA_ABI 2                   /* bump when struct exec_cuda_module changes */
 struct exec_cuda_module {
 	int abi;                          /* EXEC_CUDA_ABI, first so that it can always be read */
 	/* sizes of what twin and the library share, as the library saw them: a library left from
 	 * another build of twin is refused rather than run */
-	size_t env_bytes, backend_bytes, plan_op_bytes, calib_bytes;
+	size_t env_bytes, backend_bytes, plan_op_bytes, calib_bytes, job_bytes;
 	const struct exec_backend *backend;
 	enum tw_result (*calib_measure)(const struct calib_options *o, struct calib_result *r,
 					struct tw_err *err);
@@ -106,7 +106,8 @@ const struct exec_cuda_module *twin_cuda_module(void); /* defined in the library
 #define EXEC_CUDA_MODULE_INIT(backend_, calib_)                                                   \
 	{ .abi = EXEC_CUDA_ABI, .env_bytes = sizeof(struct exec_env),                              \
 	  .backend_bytes = sizeof(struct exec_backend), .plan_op_bytes = sizeof(struct plan_op),   \
-	  .calib_bytes = sizeof(struct calib_result), .backend = (backend_), .calib_measure = (calib_) }
+	  .calib_bytes = sizeof(struct calib_result), .job_bytes = sizeof(struct job),               \
+	  .backend = (backend_), .calib_measure = (calib_) }
 
 /* Where the library is: $TWIN_CUDA_BACKEND, else libtwin_cuda.so in the directory of the
  * running binary (/proc/self/exe; make puts both in build/). */

@@ -59,7 +59,8 @@ enum tw_result exec_cuda_open(const char *path, const struct exec_cuda_module **
 	if (!mod || mod->abi != EXEC_CUDA_ABI || mod->env_bytes != sizeof(struct exec_env) ||
 	    mod->backend_bytes != sizeof(struct exec_backend) ||
 	    mod->plan_op_bytes != sizeof(struct plan_op) ||
-	    mod->calib_bytes != sizeof(struct calib_result) || !mod->backend || !mod->calib_measure)
+	    mod->calib_bytes != sizeof(struct calib_result) || mod->job_bytes != sizeof(struct job) ||
+	    !mod->backend || !mod->calib_measure)
 		/* not dlclose'd: its constructors ran, and CUDA libraries do not like unloading */
 		return tw_errf(err, TW_ERR_UNSUPPORTED,
 			       "%s was built for another version of twin (interface %d, expected %d, or "

@@ -151,6 +151,12 @@ struct waiter {
 	int64_t t0;             /* when it was posted */
 };
 
+/* the strategy's nccl_algo / nccl_proto are the sim's algorithm and protocol bits */
+_Static_assert(NCCL_TREE == 0 && NCCL_RING == 1 && NCCL_NVLS == 2 && NCCL_PAT == 3 &&
+		       NCCL_NUM_ALGOS == STRAT_NCCL_ALGOS && NCCL_LL == 0 && NCCL_LL128 == 1 &&
+		       NCCL_SIMPLE == 2 && NCCL_NUM_PROTOS == STRAT_NCCL_PROTOS,
+	       "strat_nccl_*_names follow the simulator's enums");
+
 struct eng {
 	const struct job *j;
 	const struct sim_options *opt;
@@ -182,6 +188,11 @@ struct eng {
 	double link_GBps[LINKS_PER_GPU]; /* nominal capacity of each GPU link */
 	int64_t leaf_nodes;              /* nodes under one leaf switch (0: one switch for all) */
 	int32_t *gnodes;        /* srank x JOB_NUM_GROUPS: nodes its group spans, 0: not yet */
+	struct {                /* the first collective NCCL_ALGO / NCCL_PROTO left no way to run */
+		bool set;
+		int coll, group;
+		int64_t ranks, nodes;
+	} no_algo;
 	/* durations of COMPUTE shapes already costed: a step repeats a few shapes per layer and
 	 * micro-batch thousands of times (open addressing, DUR_SLOTS entries) */
 	struct dur_memo *dur;
@@ -524,14 +535,25 @@ static void comm_model(struct eng *e, const struct srank *s0, const struct eop *
 		struct nccl_comm comm;
 		nccl_comm_from_cluster(&e->j->cluster, job_group_size(e->j, (enum job_group)op->group),
 				       nodes, &comm);
+		comm.no_algos = e->j->strat.nccl_no_algos;
+		comm.no_protos = e->j->strat.nccl_no_protos;
 		const struct nccl_comm *cm = &comm;
 		double S = nccl_size((enum plan_coll)op->sub, (double)op->bytes, cm->nranks);
 		if (op->sub == PLAN_ALL_TO_ALL)
 			nccl_alltoall(cm, S, r);
 		else if (ub && nccl_userbuffers(cm, (enum plan_coll)op->sub, S, r))
 			;
-		else if (!nccl_predict(cm, (enum plan_coll)op->sub, S, -1, r))
+		else if (!nccl_predict(cm, (enum plan_coll)op->sub, S, -1, r)) {
+			/* NCCL_ALGO / NCCL_PROTO left nothing NCCL can run: it fails the call */
 			memset(r, 0, sizeof(*r));
+			if (!e->no_algo.set) {
+				e->no_algo.set = true;
+				e->no_algo.coll = op->sub;
+				e->no_algo.group = op->group;
+				e->no_algo.ranks = cm->nranks;
+				e->no_algo.nodes = cm->nnodes;
+			}
+		}
 	} else {
 		struct nccl_comm cm;
 		nccl_comm_from_cluster(&e->j->cluster, 2, same ? 1 : 2, &cm);
@@ -545,6 +567,20 @@ static void comm_model(struct eng *e, const struct srank *s0, const struct eop *
 	m->key[1] = k1;
 	m->key[2] = k2;
 	m->r = *r;
+}
+
+/* NCCL_ALGO / NCCL_PROTO left a collective of the plan nothing to run with */
+static enum tw_result no_algo_error(const struct eng *e)
+{
+	const struct strategy *st = &e->j->strat;
+	return tw_errf(e->err, TW_ERR_INVALID,
+		       "strategy nccl_algo=%s, nccl_proto=%s: NCCL has no algorithm and protocol among "
+		       "them for %s over the %s group (%lld ranks on %lld nodes) and fails such a call "
+		       "(\"No algorithm/protocol available\")",
+		       st->nccl_algo[0] ? st->nccl_algo : "(all)", st->nccl_proto[0] ? st->nccl_proto : "(all)",
+		       plan_coll_name((enum plan_coll)e->no_algo.coll),
+		       job_group_name((enum job_group)e->no_algo.group), (long long)e->no_algo.ranks,
+		       (long long)e->no_algo.nodes);
 }
 
 /* A GPU compute op's duration on rank s: slowed while a collective holds SMs, scaled for a
@@ -1390,6 +1426,10 @@ enum tw_result sim_run_plans(const struct job *j, const struct sim_options *opt,
 				     (long long)e->events);
 			goto done;
 		}
+		if (e->no_algo.set) {
+			rc = no_algo_error(e);
+			goto done;
+		}
 		e->now = ev.t;
 		switch (sim_ev_type(&ev)) {
 		case EV_OP_END:
@@ -1410,6 +1450,10 @@ enum tw_result sim_run_plans(const struct job *j, const struct sim_options *opt,
 		}
 		}
 		drain(e);
+	}
+	if (e->no_algo.set) {
+		rc = no_algo_error(e);
+		goto done;
 	}
 	/* everything done? */
 	int64_t step = 0;

@@ -287,8 +287,10 @@ bool nccl_eval(const struct nccl_comm *cm, enum plan_coll c, double S, int a, in
 		return a == NCCL_RING && p == NCCL_SIMPLE;
 	}
 	/* §1.6 filters */
-	if (a == NCCL_TREE && (!ar || N == 1))
-		return false; /* Tree is AllReduce only; on one node the ring is the chain */
+	/* Tree is AllReduce only. On one node its chain moves what the ring does at a lower
+	 * bandwidth, so it is left out there unless NCCL_ALGO takes the ring away. */
+	if (a == NCCL_TREE && (!ar || (N == 1 && !(cm->no_algos & (1u << NCCL_RING)))))
+		return false;
 	if (a == NCCL_NVLS && (!cm->nvls || N > 1 || p != NCCL_SIMPLE || !(ar || agrs)))
 		return false; /* multi-node NVLS needs CollNet/SHARP, which we do not model */
 	if (a == NCCL_NVLS && agrs)
@@ -326,13 +328,15 @@ bool nccl_eval(const struct nccl_comm *cm, enum plan_coll c, double S, int a, in
 			bus = fmin(0.92 * bus, nc * per_ch_ring_ll128[ci]);
 		alg = bus * (double)n / nsteps;
 	} else if (a == NCCL_TREE) {
-		/* across two nodes each node sends S once; beyond, 2S (double binary tree) */
-		bus = fmin(cm->intra_GBps, inter * (N == 2 ? 2.0 : 1.0)) * nc / cm->nch;
+		/* across two nodes each node sends S once; beyond, 2S (double binary tree); one
+		 * node: the NVLink chain */
+		bus = (N == 1 ? cm->intra_GBps : fmin(cm->intra_GBps, inter * (N == 2 ? 2.0 : 1.0))) *
+		      nc / cm->nch;
 		bus = fmin(0.92 * bus, nc * per_ch_tree[ci][i2]);
 		if (p == NCCL_LL)
-			bus = fmin(bus / 3.8, ll_max_bw[cm->amd_cpu ? 1 : 0][i2] * nc / cm->nch);
+			bus = fmin(bus / 3.8, ll_max_bw[N > 1 ? (cm->amd_cpu ? 1 : 0) : ci][i2] * nc / cm->nch);
 		else if (p == NCCL_LL128)
-			bus = fmin(bus * 120.0 / 128.0, nc * per_ch_tree_ll128[ci][i2]);
+			bus = fmin(bus * (N == 1 ? 7.0 / 9.0 : 120.0 / 128.0), nc * per_ch_tree_ll128[ci][i2]);
 		alg = bus * 0.5;
 	} else if (a == NCCL_PAT) {
 		/* the tuner charges PAT 3/4 of the ring's bus bandwidth and does not convert it
@@ -427,10 +431,10 @@ bool nccl_predict(const struct nccl_comm *cm, enum plan_coll c, double S, int al
 	bool found = false;
 	struct nccl_result r;
 	for (int a = 0; a < NCCL_NUM_ALGOS; a++) {
-		if (algo >= 0 && a != algo)
+		if ((algo >= 0 && a != algo) || (cm->no_algos & (1u << a)))
 			continue;
 		for (int p = 0; p < NCCL_NUM_PROTOS; p++) {
-			if (!nccl_eval(cm, c, S, a, p, &r))
+			if ((cm->no_protos & (1u << p)) || !nccl_eval(cm, c, S, a, p, &r))
 				continue;
 			if (!found || r.time_us < out->time_us) {
 				*out = r;

@@ -77,6 +77,8 @@ struct nccl_comm {
 	double oversub;      /* leaf down:up capacity ratio, >= 1 */
 	double nvls_GBps;    /* NVLS all-reduce busbw on NVLS_REF_GPUS GPUs; 0: NCCL's model */
 	double gpu_net_GBps; /* the NIC bandwidth one GPU owns (rail share), for p2p/all-to-all */
+	unsigned no_algos, no_protos; /* what NCCL_ALGO / NCCL_PROTO take from the tuner, bit per
+				       * index; 0: nothing (NCCL's default) */
 };
 
 struct nccl_result {

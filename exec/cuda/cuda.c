@@ -148,6 +148,13 @@ static enum tw_result open_nccl(struct cu *c, struct tw_err *err)
 		return TW_OK;
 #ifdef TWIN_HAVE_MPI
 	/* as nccl-tests: rank 0 makes the unique id, MPI carries it to everyone */
+	/* the strategy's NCCL_ALGO / NCCL_PROTO: NCCL reads them from the environment only, so
+	 * the run sets them before NCCL's first call, as the job's launcher would */
+	const struct strategy *st = &env->job->strat;
+	if (st->nccl_algo[0])
+		setenv("NCCL_ALGO", st->nccl_algo, 1);
+	if (st->nccl_proto[0])
+		setenv("NCCL_PROTO", st->nccl_proto, 1);
 	ncclUniqueId id;
 	if (env->rank == 0)
 		NC(ncclGetUniqueId(&id), NULL);

@@ -270,3 +270,23 @@ hint=$(sed -n 's/.*model such a node: //p' "$err" | sed 's/=K/=6/g; s/=N/=6/g')
 "$TWIN" simulate -m tiny -c dgx-h100 --gpus 12 $hint >"$out" 2>"$tmp/hint.err"
 check "simulate --gpus 12: the whole-node hint runs as printed, without a note" \
 	"[ -n \"$hint\" ] && grep -q '^step time' '$out' && [ ! -s '$tmp/hint.err' ]"
+
+# NCCL_ALGO / NCCL_PROTO (strategy nccl_algo, nccl_proto): the tuner picks among what they
+# leave; Tree alone makes a one-node TP group's all-reduce NCCL's chain; LL alone is slower
+base="-m gpt3-175b -c dgx-a100-80g --gpus 1024 -s examples/strategies/megatron-175b.json"
+# shellcheck disable=SC2086
+"$TWIN" simulate $base >"$tmp/n0" 2>"$err"
+# shellcheck disable=SC2086
+"$TWIN" simulate $base --set nccl_algo=Tree >"$tmp/n1" 2>"$err"
+# shellcheck disable=SC2086
+"$TWIN" simulate $base --set nccl_proto=LL >"$tmp/n2" 2>"$err"
+step() { sed -n 's/^step time *\([0-9.]*\) s/\1/p' "$1"; }
+check "simulate: nccl_algo=Tree runs every all-reduce as a tree" \
+	"grep -q '^all_reduce .* tree/' '$tmp/n1' && ! grep -q '^all_reduce .* ring/' '$tmp/n1'"
+check "simulate: nccl_proto=LL is LL only and slower" \
+	"grep -q '^all_reduce .* ring/LL\$' '$tmp/n2' && python3 -c 'import sys; sys.exit(not float(\"$(step "$tmp/n2")\") > float(\"$(step "$tmp/n0")\"))'"
+# shellcheck disable=SC2086
+"$TWIN" simulate $base --set nccl_algo=pat >"$out" 2>"$err"
+st=$?
+check "simulate: a collective NCCL_ALGO leaves nothing for is exit 2, one line, no output" \
+	"[ $st -eq 2 ] && [ ! -s '$out' ] && [ \$(wc -l <'$err') -eq 1 ] && grep -q 'No algorithm/protocol available' '$err'"

@@ -127,6 +127,11 @@ nemo["strategy"]["framework"] = "NeMo"
 tt = case("tt", "", "a 2024 README", 1, 1, 1, 8, 16)
 tt["strategy"].update(framework="torchtitan", zero_stage=2)
 cases += [nemo, tt]
+# NCCL's environment as the text states it: NCCL_ALGO=Tree makes the one-node TP all-reduces
+# NCCL's chain; PAT alone leaves them nothing, and NCCL's failure skips the case
+cases += [case("nccl", "launched with NCCL_ALGO=Tree NCCL_PROTO=LL128", "a 2024 README", 8, 1, 1, 8, 16),
+          case("nccl_ref", "", "a 2024 README", 8, 1, 1, 8, 16),
+          case("nccl_none", "export NCCL_ALGO=PAT", "a 2024 README", 8, 1, 1, 8, 16)]
 json.dump({"schema": "twin-validation/1", "cases": cases}, open(sys.argv[1], "w"))
 PY
 python3 "$tmp/mk.py" "$tmp/text.json"
@@ -138,7 +143,10 @@ d = {c["id"]: c for c in json.load(open(sys.argv[1]))["cases"]}
 has = lambda i, s: any(a.startswith(s) for a in d[i]["assumed"])
 assert has("deny", "strategy.flash_attention=false") and not has("say", "strategy.flash_attention=false")
 assert has("uneven", "strategy.first_stage_layers=7, last_stage_layers=7"), d["uneven"]["assumed"]
-assert all(not d[i]["skipped"] and d[i]["metrics"] for i in d), [(i, d[i]["skipped"]) for i in d]
+assert all(not d[i]["skipped"] and d[i]["metrics"] for i in d if i != "nccl_none"), [(i, d[i]["skipped"]) for i in d]
+assert has("nccl", "strategy.nccl_algo=Tree") and has("nccl", "strategy.nccl_proto=LL128")
+assert d["nccl"]["metrics"][0]["predicted"] < d["nccl_ref"]["metrics"][0]["predicted"]
+assert "No algorithm/protocol available" in d["nccl_none"]["skipped"], d["nccl_none"]
 assert has("old_vp", "strategy.overlap_p2p_comm=false") and not has("new_vp", "strategy.overlap_p2p_comm")
 assert has("moe", "model.moe.expert_ffn_hidden=model.ffn_hidden")
 assert has("nemo", "strategy.framework=megatron") and has("tt", "strategy.framework=fsdp")
@@ -150,7 +158,7 @@ per_token = 6 * l * (h * (16 + 4 + 4) * hd + 16 * hd * h + 2 * 3 * h * f) + 12 *
 got = p["tflops_per_gpu"] * 1e12 / p["tokens_per_s_per_gpu"]
 assert abs(got / per_token - 1) < 0.01, (got, per_token)
 train = [l.split() for l in open(sys.argv[2]) if l.startswith("training ")]
-assert train and train[0][1] == "9", train
+assert train and train[0][1] == "11", train
 print("ok")
 PY
 check "validate: flash denied, uneven stages, overlap_p2p_comm by date, MoE keys and FLOPs, framework names, tokens/s in the training line" \

@@ -994,6 +994,37 @@ static void test_nccl_plugin_latency(struct test_ctx *T)
 	CHECK(T, b >= a + 4 * L - 1e-6); /* at least a tree's 2 log2(4) levels, each 35 µs more */
 }
 
+/* NCCL_ALGO / NCCL_PROTO: the tuner's argmin over what they leave; Tree on one node (the
+ * chain) only when the ring is taken away; nothing left is no prediction (NCCL fails) */
+static void test_nccl_algo_mask(struct test_ctx *T)
+{
+	struct nccl_comm c = h100_comm(1, 8);
+	struct nccl_result all, r;
+	CHECK(T, nccl_predict(&c, PLAN_ALL_REDUCE, 1 << 20, -1, &all));
+	CHECK(T, all.algo != NCCL_TREE);
+	c.no_protos = 7 & ~(1u << NCCL_SIMPLE);
+	CHECK(T, nccl_predict(&c, PLAN_ALL_REDUCE, 1 << 20, -1, &r));
+	CHECK_EQ_INT(T, r.proto, NCCL_SIMPLE);
+	CHECK(T, r.time_us >= all.time_us);
+	c.no_protos = 0;
+	c.no_algos = 15 & ~(1u << NCCL_TREE);
+	CHECK(T, nccl_predict(&c, PLAN_ALL_REDUCE, 1 << 20, -1, &r));
+	CHECK_EQ_INT(T, r.algo, NCCL_TREE);
+	CHECK(T, r.time_us > all.time_us);
+	CHECK(T, !nccl_predict(&c, PLAN_ALL_GATHER, 1 << 20, -1, &r)); /* Tree is all-reduce only */
+	struct nccl_result ring;
+	c.no_algos = 15 & ~(1u << NCCL_RING);
+	CHECK(T, nccl_predict(&c, PLAN_ALL_REDUCE, 1 << 20, -1, &ring));
+	CHECK_EQ_INT(T, ring.algo, NCCL_RING);
+	c.no_algos = 15 & ~((1u << NCCL_TREE) | (1u << NCCL_RING)); /* the ring there: no chain */
+	CHECK(T, nccl_predict(&c, PLAN_ALL_REDUCE, 1 << 20, -1, &r));
+	CHECK_EQ_INT(T, r.algo, NCCL_RING);
+	CHECK_NEAR(T, r.time_us, ring.time_us, 1e-9);
+	c.no_algos = 15 & ~(1u << NCCL_NVLS);
+	c.no_protos = 7 & ~(1u << NCCL_LL); /* NVLS is Simple only */
+	CHECK(T, !nccl_predict(&c, PLAN_ALL_REDUCE, 1 << 20, -1, &r));
+}
+
 /* Transformer Engine's userbuffers (tp_comm_overlap): n - 1 ring copies over NVLink at the
  * GPU's NVLink rate, one hop latency each; only all-gather / reduce-scatter inside a node.
  * A 58.7 MB SP all-gather on 8 H100s: 7/8 of it at 370.8 GB/s + 7 µs, about half of what
@@ -1131,6 +1162,7 @@ int main(void)
 	TEST_RUN(&T, test_nccl_latency_table);
 	TEST_RUN(&T, test_nccl_latency_delta);
 	TEST_RUN(&T, test_nccl_plugin_latency);
+	TEST_RUN(&T, test_nccl_algo_mask);
 	TEST_RUN(&T, test_nccl_bandwidth);
 	TEST_RUN(&T, test_nccl_pat);
 	TEST_RUN(&T, test_nccl_reduce);

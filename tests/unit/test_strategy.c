@@ -767,6 +767,43 @@ static void test_kernels_tf32(struct test_ctx *T)
 	fx_done(&f);
 }
 
+/* nccl_algo / nccl_proto read as NCCL reads NCCL_ALGO / NCCL_PROTO: names in any case,
+ * separated by commas, a leading '^' excludes; NCCL's algorithms the simulator lacks change
+ * nothing; a set with nothing left, an unknown name or a stray comma is refused */
+static void test_nccl_algo_proto(struct test_ctx *T)
+{
+	struct fx f;
+	fx_init(&f);
+	const unsigned ring = 1u << 1, tree = 1u << 0, nvls = 1u << 2, pat = 1u << 3;
+	CHECK_OK(T, &f, run(&f, NULL, "{\"framework\":\"megatron\"}", 8, NULL, 0));
+	CHECK_EQ_INT(T, f.s.nccl_no_algos, 0);
+	CHECK_EQ_INT(T, f.s.nccl_no_protos, 0);
+	CHECK_SRC(T, &f.s, "nccl_algo", "default");
+	CHECK_OK(T, &f, run(&f, NULL, "{\"nccl_algo\":\"Ring,TREE\",\"nccl_proto\":\"simple\"}", 8, NULL, 0));
+	CHECK_EQ_INT(T, f.s.nccl_no_algos, 15u & ~(ring | tree));
+	CHECK_EQ_INT(T, f.s.nccl_no_protos, 7u & ~(1u << 2));
+	CHECK_SRC(T, &f.s, "nccl_algo", "file");
+	CHECK_OK(T, &f, run(&f, NULL, "{\"nccl_algo\":\"^nvls,NVLSTree\",\"nccl_proto\":\"^LL\"}", 8, NULL, 0));
+	CHECK_EQ_INT(T, f.s.nccl_no_algos, 15u & ~(tree | ring | pat));
+	CHECK_EQ_INT(T, f.s.nccl_no_protos, 7u & ~((1u << 1) | (1u << 2)));
+	CHECK_OK(T, &f, run(&f, NULL, "{\"nccl_algo\":\"Ring,CollNetDirect\"}", 8, NULL, 0));
+	CHECK_EQ_INT(T, f.s.nccl_no_algos, 15u & ~(ring));
+	static const char *const sets[] = {"nccl_algo=^ring"};
+	CHECK_OK(T, &f, run(&f, NULL, "{}", 8, sets, 1));
+	CHECK_EQ_INT(T, f.s.nccl_no_algos, 15u & ~(tree | nvls | pat));
+	CHECK_SRC(T, &f.s, "nccl_algo", "set");
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"nccl_algo\":\"NVLSTree\"}", 8, NULL, 0),
+		    "leaves none of the algorithms");
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"nccl_algo\":\"^ring,tree,nvls,pat\"}", 8, NULL, 0),
+		    "leaves none");
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"nccl_algo\":\"ring,bogus\"}", 8, NULL, 0),
+		    "'bogus' is not one of tree, ring, nvls, pat");
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"nccl_proto\":\"LL,\"}", 8, NULL, 0), "a comma with no name");
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"nccl_proto\":\",LL\"}", 8, NULL, 0), "names separated by commas");
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"nccl_algo\":3}", 8, NULL, 0), "nccl_algo");
+	fx_done(&f);
+}
+
 /* dropout follows the model code: Megatron's (Megatron, DeepSpeed with TP or PP) defaults to
  * 0.1, HF / torchtitan modules to 0; a given value wins and must be a probability; the loss is
  * the code's own unless cross_entropy says fused */
@@ -1118,6 +1155,7 @@ int main(void)
 	TEST_RUN(&t, test_pipeline_split_layouts);
 	TEST_RUN(&t, test_kernels_tf32);
 	TEST_RUN(&t, test_dropout_cross_entropy);
+	TEST_RUN(&t, test_nccl_algo_proto);
 	TEST_RUN(&t, test_presets);
 	return test_done(&t);
 }
