@@ -1242,6 +1242,24 @@ static void drop_placeholders(struct strategy *s)
 	s->nprov = k;
 }
 
+/* nccl_algo / nccl_proto (NCCL_ALGO / NCCL_PROTO): *no = what the text takes from the tuner,
+ * the text kept in out; "" leaves all */
+static enum tw_result nccl_env(struct strat_rd *r, const char *key, const char *env, const char *text,
+			       const char *const *names, int n, const char *const *skip, unsigned *no,
+			       char *out, size_t cap)
+{
+	*no = 0;
+	if (!text[0])
+		return TW_OK;
+	char why[192];
+	unsigned set = nccl_set(text, names, n, skip, why, sizeof(why));
+	if (!set)
+		return sfail(r, key, "%s (%s): %s", key, env, why);
+	*no = ((1u << n) - 1) & ~set;
+	snprintf(out, cap, "%s", text);
+	return TW_OK;
+}
+
 static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in, struct trees *t)
 {
 	struct strategy *s = r->s;
@@ -1651,22 +1669,10 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 	oprov(s, "attention_kernel", &u.akern, "the cluster's attention table (eff.attn)", "%s",
 	      s->attention_kernel[0] ? s->attention_kernel : "-");
 	static const char *const unmodelled[] = { "nvlstree", "collnetdirect", "collnetchain", "collnet", NULL };
-	char why[192];
-	s->nccl_no_algos = s->nccl_no_protos = 0;
-	if (u.nalgo.given && u.nalgo_v[0]) {
-		unsigned set = nccl_set(u.nalgo_v, strat_nccl_algo_names, STRAT_NCCL_ALGOS, unmodelled, why, sizeof(why));
-		if (!set)
-			return sfail(r, "nccl_algo", "nccl_algo (NCCL_ALGO): %s", why);
-		s->nccl_no_algos = ((1u << STRAT_NCCL_ALGOS) - 1) & ~set;
-		snprintf(s->nccl_algo, sizeof(s->nccl_algo), "%s", u.nalgo_v);
-	}
-	if (u.nproto.given && u.nproto_v[0]) {
-		unsigned set = nccl_set(u.nproto_v, strat_nccl_proto_names, STRAT_NCCL_PROTOS, NULL, why, sizeof(why));
-		if (!set)
-			return sfail(r, "nccl_proto", "nccl_proto (NCCL_PROTO): %s", why);
-		s->nccl_no_protos = ((1u << STRAT_NCCL_PROTOS) - 1) & ~set;
-		snprintf(s->nccl_proto, sizeof(s->nccl_proto), "%s", u.nproto_v);
-	}
+	TW_CHECK(nccl_env(r, "nccl_algo", "NCCL_ALGO", u.nalgo.given ? u.nalgo_v : "", strat_nccl_algo_names,
+			  STRAT_NCCL_ALGOS, unmodelled, &s->nccl_no_algos, s->nccl_algo, sizeof(s->nccl_algo)));
+	TW_CHECK(nccl_env(r, "nccl_proto", "NCCL_PROTO", u.nproto.given ? u.nproto_v : "", strat_nccl_proto_names,
+			  STRAT_NCCL_PROTOS, NULL, &s->nccl_no_protos, s->nccl_proto, sizeof(s->nccl_proto)));
 	oprov(s, "nccl_algo", &u.nalgo, "NCCL's tuner picks from all", "%s", s->nccl_algo[0] ? s->nccl_algo : "-");
 	oprov(s, "nccl_proto", &u.nproto, "NCCL's tuner picks from all", "%s", s->nccl_proto[0] ? s->nccl_proto : "-");
 	oprov(s, "tf32", &u.tf32, "PyTorch default: fp32 matmuls in fp32 (allow_tf32 off since 1.12)",
