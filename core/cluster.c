@@ -65,6 +65,7 @@ struct field {
 	size_t size; /* F_STR buffer size */
 	const char *const *choices; /* F_ENUM */
 	enum frule rule;
+	bool optional; /* absent: 0 (a field newer than the files users keep) */
 };
 
 #define OFF(m) offsetof(struct cluster, m)
@@ -109,7 +110,8 @@ static const struct field net_fields[] = {
 	INT(net, leaf_radix, R_POS),
 	NUM(net, oversubscription, R_GE1),
 	NUM(net, latency_us, R_NONNEG),
-	NUM(net, plugin_latency_us, R_NONNEG),
+	/* optional: NCCL's IB and socket transports report 0 */
+	{"plugin_latency_us", F_NUM, OFF(net.plugin_latency_us), 0, NULL, R_NONNEG, true},
 	INT(net, max_nodes, R_POS),
 	{NULL, 0, 0, 0, NULL, 0},
 };
@@ -118,6 +120,24 @@ static const struct field eff_fields[] = {
 	NUM(eff, alloc_fragmentation, R_GE1),
 	{NULL, 0, 0, 0, NULL, 0},
 };
+
+/* An optional field a file leaves out is written into the tree as its default (0) before the
+ * --set overrides, so that a what-if can name it in any file. */
+static void add_optional_defaults(cJSON *root)
+{
+	static const struct {
+		const char *sec;
+		const struct field *fields;
+	} secs[] = { { "gpu", gpu_fields }, { "node", node_fields }, { "net", net_fields }, { "eff", eff_fields } };
+	for (size_t i = 0; i < sizeof(secs) / sizeof(secs[0]); i++) {
+		cJSON *o = cJSON_GetObjectItemCaseSensitive(root, secs[i].sec);
+		if (!cJSON_IsObject(o))
+			continue;
+		for (const struct field *f = secs[i].fields; f->key; f++)
+			if (f->optional && f->type == F_NUM && !cJSON_GetObjectItemCaseSensitive(o, f->key))
+				cJSON_AddNumberToObject(o, f->key, 0);
+	}
+}
 
 /* The efficiency tables: key, threshold key (its unit), offset. */
 struct eff_desc {
@@ -220,7 +240,7 @@ static enum tw_result parse_fields(const struct json_ctx *jc, const cJSON *obj,
 			break;
 		}
 		}
-		if (!present)
+		if (!present && !f->optional)
 			return missing(jc, f->key);
 	}
 	return TW_OK;
@@ -678,6 +698,7 @@ enum tw_result cluster_load(const char *name_or_path, const char *topologies_dir
 	cJSON *root = NULL;
 	TW_CHECK(json_load_object(path, &root, err));
 	enum tw_result rc = TW_OK;
+	add_optional_defaults(root);
 	for (int i = 0; i < nsets && rc == TW_OK; i++)
 		rc = json_set_path(root, sets[i], true, "--set", err);
 	if (rc == TW_OK)

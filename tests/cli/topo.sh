@@ -78,3 +78,14 @@ check "topo show --help" sh -c "'$TWIN' topo show --help | grep -q -- '--set PAT
 check "topo show: the net plugin's latency" grep -q "net plugin reports 35.0 us" "$tmp/efa.txt"
 check "topo show: no plugin latency on InfiniBand" sh -c "! grep -q 'net plugin' '$tmp/orig.txt'"
 check "topo show --json: net.plugin_latency_us" sh -c "'$TWIN' topo show dgx-b200 --set net.plugin_latency_us=35 --json | python3 -c 'import json,sys; assert json.load(sys.stdin)[\"net\"][\"plugin_latency_us\"] == 35'"
+# a file written before the field: it reads as 0, and --set can still name it
+python3 -c "
+import json
+d = json.load(open('topologies/dgx-b200.json'))
+for k in ('plugin_latency_us', 'plugin_latency_us_note'):
+    del d['net'][k]
+json.dump(d, open('$tmp/old.json', 'w'))"
+check "an older cluster file without net.plugin_latency_us loads (0)" \
+	sh -c "'$TWIN' topo show '$tmp/old.json' --json | python3 -c 'import json,sys; assert json.load(sys.stdin)[\"net\"][\"plugin_latency_us\"] == 0'"
+check "--set net.plugin_latency_us on a file without it" \
+	sh -c "'$TWIN' topo show '$tmp/old.json' --set net.plugin_latency_us=75 | grep -q 'net plugin reports 75.0 us'"
