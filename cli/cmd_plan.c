@@ -124,6 +124,9 @@ static void print_text(const struct job *base, const struct search_space *sp,
 	       (long long)r->duplicates, (long long)r->fit, (long long)r->simulated, (long long)r->pruned,
 	       (long long)r->over,
 	       r->offload_tried ? ", optimizer offload searched (nothing fit on the GPUs)" : "");
+	if (r->unrunnable)
+		printf("dropped %lld that NCCL could not run with the strategy's nccl_algo / nccl_proto, "
+		       "e.g. %s\n", (long long)r->unrunnable, r->first_unrunnable);
 	printf("search time %.2f s (%.0f configs/s, %d thread%s): memory filter %.2f s, simulation %.2f s\n",
 	       r->wall_s, r->configs_per_s, r->threads, r->threads == 1 ? "" : "s", r->filter_s, r->sim_s);
 }
@@ -184,6 +187,7 @@ static void print_json(const struct job *base, const struct search_space *sp,
 	cJSON_AddNumberToObject(o, "simulated", (double)r->simulated);
 	cJSON_AddNumberToObject(o, "pruned", (double)r->pruned);
 	cJSON_AddNumberToObject(o, "over_in_timeline", (double)r->over);
+	cJSON_AddNumberToObject(o, "nccl_unrunnable", (double)r->unrunnable);
 	cJSON_AddBoolToObject(o, "offload_searched", r->offload_tried);
 	cJSON_AddNumberToObject(o, "search_s", r->wall_s);
 	cJSON_AddNumberToObject(o, "configs_per_s", r->configs_per_s);

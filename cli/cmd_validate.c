@@ -109,35 +109,64 @@ struct vrun {
 };
 
 /* The latency AWS's EFA plugin for NCCL (aws-ofi-nccl, src/platform-aws.cpp at 2daf7d3)
- * reports to NCCL on each instance type, µs: NCCL adds it to every inter-node step of its
- * model. Instance names are matched where a word starts, with the character that ends them. */
-static const struct {
-	const char *name;
-	double us;
-} aws_plugin_latency[] = {
-	{ "p5en.", 35 }, { "p5en ", 35 }, { "p6-b200", 35 }, { "p6-b300", 35 }, { "p6e-", 35 },
-	{ "p5e.", 75 },  { "p5.", 75 },   { "p4de.", 75 },   { "p4d.", 75 },    { "p3dn.", 150 },
-};
+ * reports to NCCL by instance family, µs: NCCL adds it to every inter-node step of its model.
+ * p3dn 150; p4d, p4de, p5, p5e 75; p5en and every family from p6 on 35 (its "p-series" rule). */
+static double aws_family_latency(const char *fam)
+{
+	static const struct {
+		const char *fam;
+		double us;
+	} known[] = { { "p3dn", 150 }, { "p4d", 75 }, { "p4de", 75 }, { "p5", 75 }, { "p5e", 75 }, { "p5en", 35 } };
+	for (size_t k = 0; k < sizeof(known) / sizeof(known[0]); k++)
+		if (!strcmp(fam, known[k].fam))
+			return known[k].us;
+	return fam[1] >= '6' ? 35 : -1;
+}
 
-/* The net plugin latency of the AWS instance type a case's text names ("4x AWS
- * p6-b200.48xlarge"), its name in *name; -1 if it names none (InfiniBand's 0 stays). */
-static double case_plugin_latency(const cJSON *cs, const char **name)
+/* The net plugin latency of the first AWS instance type a case's text names, its family
+ * (lower case) in fam; -1 if it names none (InfiniBand's 0 stays). A family is "p", one digit
+ * 3-9 and letters, where a word starts and ends: "p6-b200.48xlarge", "p5en", "P5.48xlarge". A
+ * bare one ("p5", "p4d", not "p4d.24xlarge") counts only where the text says AWS, EC2 or EFA,
+ * so that a "P6" elsewhere is not read as an instance. */
+static double case_plugin_latency(const cJSON *cs, char fam[8])
 {
 	const char *t[2] = { str(cs, "notes"), str(cs, "source") };
-	for (int i = 0; i < 2; i++) {
-		if (!t[i])
-			continue;
-		for (size_t k = 0; k < sizeof(aws_plugin_latency) / sizeof(aws_plugin_latency[0]); k++) {
-			const char *nm = aws_plugin_latency[k].name;
-			for (const char *p = t[i]; *p; p++)
-				if ((p == t[i] || !isalnum((unsigned char)p[-1])) &&
-				    !strncasecmp(p, nm, strlen(nm))) {
-					*name = nm;
-					return aws_plugin_latency[k].us;
-				}
+	bool aws = false;
+	for (int i = 0; i < 2; i++)
+		aws = aws || (t[i] && (strstr(t[i], "AWS") || strstr(t[i], "EC2") || strstr(t[i], "EFA")));
+	for (int i = 0; i < 2; i++)
+		for (const char *p = t[i]; p && *p; p++) {
+			if ((*p != 'p' && *p != 'P') || (p > t[i] && isalnum((unsigned char)p[-1])) ||
+			    p[1] < '3' || p[1] > '9')
+				continue;
+			size_t n = 2;
+			while (n < 6 && isalpha((unsigned char)p[n]))
+				n++;
+			if (isalnum((unsigned char)p[n]))
+				continue; /* "P100", "p5enx": not a family */
+			bool sized = p[n] == '.' || p[n] == '-'; /* p5.48xlarge, p6-b200 */
+			if (!sized && !aws)
+				continue;
+			for (size_t k = 0; k < n; k++)
+				fam[k] = (char)tolower((unsigned char)p[k]);
+			fam[n] = 0;
+			double us = aws_family_latency(fam);
+			if (us >= 0)
+				return us;
 		}
-	}
 	return -1;
+}
+
+/* Whether the case's cluster.set or the command line sets path */
+static bool sets_path(const struct vrun *vr, const cJSON *set, const char *path)
+{
+	if (set && cJSON_IsObject(set) && cJSON_GetObjectItemCaseSensitive(set, path))
+		return true;
+	size_t n = strlen(path);
+	for (int i = 0; i < vr->nsets; i++)
+		if (!strncmp(vr->sets[i], path, n) && vr->sets[i][n] == '=')
+			return true;
+	return false;
 }
 
 #define CASE_SETS 16
@@ -148,14 +177,14 @@ static int cluster_sets(const struct vrun *vr, const cJSON *cs, struct vcase *vc
 {
 	const cJSON *cl = field(cs, "cluster"), *set = field(cl, "set"), *e;
 	int n = 0;
-	const char *inst = NULL;
-	double plat = case_plugin_latency(cs, &inst);
-	if (plat >= 0) {
+	char fam[8];
+	double plat = case_plugin_latency(cs, fam);
+	if (plat >= 0 && !sets_path(vr, set, "net.plugin_latency_us")) {
 		snprintf(bufs[n], 160, "net.plugin_latency_us=%g", plat);
 		sets[n] = bufs[n];
 		n++;
-		assume(vc, "net.plugin_latency_us=%g (aws-ofi-nccl's figure for the %.*s named in the case)",
-		       plat, (int)strcspn(inst, ". "), inst);
+		assume(vc, "net.plugin_latency_us=%g (aws-ofi-nccl's figure for the %s named in the case)",
+		       plat, fam);
 	}
 	if (set && cJSON_IsObject(set)) {
 		cJSON_ArrayForEach(e, set)
@@ -449,9 +478,10 @@ static const char *case_deepspeed_version(const cJSON *cs, int *yymm)
  * from 2023-05); a run dated before November 2023 batched and waited for it */
 #define MEGATRON_OVERLAP_P2P_YYMM 2310
 
-/* NCCL's environment as a case's text states it ("NCCL_ALGO=Ring"): the value, up to the
- * first character that cannot be in it, into out (cap bytes); false if the text has none. */
-static bool case_nccl_env(const cJSON *cs, const char *var, char *out, size_t cap)
+/* NCCL's environment as a case's text states it ("NCCL_ALGO=Ring", "NCCL_ALGO='Tree,Ring'"):
+ * the value into out (cap bytes), without quotes, trailing commas or a following variable
+ * ("NCCL_ALGO=Tree,NCCL_PROTO=LL128" is Tree). 1 found, 0 not, -1 longer than cap. */
+static int case_nccl_env(const cJSON *cs, const char *var, char *out, size_t cap)
 {
 	const char *t[2] = { str(cs, "notes"), str(cs, "source") };
 	size_t vl = strlen(var);
@@ -460,14 +490,24 @@ static bool case_nccl_env(const cJSON *cs, const char *var, char *out, size_t ca
 			const char *v = p + vl;
 			if (*v != '=' || (p > t[i] && (isalnum((unsigned char)p[-1]) || p[-1] == '_')))
 				continue;
-			size_t n = strspn(v + 1, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789,^");
-			if (n == 0 || n >= cap)
+			v++;
+			if (*v == '"' || *v == '\'')
+				v++;
+			size_t n = strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789,^");
+			if (v[n] == '_') /* ran into the next variable's name: back to its comma */
+				while (n > 0 && v[n - 1] != ',')
+					n--;
+			while (n > 0 && v[n - 1] == ',')
+				n--;
+			if (n == 0)
 				continue;
-			memcpy(out, v + 1, n);
+			if (n >= cap)
+				return -1;
+			memcpy(out, v, n);
 			out[n] = 0;
-			return true;
+			return 1;
 		}
-	return false;
+	return 0;
 }
 
 static cJSON *strategy_json(const cJSON *cs, const cJSON *s, const cJSON *m, struct vcase *vc)
@@ -476,9 +516,13 @@ static cJSON *strategy_json(const cJSON *cs, const cJSON *s, const cJSON *m, str
 	static const char *const nccl_env[][2] = { { "NCCL_ALGO", "nccl_algo" }, { "NCCL_PROTO", "nccl_proto" } };
 	for (int i = 0; i < 2; i++) {
 		char v[64];
-		if (case_nccl_env(cs, nccl_env[i][0], v, sizeof(v))) {
+		int got = case_nccl_env(cs, nccl_env[i][0], v, sizeof(v));
+		if (got > 0) {
 			cJSON_AddStringToObject(o, nccl_env[i][1], v);
 			assume(vc, "strategy.%s=%s (the case's %s)", nccl_env[i][1], v, nccl_env[i][0]);
+		} else if (got < 0) {
+			assume(vc, "the case's %s is longer than %zu characters: not read", nccl_env[i][0],
+			       sizeof(v) - 1);
 		}
 	}
 	int flash = case_flash(cs);

@@ -370,12 +370,12 @@ static unsigned nccl_set(const char *text, const char *const *names, int n, cons
 	while (*p) {
 		size_t len = strcspn(p, ",");
 		char tok[32];
-		if (len == 0 || len >= sizeof(tok)) {
+		if (len == 0) {
 			snprintf(why, why_len, "'%s': names separated by commas, '^' first to exclude them", text);
 			return 0;
 		}
-		memcpy(tok, p, len);
-		tok[len] = 0;
+		/* a name longer than any of NCCL's is reported as not one of them, cut */
+		snprintf(tok, sizeof(tok), "%.*s", (int)(len < sizeof(tok) ? len : sizeof(tok) - 1), p);
 		bool known = false;
 		for (int i = 0; i < n && !known; i++)
 			if (!strcasecmp(tok, names[i])) {
@@ -1246,9 +1246,11 @@ static void drop_placeholders(struct strategy *s)
  * the text kept in out; "" leaves all */
 static enum tw_result nccl_env(struct strat_rd *r, const char *key, const char *env, const char *text,
 			       const char *const *names, int n, const char *const *skip, unsigned *no,
-			       char *out, size_t cap)
+			       unsigned *named, char *out, size_t cap)
 {
 	*no = 0;
+	if (named)
+		*named = 0;
 	if (!text[0])
 		return TW_OK;
 	char why[192];
@@ -1256,6 +1258,8 @@ static enum tw_result nccl_env(struct strat_rd *r, const char *key, const char *
 	if (!set)
 		return sfail(r, key, "%s (%s): %s", key, env, why);
 	*no = ((1u << n) - 1) & ~set;
+	if (named && text[0] != '^')
+		*named = set;
 	snprintf(out, cap, "%s", text);
 	return TW_OK;
 }
@@ -1668,11 +1672,12 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 	}
 	oprov(s, "attention_kernel", &u.akern, "the cluster's attention table (eff.attn)", "%s",
 	      s->attention_kernel[0] ? s->attention_kernel : "-");
-	static const char *const unmodelled[] = { "nvlstree", "collnetdirect", "collnetchain", "collnet", NULL };
+	static const char *const unmodelled[] = { "nvlstree", "collnetdirect", "collnetchain", NULL };
 	TW_CHECK(nccl_env(r, "nccl_algo", "NCCL_ALGO", u.nalgo.given ? u.nalgo_v : "", strat_nccl_algo_names,
-			  STRAT_NCCL_ALGOS, unmodelled, &s->nccl_no_algos, s->nccl_algo, sizeof(s->nccl_algo)));
+			  STRAT_NCCL_ALGOS, unmodelled, &s->nccl_no_algos, NULL, s->nccl_algo, sizeof(s->nccl_algo)));
 	TW_CHECK(nccl_env(r, "nccl_proto", "NCCL_PROTO", u.nproto.given ? u.nproto_v : "", strat_nccl_proto_names,
-			  STRAT_NCCL_PROTOS, NULL, &s->nccl_no_protos, s->nccl_proto, sizeof(s->nccl_proto)));
+			  STRAT_NCCL_PROTOS, NULL, &s->nccl_no_protos, &s->nccl_named_protos, s->nccl_proto,
+			  sizeof(s->nccl_proto)));
 	oprov(s, "nccl_algo", &u.nalgo, "NCCL's tuner picks from all", "%s", s->nccl_algo[0] ? s->nccl_algo : "-");
 	oprov(s, "nccl_proto", &u.nproto, "NCCL's tuner picks from all", "%s", s->nccl_proto[0] ? s->nccl_proto : "-");
 	oprov(s, "tf32", &u.tf32, "PyTorch default: fp32 matmuls in fp32 (allow_tf32 off since 1.12)",

@@ -179,6 +179,8 @@ struct strategy {
 	 * they take away from NCCL's tuner, bit i = strat_nccl_algo_names[i] /
 	 * strat_nccl_proto_names[i] (0: NCCL's default, all of them); the text as given */
 	unsigned nccl_no_algos, nccl_no_protos;
+	unsigned nccl_named_protos; /* named in a NCCL_PROTO list (not '^'): NCCL then enables LL128
+				     * whatever its hardware checks say */
 	char nccl_algo[64], nccl_proto[64];
 	/* DeepSpeed's pipeline engine (ds_config "pipeline", default true): with TP > 1 the
 	 * activations / grads sent between stages are split over the TP group and all-gathered

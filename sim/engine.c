@@ -537,6 +537,7 @@ static void comm_model(struct eng *e, const struct srank *s0, const struct eop *
 				       nodes, &comm);
 		comm.no_algos = e->j->strat.nccl_no_algos;
 		comm.no_protos = e->j->strat.nccl_no_protos;
+		comm.forced_protos = e->j->strat.nccl_named_protos;
 		const struct nccl_comm *cm = &comm;
 		double S = nccl_size((enum plan_coll)op->sub, (double)op->bytes, cm->nranks);
 		if (op->sub == PLAN_ALL_TO_ALL)
@@ -575,12 +576,12 @@ static enum tw_result no_algo_error(const struct eng *e)
 	const struct strategy *st = &e->j->strat;
 	return tw_errf(e->err, TW_ERR_INVALID,
 		       "strategy nccl_algo=%s, nccl_proto=%s: NCCL has no algorithm and protocol among "
-		       "them for %s over the %s group (%lld ranks on %lld nodes) and fails such a call "
-		       "(\"No algorithm/protocol available\")",
+		       "them for %s over the %s group (%lld ranks on %lld node%s) and fails such a "
+		       "call (\"No algorithm/protocol available\")",
 		       st->nccl_algo[0] ? st->nccl_algo : "(all)", st->nccl_proto[0] ? st->nccl_proto : "(all)",
 		       plan_coll_name((enum plan_coll)e->no_algo.coll),
 		       job_group_name((enum job_group)e->no_algo.group), (long long)e->no_algo.ranks,
-		       (long long)e->no_algo.nodes);
+		       (long long)e->no_algo.nodes, e->no_algo.nodes == 1 ? "" : "s");
 }
 
 /* A GPU compute op's duration on rank s: slowed while a collective holds SMs, scaled for a
@@ -1217,6 +1218,7 @@ enum tw_result sim_run_plans(const struct job *j, const struct sim_options *opt,
 			     struct sim_stats *stats, struct tw_err *err)
 {
 	int64_t t_wall = tw_now_ns();
+	bool unrunnable = false; /* NCCL_ALGO / NCCL_PROTO left a collective nothing */
 	struct eng E, *e = &E;
 	memset(e, 0, sizeof(E));
 	e->j = j;
@@ -1513,11 +1515,14 @@ enum tw_result sim_run_plans(const struct job *j, const struct sim_options *opt,
 	}
 	rc = TW_OK;
 done:
+	unrunnable = e->no_algo.set;
 	free(reps);
 	free(weights);
 	eng_free(e);
-	if (stats)
+	if (stats) {
 		stats->wall_ns = tw_now_ns() - t_wall;
+		stats->nccl_unrunnable = rc != TW_OK && unrunnable;
+	}
 	if (rc != TW_OK) {
 		trace_release(out);
 		trace_init(out, TRACE_KIND_SIM, j->gpus);

@@ -287,8 +287,11 @@ bool nccl_eval(const struct nccl_comm *cm, enum plan_coll c, double S, int a, in
 		return a == NCCL_RING && p == NCCL_SIMPLE;
 	}
 	/* §1.6 filters */
-	/* Tree is AllReduce only. On one node its chain moves what the ring does at a lower
-	 * bandwidth, so it is left out there unless NCCL_ALGO takes the ring away. */
+	/* Tree is AllReduce only. On one node it is left out unless NCCL_ALGO takes the ring away:
+	 * a deliberate departure from NCCL's tuner, which keeps the chain and may pick it in a
+	 * narrow band (Tree/LL128 at a few MB on A100); the kernel-level terms here (fewer
+	 * channels for a small ring, its fill) would pick it for small messages, where NCCL,
+	 * whose table has neither, picks the ring. */
 	if (a == NCCL_TREE && (!ar || (N == 1 && !(cm->no_algos & (1u << NCCL_RING)))))
 		return false;
 	if (a == NCCL_NVLS && (!cm->nvls || N > 1 || p != NCCL_SIMPLE || !(ar || agrs)))
@@ -297,7 +300,9 @@ bool nccl_eval(const struct nccl_comm *cm, enum plan_coll c, double S, int a, in
 		return false; /* (AG/RS over NVLS: the tuner rarely picks it; keep the ring) */
 	if (a == NCCL_PAT && (!agrs || p != NCCL_SIMPLE || N == 1 || ppn != 1 || cm->cc < 60))
 		return false; /* PAT (NCCL >= 2.23): AG/RS, Simple, one GPU per node */
-	if (p == NCCL_LL128 && !cm->nvlink)
+	/* LL128 only over NVLink, unless NCCL_PROTO names it (NCCL's protoEnable 1 skips the
+	 * check) */
+	if (p == NCCL_LL128 && !cm->nvlink && !(cm->forced_protos & (1u << NCCL_LL128)))
 		return false;
 	bool rooted = c == PLAN_BROADCAST || c == PLAN_REDUCE; /* ring only, nsteps = n (§1.6) */
 	if ((rooted || c == PLAN_ALL_TO_ALL) && a != NCCL_RING)

@@ -715,7 +715,12 @@ static void *sim_worker(void *p)
 			c->mfu = pk > 0 ? mf / (double)gpus / step_s * 1e-12 / pk : 0;
 		}
 		pthread_mutex_lock(&sh->mu);
-		if (rc != TW_OK) {
+		if (rc != TW_OK && st.nccl_unrunnable) {
+			/* NCCL would fail this candidate's collectives: not a configuration to run */
+			if (res->unrunnable++ == 0)
+				snprintf(res->first_unrunnable, sizeof(res->first_unrunnable), "%.*s",
+					 (int)sizeof(res->first_unrunnable) - 1, e.msg);
+		} else if (rc != TW_OK) {
 			if (sh->rc == TW_OK) {
 				sh->rc = rc;
 				tw_errf(&sh->err, rc,

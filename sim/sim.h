@@ -23,6 +23,7 @@ struct sim_stats {
 	bool full;              /* ran in full mode (asked, or stragglers given) */
 	int64_t wall_ns;        /* host time spent simulating */
 	int64_t step_ns;        /* predicted step time */
+	bool nccl_unrunnable;   /* failed: NCCL_ALGO / NCCL_PROTO left a collective nothing */
 };
 
 /* Simulate one optimizer step; out is initialised by sim_run (release with trace_release).
@@ -135,6 +136,8 @@ struct search_result {
 	int64_t fit, simulated, pruned; /* pruned: bound above the top-K simulated times */
 	int64_t over;                /* fit by plan_memory's op-order walk, but the simulated
 				      * timeline (prefetches in flight) peaks over capacity */
+	int64_t unrunnable;          /* NCCL_ALGO / NCCL_PROTO leave one of its collectives nothing */
+	char first_unrunnable[400];  /* why, for the first one */
 	double wall_s, configs_per_s; /* search time; candidates / wall */
 	double filter_s, sim_s;      /* of which: enumeration and memory filter; simulation */
 	int threads;                 /* worker threads used */

@@ -79,6 +79,7 @@ struct nccl_comm {
 	double gpu_net_GBps; /* the NIC bandwidth one GPU owns (rail share), for p2p/all-to-all */
 	unsigned no_algos, no_protos; /* what NCCL_ALGO / NCCL_PROTO take from the tuner, bit per
 				       * index; 0: nothing (NCCL's default) */
+	unsigned forced_protos;      /* named in NCCL_PROTO: enabled past NCCL's hardware checks */
 };
 
 struct nccl_result {

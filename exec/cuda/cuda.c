@@ -151,10 +151,16 @@ static enum tw_result open_nccl(struct cu *c, struct tw_err *err)
 	/* the strategy's NCCL_ALGO / NCCL_PROTO: NCCL reads them from the environment only, so
 	 * the run sets them before NCCL's first call, as the job's launcher would */
 	const struct strategy *st = &env->job->strat;
-	if (st->nccl_algo[0])
-		setenv("NCCL_ALGO", st->nccl_algo, 1);
-	if (st->nccl_proto[0])
-		setenv("NCCL_PROTO", st->nccl_proto, 1);
+	const char *const var[2] = { "NCCL_ALGO", "NCCL_PROTO" }, *const want[2] = { st->nccl_algo, st->nccl_proto };
+	for (int i = 0; i < 2; i++) {
+		const char *have = getenv(var[i]);
+		if (want[i][0])
+			setenv(var[i], want[i], 1);
+		else if (have && have[0] && env->rank == 0) /* the run would differ from the plan */
+			tw_log(TW_LOG_WARN, "%s=%s from the environment applies to this run; the strategy's "
+			       "%s does not say it (set it there to simulate the same)", var[i], have,
+			       i ? "nccl_proto" : "nccl_algo");
+	}
 	ncclUniqueId id;
 	if (env->rank == 0)
 		NC(ncclGetUniqueId(&id), NULL);

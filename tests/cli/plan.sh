@@ -162,3 +162,11 @@ sets=$(py "$tmp/el.json" '" ".join("--set " + s for s in d["top"][0]["sets"])')
 "$TWIN" config show -m llama2-13b -c dgx-h100 --gpus 24 $sets --json >"$tmp/el.c.json" 2>"$err"
 check "plan --json: the candidate's sets give the split (pp 3, embedding and loss counted)" \
 	"[ \"\$(py '$tmp/el.json' 'd[\"top\"][0][\"embedding_loss_in_split\"]')\" = True ] && [ \"\$(py '$tmp/el.c.json' 'd[\"strategy\"][\"degrees\"][\"pp\"] == 3 and d[\"strategy\"][\"account_for_embedding_in_pipeline_split\"] and d[\"strategy\"][\"account_for_loss_in_pipeline_split\"]')\" = True ]"
+
+# NCCL_ALGO=Tree: the candidates whose all-gathers or reduce-scatters NCCL could not run are
+# dropped and counted; the rest are ranked
+"$TWIN" plan -m llama2-7b -c dgx-h100 --gpus 8 --global-batch 64 --set nccl_algo=tree --json \
+	>"$tmp/nt.json" 2>"$err"
+st=$?
+check "plan --set nccl_algo=tree: exits 0 with candidates ranked and the unrunnable counted" \
+	"[ $st -eq 0 ] && [ \$(py '$tmp/nt.json' \"d['nccl_unrunnable'] > 0 and len(d['top']) > 0\") = True ]"

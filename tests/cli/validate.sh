@@ -129,7 +129,8 @@ tt["strategy"].update(framework="torchtitan", zero_stage=2)
 cases += [nemo, tt]
 # NCCL's environment as the text states it: NCCL_ALGO=Tree makes the one-node TP all-reduces
 # NCCL's chain; PAT alone leaves them nothing, and NCCL's failure skips the case
-cases += [case("nccl", "launched with NCCL_ALGO=Tree NCCL_PROTO=LL128", "a 2024 README", 8, 1, 1, 8, 16),
+cases += [case("nccl", "launched with NCCL_ALGO=Tree, NCCL_PROTO='LL128'", "a 2024 README", 8, 1, 1, 8, 16),
+          case("nccl_glued", "NCCL_ALGO=Tree,NCCL_PROTO=LL128", "a 2024 README", 8, 1, 1, 8, 16),
           case("nccl_ref", "", "a 2024 README", 8, 1, 1, 8, 16),
           case("nccl_none", "export NCCL_ALGO=PAT", "a 2024 README", 8, 1, 1, 8, 16)]
 json.dump({"schema": "twin-validation/1", "cases": cases}, open(sys.argv[1], "w"))
@@ -144,7 +145,8 @@ has = lambda i, s: any(a.startswith(s) for a in d[i]["assumed"])
 assert has("deny", "strategy.flash_attention=false") and not has("say", "strategy.flash_attention=false")
 assert has("uneven", "strategy.first_stage_layers=7, last_stage_layers=7"), d["uneven"]["assumed"]
 assert all(not d[i]["skipped"] and d[i]["metrics"] for i in d if i != "nccl_none"), [(i, d[i]["skipped"]) for i in d]
-assert has("nccl", "strategy.nccl_algo=Tree") and has("nccl", "strategy.nccl_proto=LL128")
+assert has("nccl", "strategy.nccl_algo=Tree (") and has("nccl", "strategy.nccl_proto=LL128 (")
+assert has("nccl_glued", "strategy.nccl_algo=Tree (") and has("nccl_glued", "strategy.nccl_proto=LL128 (")
 assert d["nccl"]["metrics"][0]["predicted"] < d["nccl_ref"]["metrics"][0]["predicted"]
 assert "No algorithm/protocol available" in d["nccl_none"]["skipped"], d["nccl_none"]
 assert has("old_vp", "strategy.overlap_p2p_comm=false") and not has("new_vp", "strategy.overlap_p2p_comm")
@@ -158,7 +160,7 @@ per_token = 6 * l * (h * (16 + 4 + 4) * hd + 16 * hd * h + 2 * 3 * h * f) + 12 *
 got = p["tflops_per_gpu"] * 1e12 / p["tokens_per_s_per_gpu"]
 assert abs(got / per_token - 1) < 0.01, (got, per_token)
 train = [l.split() for l in open(sys.argv[2]) if l.startswith("training ")]
-assert train and train[0][1] == "11", train
+assert train and train[0][1] == "12", train
 print("ok")
 PY
 check "validate: flash denied, uneven stages, overlap_p2p_comm by date, MoE keys and FLOPs, framework names, tokens/s in the training line" \
@@ -186,7 +188,8 @@ assert 'not one of' in c[7]['skipped'], c[7]"
 # the AWS instance a case names: its EFA plugin's latency (aws-ofi-nccl) on the inter-node steps
 cat >"$tmp/aws.py" <<'PY'
 import json, sys
-notes = ["4x AWS p6-b200.48xlarge", "2x P5.48xlarge, EFA", "EFA, instance not named", "xp5.48xlarge", "p5en.48xlarge"]
+notes = ["4x AWS p6-b200.48xlarge", "2x P5.48xlarge, EFA", "EFA, instance not named", "xp5.48xlarge", "p5en.48xlarge",
+         "measured on AWS p5en", "2 AWS p5 nodes", "Tesla P100 and P4 boards", "(p4d instances, EFA)"]
 cs = [{"id": "aws%d" % i, "source": "x", "kind": "collective", "model": None,
        "cluster": {"topology": "dgx-b200", "gpus": 32, "set": {}}, "strategy": None,
        "collective": {"op": "all_reduce", "bytes": 1 << 24, "ranks": 32, "algo": None},
@@ -201,7 +204,9 @@ import json
 c = {x['id']: x for x in json.load(open('$tmp/aws_out.json'))['cases']}
 p = {k: v['metrics'][0]['predicted'] for k, v in c.items()}
 assert p['aws1'] < p['aws0'] < p['aws2'], p
-assert p['aws3'] == p['aws2'] == p['aws_set'] and p['aws4'] == p['aws0'], p
+assert p['aws3'] == p['aws2'] == p['aws_set'] == p['aws7'] and p['aws4'] == p['aws0'] == p['aws5'], p
+assert p['aws6'] == p['aws1'] == p['aws8'], p
+assert not any('plugin' in x for x in c['aws_set']['assumed']), c['aws_set']['assumed']
 a = ' '.join(c['aws0']['assumed'])
 assert 'net.plugin_latency_us=35' in a and 'p6-b200' in a, a
 assert 'net.plugin_latency_us=75' in ' '.join(c['aws1']['assumed'])

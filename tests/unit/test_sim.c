@@ -1023,6 +1023,15 @@ static void test_nccl_algo_mask(struct test_ctx *T)
 	c.no_algos = 15 & ~(1u << NCCL_NVLS);
 	c.no_protos = 7 & ~(1u << NCCL_LL); /* NVLS is Simple only */
 	CHECK(T, !nccl_predict(&c, PLAN_ALL_REDUCE, 1 << 20, -1, &r));
+	/* LL128 over PCIe: off, unless NCCL_PROTO names it */
+	c = h100_comm(1, 8);
+	c.nvlink = false;
+	c.nvls = false;
+	c.no_protos = 7 & ~(1u << NCCL_LL128);
+	CHECK(T, !nccl_predict(&c, PLAN_ALL_REDUCE, 1 << 20, -1, &r));
+	c.forced_protos = 1u << NCCL_LL128;
+	CHECK(T, nccl_predict(&c, PLAN_ALL_REDUCE, 1 << 20, -1, &r));
+	CHECK_EQ_INT(T, r.proto, NCCL_LL128);
 }
 
 /* Transformer Engine's userbuffers (tp_comm_overlap): n - 1 ring copies over NVLink at the

@@ -801,6 +801,16 @@ static void test_nccl_algo_proto(struct test_ctx *T)
 	CHECK_FAILS(T, &f, run(&f, NULL, "{\"nccl_proto\":\"LL,\"}", 8, NULL, 0), "a comma with no name");
 	CHECK_FAILS(T, &f, run(&f, NULL, "{\"nccl_proto\":\",LL\"}", 8, NULL, 0), "names separated by commas");
 	CHECK_FAILS(T, &f, run(&f, NULL, "{\"nccl_algo\":3}", 8, NULL, 0), "nccl_algo");
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"nccl_algo\":\"collnet\"}", 8, NULL, 0), "'collnet' is not one of");
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"nccl_algo\":\"ringringringringringringringringring\"}", 8, NULL, 0),
+		    "is not one of");
+	CHECK_OK(T, &f, run(&f, NULL, "{\"nccl_algo\":\"^\"}", 8, NULL, 0)); /* excludes nothing */
+	CHECK_EQ_INT(T, f.s.nccl_no_algos, 0);
+	/* a NCCL_PROTO list names LL128 (forced past NCCL's hardware checks); '^' names none */
+	CHECK_OK(T, &f, run(&f, NULL, "{\"nccl_proto\":\"LL128,Simple\"}", 8, NULL, 0));
+	CHECK_EQ_INT(T, f.s.nccl_named_protos, (1u << 1) | (1u << 2));
+	CHECK_OK(T, &f, run(&f, NULL, "{\"nccl_proto\":\"^LL\"}", 8, NULL, 0));
+	CHECK_EQ_INT(T, f.s.nccl_named_protos, 0);
 	fx_done(&f);
 }
 
