@@ -108,6 +108,17 @@ struct vrun {
 	int nsets;
 };
 
+/* Whether the case's text (notes or source) says a or b: the overlap knobs of Megatron-Core
+ * (--overlap-grad-reduce, --overlap-param-gather; Megatron's default is off), AWS's fabric. */
+static bool case_mentions(const cJSON *cs, const char *a, const char *b)
+{
+	const char *t[2] = { str(cs, "notes"), str(cs, "source") };
+	for (int i = 0; i < 2; i++)
+		if (t[i] && (strstr(t[i], a) || (b && strstr(t[i], b))))
+			return true;
+	return false;
+}
+
 /* The latency AWS's EFA plugin for NCCL (aws-ofi-nccl, src/platform-aws.cpp at 2daf7d3)
  * reports to NCCL by instance family, µs: NCCL adds it to every inter-node step of its model.
  * p3dn 150; p4d, p4de, p5, p5e 75; p5en and every family from p6 on 35 (its "p-series" rule). */
@@ -131,9 +142,7 @@ static double aws_family_latency(const char *fam)
 static double case_plugin_latency(const cJSON *cs, char fam[8])
 {
 	const char *t[2] = { str(cs, "notes"), str(cs, "source") };
-	bool aws = false;
-	for (int i = 0; i < 2; i++)
-		aws = aws || (t[i] && (strstr(t[i], "AWS") || strstr(t[i], "EC2") || strstr(t[i], "EFA")));
+	bool aws = case_mentions(cs, "AWS", "EC2") || case_mentions(cs, "EFA", NULL);
 	for (int i = 0; i < 2; i++)
 		for (const char *p = t[i]; p && *p; p++) {
 			if ((*p != 'p' && *p != 'P') || (p > t[i] && isalnum((unsigned char)p[-1])) ||
@@ -399,18 +408,6 @@ static int case_flash(const cJSON *cs)
 				yes = true;
 			}
 	return yes ? 1 : 0;
-}
-
-/* Whether the case's text says the run overlapped the data-parallel gradient reduce /
- * parameter gather with compute (Megatron-Core --overlap-grad-reduce / --overlap-param-gather;
- * Megatron's default is off). */
-static bool case_mentions(const cJSON *cs, const char *a, const char *b)
-{
-	const char *t[2] = { str(cs, "notes"), str(cs, "source") };
-	for (int i = 0; i < 2; i++)
-		if (t[i] && (strstr(t[i], a) || (b && strstr(t[i], b))))
-			return true;
-	return false;
 }
 
 /* The month (yymm) of the arXiv paper a case's source cites ("arXiv 2104.04473": April 2021);

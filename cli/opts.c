@@ -14,7 +14,8 @@ const char cli_job_opts_help[] =
 	"      --ds-config FILE    DeepSpeed ds_config.json\n"
 	"  -s, --strategy S        strategy preset (examples/strategies) or path\n"
 	"      --set PATH=VALUE    override a cluster or strategy field (repeatable), e.g.\n"
-	"                          net.nic_gbps=100, gpu.memory_gib=96, zero_optimization.stage=3\n"
+	"                          net.nic_gbps=100, gpu.memory_gib=96, zero_optimization.stage=3,\n"
+	"                          nccl_algo=Ring (NCCL_ALGO), net.plugin_latency_us=35 (AWS EFA)\n"
 	"      --json              machine-readable output\n";
 
 int cli_fail(const struct tw_err *err)
