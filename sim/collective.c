@@ -1,13 +1,29 @@
-/* One collective on its own (twin validate's collective cases, nccl-tests' set-up). */
+/* One collective on its own (twin validate's collective cases): nccl-tests' set-up, or one
+ * blocking call whose host dispatch the benchmark's timing window holds. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "sim_int.h"
 
+/* the result of a collective of S bytes over ranks GPUs that took nccl_us, timed with host_us
+ * of host dispatch inside the window */
+static void coll_result(struct sim_coll_result *out, double S, double factor, double nccl_us,
+			double host_us)
+{
+	out->nccl_us = nccl_us;
+	out->time_us = nccl_us + host_us;
+	out->algbw_GBps = S / (out->time_us * 1e3);
+	out->busbw_GBps = out->algbw_GBps * factor;
+}
+
 enum tw_result sim_collective(const struct cluster *c, const char *op, double S, int64_t ranks,
-			      const char *algo, struct sim_coll_result *out, struct tw_err *err)
+			      const char *algo, double host_us, struct sim_coll_result *out,
+			      struct tw_err *err)
 {
 	memset(out, 0, sizeof(*out));
+	if (!(host_us >= 0) || !isfinite(host_us))
+		return tw_errf(err, TW_ERR_INVALID, "collective: host_us=%g: must be a finite number >= 0", host_us);
 	if (ranks < 2)
 		return tw_errf(err, TW_ERR_INVALID, "collective: ranks=%lld: needs at least 2", (long long)ranks);
 	if (!(S > 0))
@@ -32,9 +48,7 @@ enum tw_result sim_collective(const struct cluster *c, const char *op, double S,
 	if (strcmp(op, "sendrecv") == 0) {
 		/* nccl-tests sendrecv: each rank sends S to the next and receives from the previous */
 		nccl_p2p(&cm, S, nodes == 1, &r);
-		out->time_us = r.time_us;
-		out->algbw_GBps = S / (r.time_us * 1e3);
-		out->busbw_GBps = out->algbw_GBps;
+		coll_result(out, S, 1.0, r.time_us, host_us);
 		snprintf(out->algo, sizeof(out->algo), "p2p");
 		snprintf(out->proto, sizeof(out->proto), "Simple");
 		return TW_OK;
@@ -52,9 +66,7 @@ enum tw_result sim_collective(const struct cluster *c, const char *op, double S,
 		    !nccl_predict(&cm, (enum plan_coll)coll, S, -1, &r))
 			return tw_errf(err, TW_ERR_INVALID, "collective: %s over %lld ranks: no algorithm applies", op, (long long)ranks);
 	}
-	out->time_us = r.time_us;
-	out->algbw_GBps = S / (r.time_us * 1e3);
-	out->busbw_GBps = out->algbw_GBps * nccl_busbw_factor((enum plan_coll)coll, ranks);
+	coll_result(out, S, nccl_busbw_factor((enum plan_coll)coll, ranks), r.time_us, host_us);
 	snprintf(out->algo, sizeof(out->algo), "%s", nccl_algo_name(r.algo));
 	snprintf(out->proto, sizeof(out->proto), "%s", nccl_proto_name(r.proto));
 	return TW_OK;

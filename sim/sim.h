@@ -44,16 +44,21 @@ enum tw_result sim_run_plans(const struct job *j, const struct sim_options *opt,
 			     const struct sim_plan_source *src, struct trace *out,
 			     struct sim_stats *stats, struct tw_err *err);
 
-/* One collective on its own, as nccl-tests runs it: `op` all_reduce | all_gather |
+/* One collective on its own, as a benchmark times it: `op` all_reduce | all_gather |
  * reduce_scatter | all_to_all | broadcast | sendrecv, S the nccl-tests size in bytes, over
  * `ranks` GPUs of the cluster filling whole nodes (or fewer on one node); algo NULL: chosen as
- * NCCL's tuner does, else "ring" | "tree" | "nvls". */
+ * NCCL's tuner does, else "ring" | "tree" | "nvls". host_us (>= 0) is host time inside the
+ * timed window: 0 for nccl-tests, whose back-to-back launches hide it; a benchmark that times
+ * one blocking call on an idle GPU (all_reduce_bench.py: barrier, event, call, event) also
+ * measures the call's host dispatch. time_us includes it and the bandwidths follow. */
 struct sim_coll_result {
 	double time_us, algbw_GBps, busbw_GBps;
+	double nccl_us; /* the collective's own time, without host_us */
 	char algo[16], proto[16];
 };
 enum tw_result sim_collective(const struct cluster *c, const char *op, double S, int64_t ranks,
-			      const char *algo, struct sim_coll_result *out, struct tw_err *err);
+			      const char *algo, double host_us, struct sim_coll_result *out,
+			      struct tw_err *err);
 
 /* ==== search (twin plan) — appended by the search module; implementation sim/search.c,
  * model and limits in docs/search.md. ==================================================== */

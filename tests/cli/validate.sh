@@ -212,6 +212,27 @@ assert 'net.plugin_latency_us=35' in a and 'p6-b200' in a, a
 assert 'net.plugin_latency_us=75' in ' '.join(c['aws1']['assumed'])
 assert not any('plugin' in x for x in c['aws2']['assumed'])"
 
+# ml-engineering's all_reduce_bench.py times one blocking call on an idle GPU: the call's host
+# dispatch (one framework op, 20 us) is in its window; nccl-tests' back-to-back launches hide it
+cat >"$tmp/harness.py" <<'PY'
+import json, sys
+notes = ["nccl-tests all_reduce_perf", "all_reduce_bench.py (torch.distributed, fp32)"]
+cs = [{"id": "h%d" % i, "source": "x", "kind": "collective", "model": None,
+       "cluster": {"topology": "dgx-h200", "gpus": 8, "set": {}}, "strategy": None,
+       "collective": {"op": "all_reduce", "bytes": 1 << 23, "ranks": 8, "algo": None},
+       "measured": {"busbw_GBps": 100}, "notes": n} for i, n in enumerate(notes)]
+json.dump({"schema": "twin-validation/1", "cases": cs}, open(sys.argv[1], "w"))
+PY
+python3 "$tmp/harness.py" "$tmp/harness.json"
+"$TWIN" validate "$tmp/harness.json" --json >"$tmp/harness_out.json" 2>"$tmp/err"
+check "validate: all_reduce_bench.py's window holds the call's host dispatch" python3 -c "
+import json
+c = {x['id']: x for x in json.load(open('$tmp/harness_out.json'))['cases']}
+us = {k: (1 << 23) * 2 * 7 / 8 / (v['metrics'][0]['predicted'] * 1e3) for k, v in c.items()}
+assert abs(us['h1'] - us['h0'] - 20) < 1e-6, us
+assert any('all_reduce_bench' in a and '20 us host dispatch' in a for a in c['h1']['assumed']), c['h1']
+assert not any('harness' in a for a in c['h0']['assumed']), c['h0']"
+
 printf '{"schema": "other/1", "cases": []}' >"$tmp/bad.json"
 "$TWIN" validate "$tmp/bad.json" >"$tmp/o" 2>"$tmp/e"
 st=$?

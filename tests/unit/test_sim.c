@@ -908,10 +908,10 @@ static void what_if_us(struct test_ctx *T, struct cluster *c, double *field, dou
 	struct sim_coll_result r;
 	struct tw_err err = { 0 };
 	*field = x;
-	CHECK_EQ_INT(T, sim_collective(c, op, bytes, ranks, NULL, &r, &err), TW_OK);
+	CHECK_EQ_INT(T, sim_collective(c, op, bytes, ranks, NULL, 0, &r, &err), TW_OK);
 	*tx = r.time_us;
 	*field = y;
-	CHECK_EQ_INT(T, sim_collective(c, op, bytes, ranks, NULL, &r, &err), TW_OK);
+	CHECK_EQ_INT(T, sim_collective(c, op, bytes, ranks, NULL, 0, &r, &err), TW_OK);
 	*ty = r.time_us;
 }
 
@@ -1149,18 +1149,29 @@ static void test_collective_cases(struct test_ctx *T)
 	struct sim_coll_result r;
 	struct tw_err err = { 0 };
 	/* 8 x A100 ring all-reduce of 16 GiB: close to the 240 GB/s NVLink figure */
-	CHECK_EQ_INT(T, sim_collective(&j.cluster, "all_reduce", 17179869184.0, 8, "ring", &r, &err), TW_OK);
+	CHECK_EQ_INT(T, sim_collective(&j.cluster, "all_reduce", 17179869184.0, 8, "ring", 0, &r, &err), TW_OK);
 	CHECK(T, r.busbw_GBps > 230 && r.busbw_GBps < 240);
-	CHECK_EQ_INT(T, sim_collective(&j.cluster, "all_reduce", 1e6, 12, NULL, &r, &err), TW_ERR_INVALID);
-	CHECK_EQ_INT(T, sim_collective(&j.cluster, "gather", 1e6, 8, NULL, &r, &err), TW_ERR_INVALID);
+	CHECK_EQ_INT(T, sim_collective(&j.cluster, "all_reduce", 1e6, 12, NULL, 0, &r, &err), TW_ERR_INVALID);
+	CHECK_EQ_INT(T, sim_collective(&j.cluster, "gather", 1e6, 8, NULL, 0, &r, &err), TW_ERR_INVALID);
 	/* a rooted reduce (nccl-tests reduce_perf) runs NCCL's rooted ring, as broadcast does:
 	 * busbw = algbw, and at 1 GiB near the NVLink figure */
 	struct sim_coll_result b;
-	CHECK_EQ_INT(T, sim_collective(&j.cluster, "reduce", 1073741824.0, 8, NULL, &r, &err), TW_OK);
-	CHECK_EQ_INT(T, sim_collective(&j.cluster, "broadcast", 1073741824.0, 8, NULL, &b, &err), TW_OK);
+	CHECK_EQ_INT(T, sim_collective(&j.cluster, "reduce", 1073741824.0, 8, NULL, 0, &r, &err), TW_OK);
+	CHECK_EQ_INT(T, sim_collective(&j.cluster, "broadcast", 1073741824.0, 8, NULL, 0, &b, &err), TW_OK);
 	CHECK_NEAR(T, r.busbw_GBps, r.algbw_GBps, 1e-9);
 	CHECK_NEAR(T, r.time_us, b.time_us, 1e-9);
 	CHECK(T, r.busbw_GBps > 150 && r.busbw_GBps < 240);
+	/* a blocking call timed alone: its host dispatch adds to the time, the bandwidths follow */
+	struct sim_coll_result h;
+	CHECK_EQ_INT(T, sim_collective(&j.cluster, "all_reduce", 8388608.0, 8, NULL, 0, &r, &err), TW_OK);
+	CHECK_EQ_INT(T, sim_collective(&j.cluster, "all_reduce", 8388608.0, 8, NULL, 20, &h, &err), TW_OK);
+	CHECK_NEAR(T, h.nccl_us, r.time_us, 1e-9);
+	CHECK_NEAR(T, h.time_us, r.time_us + 20, 1e-9);
+	CHECK_NEAR(T, h.busbw_GBps * h.time_us, r.busbw_GBps * r.time_us, 1e-6);
+	CHECK_NEAR(T, h.algbw_GBps, 8388608.0 / (h.time_us * 1e3), 1e-9);
+	CHECK_EQ_INT(T, sim_collective(&j.cluster, "all_reduce", 8388608.0, 8, NULL, -1, &h, &err), TW_ERR_INVALID);
+	CHECK_EQ_INT(T, sim_collective(&j.cluster, "sendrecv", 8388608.0, 8, NULL, 20, &h, &err), TW_OK);
+	CHECK_NEAR(T, h.busbw_GBps, 8388608.0 / (h.time_us * 1e3), 1e-9);
 }
 
 int main(void)
