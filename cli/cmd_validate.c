@@ -217,6 +217,8 @@ static int cluster_sets(const struct vrun *vr, const cJSON *cs, struct vcase *vc
 /* A GPU or rank count from a case: a whole number within what --gpus takes (converting
  * anything else to an integer would be undefined). */
 #define VALIDATE_MAX_GPUS 1000000
+/* 16 GiB: nccl-tests' usual -e 16G and all_reduce_bench.py's largest payload */
+#define VALIDATE_LARGE_BYTES 17179869184.0
 static bool whole_gpus(double v)
 {
 	return v >= 1 && v <= VALIDATE_MAX_GPUS && v == floor(v);
@@ -265,8 +267,12 @@ static void run_collective(const struct vrun *vr, const cJSON *cs, struct vcase 
 		return;
 	}
 	if (!num(co, "bytes", &bytes)) {
-		snprintf(vc->skipped, sizeof(vc->skipped), "collective.bytes not given by the source (bus bandwidth depends on the size)");
-		return;
+		/* a bus bandwidth quoted without a size is the large-message figure (a GPU's or
+		 * fabric's "all-reduce GB/s"): the largest size nccl-tests and all_reduce_bench.py
+		 * sweep to, where latency and fill are under 1% */
+		bytes = VALIDATE_LARGE_BYTES;
+		assume(vc, "collective.bytes=%g GiB (not given: a busbw quoted alone is the large-message one)",
+		       bytes / (double)TW_GIB);
 	}
 	if (!num(co, "ranks", &ranks) && !num(cl, "gpus", &ranks)) {
 		snprintf(vc->skipped, sizeof(vc->skipped), "collective.ranks not given");

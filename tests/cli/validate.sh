@@ -36,8 +36,8 @@ check "validate --json: the README's shape, errors consistent, large sizes withi
 
 "$TWIN" validate examples/validation/public.json --only korthikanti2022_t5_22B >"$tmp/t.txt" 2>"$tmp/err"
 "$TWIN" validate examples/validation/public.json --only nvidia_gtc25 --json >"$tmp/s.json" 2>"$tmp/err"
-check "validate: a case without bytes is skipped with the reason" \
-	"python3 -c \"import json; d=json.load(open('$tmp/s.json')); assert 'bytes' in d['cases'][0]['skipped']\""
+check "validate: a case without bytes is predicted at the large-message size, and says so" \
+	"python3 -c \"import json; c=json.load(open('$tmp/s.json'))['cases'][0]; assert c['skipped'] is None and c['metrics'] and 'bytes=16 GiB' in c['assumed'][0]\""
 
 check "validate: a training case predicts iter_time_s" "grep -q 'iter_time_s' '$tmp/t.txt'"
 check "validate: summary table" "grep -q 'MAPE' '$tmp/t.txt'"
@@ -221,17 +221,25 @@ cs = [{"id": "h%d" % i, "source": "x", "kind": "collective", "model": None,
        "cluster": {"topology": "dgx-h200", "gpus": 8, "set": {}}, "strategy": None,
        "collective": {"op": "all_reduce", "bytes": 1 << 23, "ranks": 8, "algo": None},
        "measured": {"busbw_GBps": 100}, "notes": n} for i, n in enumerate(notes)]
+# a bus bandwidth quoted without a size: the large-message figure, 16 GiB
+cs.append(dict(cs[0], id="nosize", collective=dict(cs[0]["collective"], bytes=None)))
+cs.append(dict(cs[0], id="16g", collective=dict(cs[0]["collective"], bytes=1 << 34)))
 json.dump({"schema": "twin-validation/1", "cases": cs}, open(sys.argv[1], "w"))
 PY
 python3 "$tmp/harness.py" "$tmp/harness.json"
 "$TWIN" validate "$tmp/harness.json" --json >"$tmp/harness_out.json" 2>"$tmp/err"
 check "validate: all_reduce_bench.py's window holds the call's host dispatch" python3 -c "
 import json
-c = {x['id']: x for x in json.load(open('$tmp/harness_out.json'))['cases']}
+c = {x['id']: x for x in json.load(open('$tmp/harness_out.json'))['cases'] if x['id'] in ('h0', 'h1')}
 us = {k: (1 << 23) * 2 * 7 / 8 / (v['metrics'][0]['predicted'] * 1e3) for k, v in c.items()}
 assert abs(us['h1'] - us['h0'] - 20) < 1e-6, us
 assert any('all_reduce_bench' in a and '20 us host dispatch' in a for a in c['h1']['assumed']), c['h1']
 assert not any('harness' in a for a in c['h0']['assumed']), c['h0']"
+check "validate: a bus bandwidth without a size is predicted at 16 GiB" python3 -c "
+import json
+c = {x['id']: x for x in json.load(open('$tmp/harness_out.json'))['cases']}
+assert c['nosize']['metrics'][0]['predicted'] == c['16g']['metrics'][0]['predicted'] > 300, c
+assert any('bytes=16 GiB' in a for a in c['nosize']['assumed']), c['nosize']"
 
 printf '{"schema": "other/1", "cases": []}' >"$tmp/bad.json"
 "$TWIN" validate "$tmp/bad.json" >"$tmp/o" 2>"$tmp/e"
