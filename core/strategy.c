@@ -352,7 +352,7 @@ const char *strat_recompute_name(enum strat_recompute r)
 static const char *const cp_kind_names[] = {"ring", "ulysses", NULL};
 static const char *const kernels_names[] = {"fused", "eager", NULL};
 
-const char *const strat_nccl_algo_names[STRAT_NCCL_ALGOS] = { "tree", "ring", "nvls", "pat" };
+const char *const strat_nccl_algo_names[STRAT_NCCL_ALGOS] = { "tree", "ring", "nvls", "pat", "nvlstree" };
 const char *const strat_nccl_proto_names[STRAT_NCCL_PROTOS] = { "LL", "LL128", "Simple" };
 
 /* NCCL_ALGO / NCCL_PROTO's syntax: names separated by commas, any case, all of them excluded
@@ -389,7 +389,7 @@ static unsigned nccl_set(const char *text, const char *const *names, int n, cons
 			for (int i = 0; i < n; i++)
 				snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s", i ? ", " : "", names[i]);
 			snprintf(why, why_len, "'%s' is not one of %s%s", tok, list,
-				 skip ? " (or NCCL's NVLSTree, CollNetDirect, CollNetChain, not modelled)" : "");
+				 skip ? " (or NCCL's CollNetDirect, CollNetChain, not modelled)" : "");
 			return 0;
 		}
 		p += len + (p[len] == ',');
@@ -1672,9 +1672,10 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 	}
 	oprov(s, "attention_kernel", &u.akern, "the cluster's attention table (eff.attn)", "%s",
 	      s->attention_kernel[0] ? s->attention_kernel : "-");
-	static const char *const unmodelled[] = { "nvlstree", "collnetdirect", "collnetchain", NULL };
+	static const char *const unmodelled[] = { "collnetdirect", "collnetchain", NULL };
 	TW_CHECK(nccl_env(r, "nccl_algo", "NCCL_ALGO", u.nalgo.given ? u.nalgo_v : "", strat_nccl_algo_names,
-			  STRAT_NCCL_ALGOS, unmodelled, &s->nccl_no_algos, NULL, s->nccl_algo, sizeof(s->nccl_algo)));
+			  STRAT_NCCL_ALGOS, unmodelled, &s->nccl_no_algos, &s->nccl_named_algos, s->nccl_algo,
+			  sizeof(s->nccl_algo)));
 	TW_CHECK(nccl_env(r, "nccl_proto", "NCCL_PROTO", u.nproto.given ? u.nproto_v : "", strat_nccl_proto_names,
 			  STRAT_NCCL_PROTOS, NULL, &s->nccl_no_protos, &s->nccl_named_protos, s->nccl_proto,
 			  sizeof(s->nccl_proto)));

@@ -181,6 +181,8 @@ struct strategy {
 	unsigned nccl_no_algos, nccl_no_protos;
 	unsigned nccl_named_protos; /* named in a NCCL_PROTO list (not '^'): NCCL then enables LL128
 				     * whatever its hardware checks say */
+	unsigned nccl_named_algos;  /* named in a NCCL_ALGO list (not '^'): the simulator's tuner
+				     * takes NVLSTree only then (docs/simulator.md) */
 	char nccl_algo[64], nccl_proto[64];
 	/* DeepSpeed's pipeline engine (ds_config "pipeline", default true): with TP > 1 the
 	 * activations / grads sent between stages are split over the TP group and all-gathered
@@ -223,9 +225,9 @@ void strategy_list_presets(const char *strategies_dir, char *buf, size_t len);
 const char *strat_src_name(enum strat_src s);
 const char *strat_kernels_name(enum strat_kernels k); /* "fused", "eager" */
 /* NCCL's collective algorithms and protocols the simulator models, in the simulator's order */
-#define STRAT_NCCL_ALGOS 4
+#define STRAT_NCCL_ALGOS 5
 #define STRAT_NCCL_PROTOS 3
-extern const char *const strat_nccl_algo_names[STRAT_NCCL_ALGOS];   /* tree ring nvls pat */
+extern const char *const strat_nccl_algo_names[STRAT_NCCL_ALGOS];   /* tree ring nvls pat nvlstree */
 extern const char *const strat_nccl_proto_names[STRAT_NCCL_PROTOS]; /* LL LL128 Simple */
 const char *strat_recompute_name(enum strat_recompute r); /* "none", "selective", "full", "op" */
 /* Megatron-Core's name of recompute module bit i (STRAT_RC_* = 1 << i), NULL past the last */

@@ -23,7 +23,7 @@ static const char *const cat_names[TRACE_NUM_CATS] = {
 
 const char *trace_algo_name(enum trace_algo a)
 {
-	static const char *const n[TRACE_NUM_ALGOS] = { "?", "tree", "ring", "nvls", "pat" };
+	static const char *const n[TRACE_NUM_ALGOS] = { "?", "tree", "ring", "nvls", "pat", "nvlstree" };
 	return (int)a > 0 && a < TRACE_NUM_ALGOS ? n[a] : "?";
 }
 

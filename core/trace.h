@@ -47,7 +47,7 @@ struct trace_event {
  * simulator's choice; 0: unknown) */
 enum { TRACE_F_RECOMPUTE = 1, TRACE_F_ALGO_SHIFT = 8, TRACE_F_PROTO_SHIFT = 12 };
 enum trace_algo { TRACE_ALGO_UNKNOWN = 0, TRACE_ALGO_TREE, TRACE_ALGO_RING, TRACE_ALGO_NVLS,
-		  TRACE_ALGO_PAT, TRACE_NUM_ALGOS };
+		  TRACE_ALGO_PAT, TRACE_ALGO_NVLS_TREE, TRACE_NUM_ALGOS };
 enum trace_proto { TRACE_PROTO_UNKNOWN = 0, TRACE_PROTO_LL, TRACE_PROTO_LL128,
 		   TRACE_PROTO_SIMPLE, TRACE_NUM_PROTOS };
 static inline uint32_t trace_algo_flags(enum trace_algo a, enum trace_proto p)

@@ -60,7 +60,7 @@ enum tw_result sim_collective(const struct cluster *c, const char *op, double S,
 	} else {
 		int a = -1;
 		if (algo && !nccl_algo_parse(algo, &a))
-			return tw_errf(err, TW_ERR_INVALID, "collective: algo=%s: not ring, tree, nvls or pat", algo);
+			return tw_errf(err, TW_ERR_INVALID, "collective: algo=%s: not ring, tree, nvls, pat or nvlstree", algo);
 		/* a forced algorithm NCCL cannot run here falls back to the tuner's choice, as NCCL does */
 		if (!nccl_predict(&cm, (enum plan_coll)coll, S, a, &r) &&
 		    !nccl_predict(&cm, (enum plan_coll)coll, S, -1, &r))

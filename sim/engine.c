@@ -152,7 +152,7 @@ struct waiter {
 };
 
 /* the strategy's nccl_algo / nccl_proto are the sim's algorithm and protocol bits */
-_Static_assert(NCCL_TREE == 0 && NCCL_RING == 1 && NCCL_NVLS == 2 && NCCL_PAT == 3 &&
+_Static_assert(NCCL_TREE == 0 && NCCL_RING == 1 && NCCL_NVLS == 2 && NCCL_PAT == 3 && NCCL_NVLS_TREE == 4 &&
 		       NCCL_NUM_ALGOS == STRAT_NCCL_ALGOS && NCCL_LL == 0 && NCCL_LL128 == 1 &&
 		       NCCL_SIMPLE == 2 && NCCL_NUM_PROTOS == STRAT_NCCL_PROTOS,
 	       "strat_nccl_*_names follow the simulator's enums");
@@ -538,6 +538,7 @@ static void comm_model(struct eng *e, const struct srank *s0, const struct eop *
 		comm.no_algos = e->j->strat.nccl_no_algos;
 		comm.no_protos = e->j->strat.nccl_no_protos;
 		comm.forced_protos = e->j->strat.nccl_named_protos;
+		comm.named_algos = e->j->strat.nccl_named_algos;
 		const struct nccl_comm *cm = &comm;
 		double S = nccl_size((enum plan_coll)op->sub, (double)op->bytes, cm->nranks);
 		if (op->sub == PLAN_ALL_TO_ALL)

@@ -4,7 +4,8 @@
  *  - the graph (channels, per-channel bandwidth) comes from the cluster file, not NCCL's search;
  *  - NVLS and Tree bandwidths come from the bytes each GPU moves (NVLS: S + S/n per direction
  *    through the switch; Tree: S per node across two nodes, 2S beyond), not the tuner's ratios;
- *  - a pipeline-fill term: the first chunk has to cross every step before the ring streams.
+ *  - a pipeline-fill term: the first chunk has to cross every step before the ring streams;
+ *  - NVLSTree is taken when NCCL_ALGO names it, not by the default argmin.
  * Times in µs, bandwidths in GB/s (1e9 B/s), sizes in bytes. */
 #include <math.h>
 #include <string.h>
@@ -14,12 +15,12 @@
 /* §1.2 constant tables: [algo][proto] with algo TREE, RING, NVLS, PAT and proto LL, LL128,
  * SIMPLE */
 static const double base_lat[NCCL_NUM_ALGOS][NCCL_NUM_PROTOS] = {
-	{ 6.8, 14.0, 8.4 }, { 6.6, 14.0, 8.4 }, { 0, 0, 0 }, { 8.0, 8.0, 8.0 } };
+	{ 6.8, 14.0, 8.4 }, { 6.6, 14.0, 8.4 }, { 0, 0, 0 }, { 8.0, 8.0, 8.0 }, { 0, 0, 0 } };
 enum { HW_NVLINK = 0, HW_PCI, HW_NET };
 static const double hw_lat[3][NCCL_NUM_ALGOS][NCCL_NUM_PROTOS] = {
-	{ { 0.6, 1.25, 4.0 }, { 0.6, 1.9, 3.4 }, { 0, 0, 25 }, { 0, 0, 4.0 } },
-	{ { 1.0, 1.9, 4.0 }, { 1.0, 2.5, 5.7 }, { 0, 0, 0 }, { 0, 0, 4.0 } },
-	{ { 5.0, 8.5, 14 }, { 2.7, 4.0, 14.0 }, { 0, 0, 18 }, { 0, 0, 14 } } };
+	{ { 0.6, 1.25, 4.0 }, { 0.6, 1.9, 3.4 }, { 0, 0, 25 }, { 0, 0, 4.0 }, { 0, 0, 25 } },
+	{ { 1.0, 1.9, 4.0 }, { 1.0, 2.5, 5.7 }, { 0, 0, 0 }, { 0, 0, 4.0 }, { 0, 0, 0 } },
+	{ { 5.0, 8.5, 14 }, { 2.7, 4.0, 14.0 }, { 0, 0, 18 }, { 0, 0, 14 }, { 0, 0, 20.9 } } };
 /* [cc index][min(nNodes,3)-1]; cc index 0 Volta, 1 Ampere, 2 Hopper, 3 Blackwell */
 static const double ll_max_bw[4][3] = {
 	{ 39.0, 39.0, 20.4 }, { 87.7, 22.5, 19.0 }, { 141.0, 45.0, 35.0 }, { 282.0, 90.0, 70.0 } };
@@ -28,12 +29,15 @@ static const double per_ch_tree_ll128[4][3] = {
 	{ 20, 20, 20 }, { 20, 20, 20 }, { 36.7, 36.7, 29.0 }, { 55.6, 31.67, 20.0 } };
 static const double per_ch_tree[4][3] = {
 	{ 26.5, 18.5, 10.0 }, { 24.0, 23.6, 17.8 }, { 38.7, 41.4, 36.0 }, { 70.0, 42.8, 24.0 } };
+static const double per_ch_nvls_tree[4][3] = {
+	{ 26.5, 18.5, 10.0 }, { 24.0, 23.6, 17.8 }, { 0, 57.7, 45.5 }, { 0, 96.0, 80.0 } };
 static const double nvls_eff[4] = { 0, 0, 0.85, 0.74 };
-/* treeCorrectionFactor[proto][log2(nBytes/64)], 64 B .. 256 MiB */
-static const double tree_corr[NCCL_NUM_PROTOS][23] = {
-	{ 1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0 },
-	{ 1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0 },
-	{ .9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9 } };
+/* treeCorrectionFactor[proto][log2(nBytes/64)], 64 B .. 512 MiB (Tree reads 23 of them,
+ * NVLSTree on Blackwell x86 hosts 24) */
+static const double tree_corr[NCCL_NUM_PROTOS][24] = {
+	{ 1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0, 1.0 },
+	{ 1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0, 1.0 },
+	{ .9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9, .9 } };
 /* Bytes one step of a channel moves (§1.8): LL 64 KiB of payload per step slot, LL128 the
  * 4.9 MB buffer over 8 steps and 2 slices, Simple 512 KiB; NVLS chunks are 128 KiB. */
 static const double step_bytes[NCCL_NUM_PROTOS] = { 65536.0, 4915200.0 / 16.0, 524288.0 };
@@ -49,7 +53,7 @@ static const double step_bytes[NCCL_NUM_PROTOS] = { 65536.0, 4915200.0 / 16.0, 5
 
 const char *nccl_algo_name(int a)
 {
-	static const char *const n[] = { "tree", "ring", "nvls", "pat" };
+	static const char *const n[] = { "tree", "ring", "nvls", "pat", "nvlstree" };
 	return a >= 0 && a < NCCL_NUM_ALGOS ? n[a] : "?";
 }
 
@@ -134,6 +138,7 @@ void nccl_comm_from_cluster(const struct cluster *c, int64_t nranks, int64_t nno
 	out->nvls = c->node.nvls && out->cc >= 90;
 	out->nvls_GBps = out->nvls ? c->node.nvls_GBps : 0;
 	out->amd_cpu = c->node.cpu_vendor == CLUSTER_CPU_AMD;
+	out->x86_cpu = c->node.cpu_vendor != CLUSTER_CPU_ARM;
 	/* NCCL runs about two channels per NVLink-class GPU port group; Blackwell doubles it */
 	out->nch = out->cc >= 100 ? 32 : 16;
 	/* rail-aligned: ppn GPUs of this communicator on a node reach ppn/gpus of its NICs */
@@ -274,6 +279,24 @@ bool nccl_userbuffers(const struct nccl_comm *cm, enum plan_coll c, double S,
 	return true;
 }
 
+/* NVLS all-reduce's algorithm bandwidth on g GPUs of a node: each GPU sends S into the switch
+ * and gets S/g... in both phases, S (1 + 1/g) per direction, so algbw ∝ g/(g+1). Its scale is
+ * the cluster's measured busbw on NVLS_REF_GPUS GPUs, else NVLink at the switch's efficiency;
+ * never faster than the GPU's NVLink port carries those bytes (the engine's link model holds
+ * the flow to it: a what-if on nvls_GBps alone must not pick NVLS for a speed the flow cannot
+ * have). */
+static double nvls_algbw(const struct nccl_comm *cm, int64_t g)
+{
+	double r = NVLS_REF_GPUS, alg;
+	if (cm->nvls_GBps > 0)
+		alg = cm->nvls_GBps * (r + 1.0) / (2.0 * (r - 1.0)) * (double)g / (double)(g + 1);
+	else
+		alg = cm->intra_GBps * nvls_eff[cc_index(cm->cc)] * (double)g / (double)(g + 1);
+	if (cm->intra_GBps > 0)
+		alg = fmin(alg, cm->intra_GBps * (double)g / (double)(g + 1));
+	return alg;
+}
+
 bool nccl_eval(const struct nccl_comm *cm, enum plan_coll c, double S, int a, int p,
 	       struct nccl_result *out)
 {
@@ -296,6 +319,8 @@ bool nccl_eval(const struct nccl_comm *cm, enum plan_coll c, double S, int a, in
 		return false;
 	if (a == NCCL_NVLS && (!cm->nvls || N > 1 || p != NCCL_SIMPLE || !(ar || agrs)))
 		return false; /* multi-node NVLS needs CollNet/SHARP, which we do not model */
+	if (a == NCCL_NVLS_TREE && (!cm->nvls || !ar || N == 1 || ppn < 2 || p != NCCL_SIMPLE))
+		return false; /* NVLSTree: all-reduce across nodes, NVLS among a node's GPUs */
 	if (a == NCCL_NVLS && agrs)
 		return false; /* (AG/RS over NVLS: the tuner rarely picks it; keep the ring) */
 	if (a == NCCL_PAT && (!agrs || p != NCCL_SIMPLE || N == 1 || ppn != 1 || cm->cc < 60))
@@ -317,7 +342,8 @@ bool nccl_eval(const struct nccl_comm *cm, enum plan_coll c, double S, int a, in
 	/* §1.6 step 5: small messages run on fewer channels (the kernel, not the tuner's table):
 	 * drop channels while nBytes < nc x threads x threadThreshold */
 	int nc = cm->nch;
-	if (a != NCCL_NVLS) {
+	bool nvls = a == NCCL_NVLS || a == NCCL_NVLS_TREE;
+	if (!nvls) {
 		double nt = p == NCCL_LL128 ? 640 : 512;
 		double thr = p == NCCL_SIMPLE ? 64 : 8;
 		if (p == NCCL_LL && a == NCCL_RING)
@@ -347,20 +373,16 @@ bool nccl_eval(const struct nccl_comm *cm, enum plan_coll c, double S, int a, in
 		/* the tuner charges PAT 3/4 of the ring's bus bandwidth and does not convert it
 		 * to an algorithm bandwidth (§1.3) */
 		alg = 0.75 * bus;
+	} else if (a == NCCL_NVLS_TREE) {
+		/* NVLS reduces and broadcasts within each node (the bytes of NVLS on ppn GPUs);
+		 * between nodes each GPU carries 1/ppn of the data up and down a tree over its
+		 * NICs: S per node across two nodes, 2S beyond, at the tree's 0.92 (as Tree
+		 * above). NCCL's per-channel cap on its nvlsChannels (16, 32 on Blackwell). */
+		double tree = 0.92 * inter * (N == 2 ? 1.0 : 0.5);
+		double cap = (cm->cc >= 100 ? 32.0 : 16.0) * per_ch_nvls_tree[ci][i2] * (double)n / nsteps;
+		alg = fmin(fmin(nvls_algbw(cm, ppn), tree), cap);
 	} else {
-		/* NVLS AllReduce: each GPU sends S into the switch and gets S/n... in both phases,
-		 * S (1 + 1/n) per direction: algbw ∝ n/(n+1). Its scale is the cluster's measured
-		 * busbw on NVLS_REF_GPUS GPUs, else NVLink at the switch's efficiency. */
-		double g = NVLS_REF_GPUS;
-		if (cm->nvls_GBps > 0)
-			alg = cm->nvls_GBps * (g + 1.0) / (2.0 * (g - 1.0)) * (double)n / (double)(n + 1);
-		else
-			alg = cm->intra_GBps * nvls_eff[ci] * (double)n / (double)(n + 1);
-		/* no faster than the GPU's NVLink port carries those bytes (the engine's link
-		 * model holds the flow to it): a what-if on nvls_GBps alone must not pick NVLS
-		 * for a speed the flow cannot have */
-		if (cm->intra_GBps > 0)
-			alg = fmin(alg, cm->intra_GBps * (double)n / (double)(n + 1));
+		alg = nvls_algbw(cm, n); /* NVLS AllReduce within one node */
 	}
 	if (alg <= 0)
 		return false;
@@ -386,25 +408,28 @@ bool nccl_eval(const struct nccl_comm *cm, enum plan_coll c, double S, int a, in
 		lat += 2.0 * ((double)(ppn - 1) * intra_lat + log2i((double)N) * inter_lat);
 	} else if (a == NCCL_PAT) {
 		lat += log2i((double)N) * (inter_lat / 3.5) + (double)n * 2.8;
+	} else if (a == NCCL_NVLS_TREE) {
+		lat += intra_lat + 2.0 * log2i((double)N) * inter_lat;
 	} else {
 		lat = intra_lat;
 	}
 	/* §1.5 corrections */
 	double bwe = alg;
-	if (a == NCCL_TREE && ar) {
-		int ls = log2i(S / 64.0);
-		if (S >= 64 && ls < 23)
-			bwe *= tree_corr[p][ls];
-	}
+	int ls = log2i(S / 64.0);
+	if (a == NCCL_TREE && ar && S >= 64 && ls < 23)
+		bwe *= tree_corr[p][ls];
+	if (a == NCCL_NVLS_TREE && S >= 64 && ls < 24 && cm->cc >= 100 && cm->x86_cpu)
+		bwe *= tree_corr[p][ls];
 	if (a == NCCL_RING && p == NCCL_SIMPLE && N > 1 && ar && S / (cm->nch * (double)n) >= 64)
 		lat *= cm->cc < 80 ? 1.9 : 1.4;
 
 	/* pipeline fill: the first chunk of a channel crosses every step before data streams */
-	double chunk = a == NCCL_NVLS ? NVLS_CHUNK : step_bytes[p];
+	double chunk = nvls ? NVLS_CHUNK : step_bytes[p];
 	double per_ch = S / (nc * (double)n);
 	if (chunk > per_ch)
 		chunk = per_ch;
 	double fill_steps = a == NCCL_NVLS ? 2.0
+			    : a == NCCL_NVLS_TREE ? 2.0 * (1.0 + log2i((double)N)) /* NVLS, tree levels */
 			    : a == NCCL_TREE ? 2.0 * (log2i((double)N) + (double)ppn)
 			    : a == NCCL_PAT  ? (double)log2i((double)N) /* aggregated tree levels */
 					     : nsteps;
@@ -422,10 +447,11 @@ bool nccl_eval(const struct nccl_comm *cm, enum plan_coll c, double S, int a, in
 	double f = nccl_busbw_factor(c, n) * S;
 	if (rooted)
 		f = S;
-	if (a == NCCL_NVLS)
-		f = S * (1.0 + 1.0 / (double)n);
+	if (nvls)
+		f = S * (1.0 + 1.0 / (double)ppn);
+	bool tree = a == NCCL_TREE || a == NCCL_NVLS_TREE;
 	out->nvl_bytes = ppn > 1 ? f : 0;
-	out->net_bytes = N > 1 ? (a == NCCL_TREE ? S * (N == 2 ? 1.0 : 2.0) : f) / (double)ppn : 0;
+	out->net_bytes = N > 1 ? (tree ? S * (N == 2 ? 1.0 : 2.0) : f) / (double)ppn : 0;
 	out->up_bytes = out->net_bytes * uplink_frac(cm, false);
 	return true;
 }
@@ -437,6 +463,11 @@ bool nccl_predict(const struct nccl_comm *cm, enum plan_coll c, double S, int al
 	struct nccl_result r;
 	for (int a = 0; a < NCCL_NUM_ALGOS; a++) {
 		if ((algo >= 0 && a != algo) || (cm->no_algos & (1u << a)))
+			continue;
+		/* NVLSTree runs when asked for by name (a forced algo, NCCL_ALGO naming it), not by
+		 * default: its NVLS half carries the NVLS model's optimism at medium sizes, which
+		 * made the default tuner's choice worse than Tree's (docs/simulator.md) */
+		if (a == NCCL_NVLS_TREE && algo != a && !(cm->named_algos & (1u << a)))
 			continue;
 		for (int p = 0; p < NCCL_NUM_PROTOS; p++) {
 			if ((cm->no_protos & (1u << p)) || !nccl_eval(cm, c, S, a, p, &r))

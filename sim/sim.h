@@ -47,7 +47,7 @@ enum tw_result sim_run_plans(const struct job *j, const struct sim_options *opt,
 /* One collective on its own, as a benchmark times it: `op` all_reduce | all_gather |
  * reduce_scatter | all_to_all | broadcast | sendrecv, S the nccl-tests size in bytes, over
  * `ranks` GPUs of the cluster filling whole nodes (or fewer on one node); algo NULL: chosen as
- * NCCL's tuner does, else "ring" | "tree" | "nvls". host_us (>= 0) is host time inside the
+ * NCCL's tuner does, else "ring" | "tree" | "nvls" | "pat" | "nvlstree". host_us (>= 0) is host time inside the
  * timed window: 0 for nccl-tests, whose back-to-back launches hide it; a benchmark that times
  * one blocking call on an idle GPU (all_reduce_bench.py: barrier, event, call, event) also
  * measures the call's host dispatch. time_us includes it and the bandwidths follow. */

@@ -54,7 +54,9 @@ bool sim_heap_pop(struct sim_heap *h, struct sim_ev *out);
 
 /* ---- NCCL's tuner model (reference/cost-models.md §1) ----------------------------------- */
 
-enum nccl_algo { NCCL_TREE = 0, NCCL_RING, NCCL_NVLS, NCCL_PAT, NCCL_NUM_ALGOS };
+/* NVLS_TREE last, after the four twin modelled first, so that the strategy's bit masks and
+ * the trace's indices of the others stay as they were */
+enum nccl_algo { NCCL_TREE = 0, NCCL_RING, NCCL_NVLS, NCCL_PAT, NCCL_NVLS_TREE, NCCL_NUM_ALGOS };
 enum nccl_proto { NCCL_LL = 0, NCCL_LL128, NCCL_SIMPLE, NCCL_NUM_PROTOS };
 const char *nccl_algo_name(int a);
 const char *nccl_proto_name(int p);
@@ -70,6 +72,7 @@ struct nccl_comm {
 	bool nvlink;         /* intra-node path is NVLink (LL128 allowed) */
 	bool nvls;           /* NVLink SHARP present */
 	bool amd_cpu;        /* NCCL's LL caps and net overhead differ on AMD hosts */
+	bool x86_cpu;        /* NCCL corrects NVLSTree's medium sizes on Blackwell x86 hosts */
 	double net_lat_us;   /* added to NCCL's per-step network latency (0: NCCL's tables) */
 	double plugin_lat_us; /* the net plugin's latencyInter, µs: NCCL adds it per inter step */
 	double intra_lat_us; /* added to NCCL's per-step NVLink / PCI latency (0: its tables) */
@@ -80,6 +83,7 @@ struct nccl_comm {
 	unsigned no_algos, no_protos; /* what NCCL_ALGO / NCCL_PROTO take from the tuner, bit per
 				       * index; 0: nothing (NCCL's default) */
 	unsigned forced_protos;      /* named in NCCL_PROTO: enabled past NCCL's hardware checks */
+	unsigned named_algos;        /* named in NCCL_ALGO: NVLSTree is taken only then */
 };
 
 struct nccl_result {

@@ -285,6 +285,15 @@ check "simulate: nccl_algo=Tree runs every all-reduce as a tree" \
 	"grep -q '^all_reduce .* tree/' '$tmp/n1' && ! grep -q '^all_reduce .* ring/' '$tmp/n1'"
 check "simulate: nccl_proto=LL is LL only and slower" \
 	"grep -q '^all_reduce .* ring/LL\$' '$tmp/n2' && python3 -c 'import sys; sys.exit(not float(\"$(step "$tmp/n2")\") > float(\"$(step "$tmp/n0")\"))'"
+# NVLSTree runs when NCCL_ALGO names it (not by the default tuner): data parallelism over two
+# H100 nodes, eight GPUs each, all-reduces through NVLS and a two-node tree, faster than the ring
+dp2="-m llama2-7b -c dgx-h100 --gpus 16 -s megatron-175b --set tp=1 --set pp=1 --set global_batch=32"
+# shellcheck disable=SC2086
+"$TWIN" simulate $dp2 >"$tmp/t0" 2>"$err"
+# shellcheck disable=SC2086
+"$TWIN" simulate $dp2 --set nccl_algo=Ring,Tree,NVLSTree >"$tmp/t1" 2>"$err"
+check "simulate: nccl_algo naming NVLSTree runs the two-node all-reduce as NVLS + tree, faster" \
+	"grep -q '^all_reduce .* nvlstree/Simple\$' '$tmp/t1' && ! grep -q nvlstree '$tmp/t0' && python3 -c 'import sys; sys.exit(not float(\"$(step "$tmp/t1")\") < float(\"$(step "$tmp/t0")\"))'"
 # shellcheck disable=SC2086
 "$TWIN" simulate $base --set nccl_algo=pat >"$out" 2>"$err"
 st=$?

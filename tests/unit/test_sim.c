@@ -125,6 +125,67 @@ static void test_nccl_pat(struct test_ctx *T)
 	CHECK(T, !nccl_eval(&c, PLAN_ALL_GATHER, 48.0 * 65536, NCCL_PAT, NCCL_SIMPLE, &r));
 }
 
+/* NVLSTree (NCCL >= 2.18): all-reduce across nodes with NVLS inside each, Simple only; latency
+ * 25 + 2 log2(nodes) x 20.9 µs (§1.9); bandwidth the lesser of NVLS on the node's GPUs and
+ * the NICs carrying S per node across two nodes, 2S beyond, at the tree's 0.92. */
+static void test_nccl_nvls_tree(struct test_ctx *T)
+{
+	struct nccl_comm c = h100_comm(2, 8);
+	struct nccl_result r, ring;
+	const double S = 1 << 30;
+	CHECK(T, nccl_eval(&c, PLAN_ALL_REDUCE, S, NCCL_NVLS_TREE, NCCL_SIMPLE, &r));
+	CHECK_NEAR(T, r.lat_us, 66.8, 1e-9);
+	double nvls8 = 370.8 * 0.85 * 8.0 / 9.0, nics = 8 * 50.0 * 0.94;
+	CHECK_NEAR(T, r.algbw_GBps, nvls8, 1e-9); /* 2 nodes: the NICs carry S, NVLS binds */
+	CHECK_NEAR(T, r.nvl_bytes, S * 9.0 / 8.0, 1e-6);
+	CHECK_NEAR(T, r.net_bytes, S / 8.0, 1e-6);
+	/* taken when named (NCCL_ALGO=NVLSTree,...), or forced; not by the default tuner */
+	struct nccl_result dflt;
+	CHECK(T, nccl_predict(&c, PLAN_ALL_REDUCE, S, -1, &dflt));
+	CHECK(T, dflt.algo != NCCL_NVLS_TREE);
+	c.named_algos = (1u << NCCL_NVLS_TREE) | (1u << NCCL_RING);
+	CHECK(T, nccl_predict(&c, PLAN_ALL_REDUCE, S, -1, &r));
+	CHECK_EQ_INT(T, r.algo, NCCL_NVLS_TREE);
+	CHECK(T, r.time_us < dflt.time_us);
+	CHECK(T, nccl_eval(&c, PLAN_ALL_REDUCE, S, NCCL_RING, NCCL_SIMPLE, &ring));
+	CHECK(T, r.busbw_GBps > 1.3 * ring.busbw_GBps);
+	c.no_algos = 1u << NCCL_NVLS_TREE; /* excluded wins over named */
+	CHECK(T, nccl_predict(&c, PLAN_ALL_REDUCE, S, -1, &ring));
+	CHECK(T, ring.algo != NCCL_NVLS_TREE);
+	c.no_algos = c.named_algos = 0;
+	CHECK(T, nccl_predict(&c, PLAN_ALL_REDUCE, S, NCCL_NVLS_TREE, &r)); /* forced */
+	CHECK_EQ_INT(T, r.algo, NCCL_NVLS_TREE);
+	c = h100_comm(4, 8); /* beyond two nodes each NIC carries 2S/ppn: the network binds */
+	CHECK(T, nccl_eval(&c, PLAN_ALL_REDUCE, S, NCCL_NVLS_TREE, NCCL_SIMPLE, &r));
+	CHECK_NEAR(T, r.algbw_GBps, 0.92 * nics * 0.5, 1e-9);
+	CHECK_NEAR(T, r.net_bytes, 2.0 * S / 8.0, 1e-6);
+	c = h100_comm(16, 8);
+	CHECK(T, nccl_eval(&c, PLAN_ALL_REDUCE, 4096, NCCL_NVLS_TREE, NCCL_SIMPLE, &r));
+	CHECK_NEAR(T, r.lat_us, 192.2, 1e-9);
+	c = h100_comm(128, 8);
+	CHECK(T, nccl_eval(&c, PLAN_ALL_REDUCE, 4096, NCCL_NVLS_TREE, NCCL_SIMPLE, &r));
+	CHECK_NEAR(T, r.lat_us, 317.6, 1e-9);
+	/* only Simple, only all-reduce, only across nodes with NVLS and >= 2 GPUs a node */
+	c = h100_comm(2, 8);
+	CHECK(T, !nccl_eval(&c, PLAN_ALL_REDUCE, S, NCCL_NVLS_TREE, NCCL_LL128, &r));
+	CHECK(T, !nccl_eval(&c, PLAN_ALL_GATHER, S, NCCL_NVLS_TREE, NCCL_SIMPLE, &r));
+	c = h100_comm(1, 8);
+	CHECK(T, !nccl_eval(&c, PLAN_ALL_REDUCE, S, NCCL_NVLS_TREE, NCCL_SIMPLE, &r));
+	c = h100_comm(16, 1);
+	CHECK(T, !nccl_eval(&c, PLAN_ALL_REDUCE, S, NCCL_NVLS_TREE, NCCL_SIMPLE, &r));
+	c = h100_comm(2, 8);
+	c.nvls = false;
+	CHECK(T, !nccl_eval(&c, PLAN_ALL_REDUCE, S, NCCL_NVLS_TREE, NCCL_SIMPLE, &r));
+	/* Blackwell on x86 hosts: NCCL's tree correction on medium sizes (32 MiB: Simple 0.7) */
+	c = h100_comm(4, 8);
+	c.cc = 100;
+	struct nccl_result x86;
+	CHECK(T, nccl_eval(&c, PLAN_ALL_REDUCE, 1 << 25, NCCL_NVLS_TREE, NCCL_SIMPLE, &r));
+	c.x86_cpu = true;
+	CHECK(T, nccl_eval(&c, PLAN_ALL_REDUCE, 1 << 25, NCCL_NVLS_TREE, NCCL_SIMPLE, &x86));
+	CHECK_NEAR(T, x86.algbw_GBps, 0.7 * r.algbw_GBps, 1e-9);
+}
+
 /* Reduce is rooted like broadcast in NCCL's tuner (ring only, nsteps = n, busbw = algbw): the
  * same time for the same bytes, half an all-reduce's bandwidth term (the data crosses each link
  * once), and it puts S, not 2(n-1)/n S, on the links. */
@@ -1182,6 +1243,7 @@ int main(void)
 	TEST_RUN(&T, test_nccl_latency_table);
 	TEST_RUN(&T, test_nccl_latency_delta);
 	TEST_RUN(&T, test_nccl_plugin_latency);
+	TEST_RUN(&T, test_nccl_nvls_tree);
 	TEST_RUN(&T, test_nccl_algo_mask);
 	TEST_RUN(&T, test_nccl_bandwidth);
 	TEST_RUN(&T, test_nccl_pat);

@@ -774,30 +774,35 @@ static void test_nccl_algo_proto(struct test_ctx *T)
 {
 	struct fx f;
 	fx_init(&f);
-	const unsigned ring = 1u << 1, tree = 1u << 0, nvls = 1u << 2, pat = 1u << 3;
+	const unsigned ring = 1u << 1, tree = 1u << 0, nvls = 1u << 2, pat = 1u << 3, nvlstree = 1u << 4;
 	CHECK_OK(T, &f, run(&f, NULL, "{\"framework\":\"megatron\"}", 8, NULL, 0));
 	CHECK_EQ_INT(T, f.s.nccl_no_algos, 0);
 	CHECK_EQ_INT(T, f.s.nccl_no_protos, 0);
 	CHECK_SRC(T, &f.s, "nccl_algo", "default");
 	CHECK_OK(T, &f, run(&f, NULL, "{\"nccl_algo\":\"Ring,TREE\",\"nccl_proto\":\"simple\"}", 8, NULL, 0));
-	CHECK_EQ_INT(T, f.s.nccl_no_algos, 15u & ~(ring | tree));
+	CHECK_EQ_INT(T, f.s.nccl_no_algos, 31u & ~(ring | tree));
 	CHECK_EQ_INT(T, f.s.nccl_no_protos, 7u & ~(1u << 2));
 	CHECK_SRC(T, &f.s, "nccl_algo", "file");
 	CHECK_OK(T, &f, run(&f, NULL, "{\"nccl_algo\":\"^nvls,NVLSTree\",\"nccl_proto\":\"^LL\"}", 8, NULL, 0));
-	CHECK_EQ_INT(T, f.s.nccl_no_algos, 15u & ~(tree | ring | pat));
+	CHECK_EQ_INT(T, f.s.nccl_no_algos, 31u & ~(tree | ring | pat));
+	CHECK_EQ_INT(T, f.s.nccl_named_algos, 0); /* '^' names none */
 	CHECK_EQ_INT(T, f.s.nccl_no_protos, 7u & ~((1u << 1) | (1u << 2)));
 	CHECK_OK(T, &f, run(&f, NULL, "{\"nccl_algo\":\"Ring,CollNetDirect\"}", 8, NULL, 0));
-	CHECK_EQ_INT(T, f.s.nccl_no_algos, 15u & ~(ring));
+	CHECK_EQ_INT(T, f.s.nccl_no_algos, 31u & ~(ring));
 	static const char *const sets[] = {"nccl_algo=^ring"};
 	CHECK_OK(T, &f, run(&f, NULL, "{}", 8, sets, 1));
-	CHECK_EQ_INT(T, f.s.nccl_no_algos, 15u & ~(tree | nvls | pat));
+	CHECK_EQ_INT(T, f.s.nccl_no_algos, 31u & ~(tree | nvls | pat | nvlstree));
 	CHECK_SRC(T, &f.s, "nccl_algo", "set");
-	CHECK_FAILS(T, &f, run(&f, NULL, "{\"nccl_algo\":\"NVLSTree\"}", 8, NULL, 0),
+	/* NVLSTree is modelled: its own bit */
+	CHECK_OK(T, &f, run(&f, NULL, "{\"nccl_algo\":\"NVLSTree\"}", 8, NULL, 0));
+	CHECK_EQ_INT(T, f.s.nccl_no_algos, 31u & ~nvlstree);
+	CHECK_EQ_INT(T, f.s.nccl_named_algos, nvlstree); /* named: the tuner may take it */
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"nccl_algo\":\"CollNetChain\"}", 8, NULL, 0),
 		    "leaves none of the algorithms");
-	CHECK_FAILS(T, &f, run(&f, NULL, "{\"nccl_algo\":\"^ring,tree,nvls,pat\"}", 8, NULL, 0),
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"nccl_algo\":\"^ring,tree,nvls,pat,nvlstree\"}", 8, NULL, 0),
 		    "leaves none");
 	CHECK_FAILS(T, &f, run(&f, NULL, "{\"nccl_algo\":\"ring,bogus\"}", 8, NULL, 0),
-		    "'bogus' is not one of tree, ring, nvls, pat");
+		    "'bogus' is not one of tree, ring, nvls, pat, nvlstree");
 	CHECK_FAILS(T, &f, run(&f, NULL, "{\"nccl_proto\":\"LL,\"}", 8, NULL, 0), "a comma with no name");
 	CHECK_FAILS(T, &f, run(&f, NULL, "{\"nccl_proto\":\",LL\"}", 8, NULL, 0), "names separated by commas");
 	CHECK_FAILS(T, &f, run(&f, NULL, "{\"nccl_algo\":3}", 8, NULL, 0), "nccl_algo");
