@@ -443,7 +443,14 @@ int cmd_plan(const struct cli_ctx *ctx, int argc, char **argv)
 	int64_t seq_used = seq ? seq : base->model.seq_len;
 	if (!res.any_fit) {
 		char desc[160];
-		if (res.closest_short_bytes == INT64_MAX) {
+		if (res.unrunnable > 0) {
+			/* candidates that fit were there, and NCCL_ALGO / NCCL_PROTO took them all */
+			tw_errf(&err, TW_ERR_INVALID,
+				"nothing runs: %lld candidate%s for %s on %lld x %s fit but NCCL could not "
+				"run them with the strategy's nccl_algo / nccl_proto; the first: %s",
+				(long long)res.unrunnable, res.unrunnable == 1 ? "" : "s", base->model.name,
+				(long long)base->gpus, base->cluster.name, res.first_unrunnable);
+		} else if (res.closest_short_bytes == INT64_MAX) {
 			tw_errf(&err, TW_ERR_INVALID,
 				"nothing fits: none of the %lld candidates for %s on %lld x %s is a valid "
 				"strategy%s%s",

@@ -266,7 +266,12 @@ static void run_collective(const struct vrun *vr, const cJSON *cs, struct vcase 
 		snprintf(vc->skipped, sizeof(vc->skipped), "no measured busbw_GBps");
 		return;
 	}
-	if (!num(co, "bytes", &bytes)) {
+	const cJSON *by = field(co, "bytes"); /* NULL: absent or null */
+	if (by && !num(co, "bytes", &bytes)) {
+		snprintf(vc->skipped, sizeof(vc->skipped), "collective.bytes: must be a number (bytes)");
+		return;
+	}
+	if (!by) {
 		/* a bus bandwidth quoted without a size is the large-message figure (a GPU's or
 		 * fabric's "all-reduce GB/s"): the largest size nccl-tests and all_reduce_bench.py
 		 * sweep to, where latency and fill are under 1% */

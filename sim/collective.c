@@ -26,8 +26,8 @@ enum tw_result sim_collective(const struct cluster *c, const char *op, double S,
 		return tw_errf(err, TW_ERR_INVALID, "collective: host_us=%g: must be a finite number >= 0", host_us);
 	if (ranks < 2)
 		return tw_errf(err, TW_ERR_INVALID, "collective: ranks=%lld: needs at least 2", (long long)ranks);
-	if (!(S > 0))
-		return tw_errf(err, TW_ERR_INVALID, "collective: bytes: must be > 0");
+	if (!(S > 0) || !isfinite(S))
+		return tw_errf(err, TW_ERR_INVALID, "collective: bytes: must be a finite number > 0");
 	int gpn = c->node.gpus > 0 ? c->node.gpus : 1;
 	int64_t nodes = (ranks + gpn - 1) / gpn;
 	if (ranks > gpn && ranks % gpn != 0)

@@ -78,14 +78,17 @@ static int cc_index(int cc)
 	return cc >= 100 ? 3 : cc >= 90 ? 2 : cc >= 80 ? 1 : 0;
 }
 
+/* floor(log2 x) for x >= 1, 0 below; a non-finite x (a size no message has) gives 1024 rather
+ * than halving forever */
 static int log2i(double x)
 {
-	int l = 0;
-	while (x >= 2.0) {
-		x /= 2.0;
-		l++;
-	}
-	return l;
+	if (!(x >= 2.0))
+		return 0;
+	if (!isfinite(x))
+		return 1024;
+	int e;
+	frexp(x, &e); /* x = m 2^e, m in [0.5, 1) */
+	return e - 1;
 }
 
 double nccl_size(enum plan_coll c, double bytes, int64_t n)

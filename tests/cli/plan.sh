@@ -170,3 +170,10 @@ check "plan --json: the candidate's sets give the split (pp 3, embedding and los
 st=$?
 check "plan --set nccl_algo=tree: exits 0 with candidates ranked and the unrunnable counted" \
 	"[ $st -eq 0 ] && [ \$(py '$tmp/nt.json' \"d['nccl_unrunnable'] > 0 and len(d['top']) > 0\") = True ]"
+# every candidate that fits dropped for NCCL_ALGO (NVLSTree alone: no one-node all-reduce):
+# one line that says so, not "nothing fits"
+"$TWIN" plan -m llama2-7b -c dgx-h100 --gpus 8 --global-batch 64 --set nccl_algo=NVLSTree \
+	>"$tmp/o" 2>"$tmp/e"
+st=$?
+check "plan --set nccl_algo=NVLSTree on one node: exit 2, one line, nothing runs" \
+	"[ $st -eq 2 ] && [ ! -s '$tmp/o' ] && [ \$(wc -l <'$tmp/e') -eq 1 ] && grep -q 'nothing runs: .* fit but NCCL could not run them' '$tmp/e'"

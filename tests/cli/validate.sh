@@ -224,10 +224,13 @@ cs = [{"id": "h%d" % i, "source": "x", "kind": "collective", "model": None,
 # a bus bandwidth quoted without a size: the large-message figure, 16 GiB
 cs.append(dict(cs[0], id="nosize", collective=dict(cs[0]["collective"], bytes=None)))
 cs.append(dict(cs[0], id="16g", collective=dict(cs[0]["collective"], bytes=1 << 34)))
-json.dump({"schema": "twin-validation/1", "cases": cs}, open(sys.argv[1], "w"))
+# a size that is not a number, or not finite (1e999 reads as infinity): skipped with the reason
+cs.append(dict(cs[0], id="text", collective=dict(cs[0]["collective"], bytes="1 GiB")))
+cs.append(dict(cs[0], id="inf", collective=dict(cs[0]["collective"], bytes=123456789)))
+open(sys.argv[1], "w").write(json.dumps({"schema": "twin-validation/1", "cases": cs}).replace("123456789", "1e999"))
 PY
 python3 "$tmp/harness.py" "$tmp/harness.json"
-"$TWIN" validate "$tmp/harness.json" --json >"$tmp/harness_out.json" 2>"$tmp/err"
+timeout 60 "$TWIN" validate "$tmp/harness.json" --json >"$tmp/harness_out.json" 2>"$tmp/err"
 check "validate: all_reduce_bench.py's window holds the call's host dispatch" python3 -c "
 import json
 c = {x['id']: x for x in json.load(open('$tmp/harness_out.json'))['cases'] if x['id'] in ('h0', 'h1')}
@@ -239,7 +242,8 @@ check "validate: a bus bandwidth without a size is predicted at 16 GiB" python3 
 import json
 c = {x['id']: x for x in json.load(open('$tmp/harness_out.json'))['cases']}
 assert c['nosize']['metrics'][0]['predicted'] == c['16g']['metrics'][0]['predicted'] > 300, c
-assert any('bytes=16 GiB' in a for a in c['nosize']['assumed']), c['nosize']"
+assert any('bytes=16 GiB' in a for a in c['nosize']['assumed']), c['nosize']
+assert 'must be a number' in c['text']['skipped'] and 'finite' in c['inf']['skipped'], (c['text'], c['inf'])"
 
 printf '{"schema": "other/1", "cases": []}' >"$tmp/bad.json"
 "$TWIN" validate "$tmp/bad.json" >"$tmp/o" 2>"$tmp/e"

@@ -1231,6 +1231,10 @@ static void test_collective_cases(struct test_ctx *T)
 	CHECK_NEAR(T, h.busbw_GBps * h.time_us, r.busbw_GBps * r.time_us, 1e-6);
 	CHECK_NEAR(T, h.algbw_GBps, 8388608.0 / (h.time_us * 1e3), 1e-9);
 	CHECK_EQ_INT(T, sim_collective(&j.cluster, "all_reduce", 8388608.0, 8, NULL, -1, &h, &err), TW_ERR_INVALID);
+	CHECK_EQ_INT(T, sim_collective(&j.cluster, "all_reduce", INFINITY, 8, NULL, 0, &h, &err), TW_ERR_INVALID);
+	/* a size no message has still ends (log2 of it is not a halving loop) */
+	CHECK_EQ_INT(T, sim_collective(&j.cluster, "all_reduce", 1e300, 16, NULL, 0, &h, &err), TW_OK);
+	CHECK(T, h.time_us > 0 && isfinite(h.time_us));
 	CHECK_EQ_INT(T, sim_collective(&j.cluster, "sendrecv", 8388608.0, 8, NULL, 20, &h, &err), TW_OK);
 	CHECK_NEAR(T, h.busbw_GBps, 8388608.0 / (h.time_us * 1e3), 1e-9);
 }
