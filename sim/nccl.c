@@ -12,8 +12,8 @@
 
 #include "sim_int.h"
 
-/* §1.2 constant tables: [algo][proto] with algo TREE, RING, NVLS, PAT and proto LL, LL128,
- * SIMPLE */
+/* §1.2 constant tables: [algo][proto] with algo TREE, RING, NVLS, PAT, NVLS_TREE and proto LL,
+ * LL128, SIMPLE */
 static const double base_lat[NCCL_NUM_ALGOS][NCCL_NUM_PROTOS] = {
 	{ 6.8, 14.0, 8.4 }, { 6.6, 14.0, 8.4 }, { 0, 0, 0 }, { 8.0, 8.0, 8.0 }, { 0, 0, 0 } };
 enum { HW_NVLINK = 0, HW_PCI, HW_NET };
