@@ -34,6 +34,13 @@ static void usage(FILE *f)
 		   "assumed (--json \"assumed\") includes: a collective without a size runs at\n"
 		   "16 GiB, and one measured with ml-engineering's all_reduce_bench.py adds the\n"
 		   "blocking call's host dispatch (one framework op, 20 us) to NCCL's time.\n"
+		   "Figures a case gives beside the README's metrics are predicted under the\n"
+		   "condition their key states and reported as metrics of their own:\n"
+		   "busbw_nvls_off_GBps and busbw_non_sharp_GBps (NVLS off), busbw_ring_forced_GBps\n"
+		   "and busbw_nvlstree_forced_GBps (NCCL_ALGO), busbw_1node_GBps (one node's GPUs);\n"
+		   "a memory case's first-stage activations, model states and peak in Korthikanti\n"
+		   "et al.'s configurations (activations_gib_*, params_plus_optimizer_gib,\n"
+		   "total_gib_baseline_no_recompute, rel_act_mem_pct_* of the TP baseline).\n"
 		   "\n"
 		   "  --json               one JSON object (the README's shape)\n"
 		   "  --only PREFIX        only the cases whose id starts with PREFIX\n"
@@ -46,9 +53,9 @@ static void usage(FILE *f)
 		   "                       figure moves the errors, e.g. --set eff.comm_overlap_slowdown=1.2\n");
 }
 
-#define MAX_METRICS 8
+#define MAX_METRICS 12
 struct metric {
-	char name[32];
+	char name[48]; /* the measured key: a README metric or a collector's extra */
 	double predicted, measured, error;
 };
 
@@ -255,12 +262,51 @@ static const char *canon_op(const char *op)
 	return op;
 }
 
+/* Figures a collective case may carry beside busbw_GBps (the collector's keys, the
+ * validation README leaves the measured object open): the same call under a stated
+ * condition, predicted under that condition and reported as a metric of its own. */
+struct coll_extra {
+	const char *key;
+	const char *algo;     /* NCCL_ALGO the measurement forced; NULL: the tuner's choice */
+	bool nvls_off;        /* NCCL_NVLS_ENABLE=0 (NVLink SHARP is NVLS) */
+	bool one_node;        /* the same payload on one node's GPUs */
+};
+static const struct coll_extra coll_extras[] = {
+	{ "busbw_nvls_off_GBps", NULL, true, false },
+	{ "busbw_non_sharp_GBps", NULL, true, false },
+	{ "busbw_ring_forced_GBps", "ring", false, false },
+	{ "busbw_nvlstree_forced_GBps", "nvlstree", false, false },
+	{ "busbw_1node_GBps", NULL, false, true },
+};
+
+/* NVLS off as a cluster: no in-switch reduction, and so no NVLS bandwidth */
+static const char *const nvls_off_sets[] = { "node.nvls=false", "node.nvls_GBps=0" };
+#define NUM_NVLS_OFF_SETS 2
+
+/* One prediction of a collective on the case's cluster (its sets, then the nextra sets of
+ * `extra`); ranks 0: one node's GPUs. */
+static enum tw_result coll_predict(const struct vrun *vr, const char *topo, const char **sets, int ns,
+				   const char *const *extra, int nextra, const char *op, double bytes, int64_t ranks,
+				   const char *algo, double host_us, struct sim_coll_result *r,
+				   struct tw_err *err)
+{
+	char dir[1024];
+	snprintf(dir, sizeof(dir), "%s/topologies", vr->ctx->data_dir);
+	for (int i = 0; i < nextra; i++)
+		sets[ns++] = extra[i];
+	struct cluster c;
+	if (cluster_load(topo, dir, sets, ns, &c, err) != TW_OK)
+		return err->code;
+	if (ranks == 0)
+		ranks = c.node.gpus;
+	return sim_collective(&c, canon_op(op), bytes, ranks, algo, host_us, r, err);
+}
+
 static void run_collective(const struct vrun *vr, const cJSON *cs, struct vcase *vc)
 {
-	const struct cli_ctx *ctx = vr->ctx;
 	const cJSON *cl = field(cs, "cluster"), *co = field(cs, "collective"), *me = field(cs, "measured");
 	double meas, bytes, ranks;
-	const char *op = str(co, "op"), *topo = str(cl, "topology");
+	const char *op = str(co, "op"), *topo = str(cl, "topology"), *algo = str(co, "algo");
 	if (!co || !op || !topo) {
 		snprintf(vc->skipped, sizeof(vc->skipped), "collective case without collective.op or cluster.topology");
 		return;
@@ -292,16 +338,8 @@ static void run_collective(const struct vrun *vr, const cJSON *cs, struct vcase 
 		return;
 	}
 	char bufs[CASE_SETS][160];
-	const char *sets[CASE_SETS + CLI_MAX_SETS];
+	const char *sets[CASE_SETS + CLI_MAX_SETS + NUM_NVLS_OFF_SETS]; /* + an extra's condition */
 	int ns = cluster_sets(vr, cs, vc, bufs, sets);
-	char dir[1024];
-	snprintf(dir, sizeof(dir), "%s/topologies", ctx->data_dir);
-	struct cluster c;
-	struct tw_err err = { 0 };
-	if (cluster_load(topo, dir, sets, ns, &c, &err) != TW_OK) {
-		snprintf(vc->skipped, sizeof(vc->skipped), "%s", err.msg);
-		return;
-	}
 	/* ml-engineering's all_reduce_bench.py times each call alone: barrier, start event, one
 	 * blocking torch.distributed call, end event, on a GPU left idle by the barrier, so the
 	 * window also holds the call's host dispatch, one framework op; nccl-tests launches its
@@ -309,16 +347,34 @@ static void run_collective(const struct vrun *vr, const cJSON *cs, struct vcase 
 	bool blocking = case_mentions(cs, "all_reduce_bench", NULL);
 	double host_us = blocking ? STRAT_HOST_OP_US : 0;
 	struct sim_coll_result r;
-	if (sim_collective(&c, canon_op(op), bytes, (int64_t)ranks, str(co, "algo"), host_us, &r, &err) != TW_OK) {
+	struct tw_err err = { 0 };
+	if (coll_predict(vr, topo, sets, ns, NULL, 0, op, bytes, (int64_t)ranks, algo, host_us, &r, &err) != TW_OK) {
 		snprintf(vc->skipped, sizeof(vc->skipped), "%s", err.msg);
 		return;
 	}
-	if (!str(co, "algo"))
+	if (!algo)
 		assume(vc, "collective.algo=%s/%s (NCCL's tuner choice)", r.algo, r.proto);
 	if (blocking)
 		assume(vc, "harness all_reduce_bench.py: one blocking call, %.1f us of NCCL + %g us host dispatch",
 		       r.nccl_us, host_us);
 	add_metric(vc, "busbw_GBps", r.busbw_GBps, meas);
+
+	for (size_t i = 0; i < sizeof(coll_extras) / sizeof(coll_extras[0]); i++) {
+		const struct coll_extra *x = &coll_extras[i];
+		double xm;
+		if (!num(me, x->key, &xm))
+			continue;
+		/* the case's own algorithm stays unless the condition replaces it (NVLS off
+		 * leaves the tuner to choose among the rest) */
+		const char *xa = x->algo ? x->algo : x->nvls_off ? NULL : algo;
+		memset(&err, 0, sizeof(err));
+		if (coll_predict(vr, topo, sets, ns, nvls_off_sets, x->nvls_off ? NUM_NVLS_OFF_SETS : 0, op, bytes,
+				 x->one_node ? 0 : (int64_t)ranks, xa, host_us, &r, &err) != TW_OK) {
+			assume(vc, "%s not predicted: %s", x->key, err.msg);
+			continue;
+		}
+		add_metric(vc, x->key, r.busbw_GBps, xm);
+	}
 }
 
 /* ---- training cases ---- */
@@ -806,6 +862,110 @@ static bool moe_json(const cJSON *moe, cJSON *o, struct vcase *vc)
 	return true;
 }
 
+/* Figures a memory case may carry beside peak_mem_gib (the collector's keys, from Korthikanti
+ * et al.'s Figures 1 and 7): the first pipeline stage's activations (with full recompute its
+ * layer-input checkpoints), model states and peak in stated configurations, from the plan's
+ * memory walk of rank 0. A percentage is of the TP baseline: no sequence parallelism, no
+ * recompute, the case's strategy otherwise. */
+enum mx_what { MX_ACT_GIB, MX_STATES_GIB, MX_PEAK_GIB, MX_ACT_PCT };
+struct mem_extra {
+	const char *key;
+	bool sp;
+	enum strat_recompute rc;
+	enum mx_what what;
+};
+static const struct mem_extra mem_extras[] = {
+	{ "params_plus_optimizer_gib", false, STRAT_RECOMPUTE_NONE, MX_STATES_GIB },
+	{ "activations_gib_sp_selective", true, STRAT_RECOMPUTE_SELECTIVE, MX_ACT_GIB },
+	{ "activations_gib_baseline_no_recompute", false, STRAT_RECOMPUTE_NONE, MX_ACT_GIB },
+	{ "total_gib_baseline_no_recompute", false, STRAT_RECOMPUTE_NONE, MX_PEAK_GIB },
+	{ "rel_act_mem_pct_seq", true, STRAT_RECOMPUTE_NONE, MX_ACT_PCT },
+	{ "rel_act_mem_pct_sel", false, STRAT_RECOMPUTE_SELECTIVE, MX_ACT_PCT },
+	{ "rel_act_mem_pct_seq_sel", true, STRAT_RECOMPUTE_SELECTIVE, MX_ACT_PCT },
+	{ "rel_act_mem_pct_full_recompute", false, STRAT_RECOMPUTE_FULL, MX_ACT_PCT },
+};
+#define NUM_MEM_EXTRAS (sizeof(mem_extras) / sizeof(mem_extras[0]))
+
+static bool has_mem_extra(const cJSON *me)
+{
+	double v;
+	for (size_t i = 0; i < NUM_MEM_EXTRAS; i++)
+		if (num(me, mem_extras[i].key, &v))
+			return true;
+	return false;
+}
+
+/* rank 0's memory walk with sequence parallelism and recompute as given (the rest of the
+ * job's strategy kept); the strategy is restored */
+static enum tw_result variant_mem(struct job *j, bool sp, enum strat_recompute rc, struct plan_mem *m,
+				  struct tw_err *err)
+{
+	struct strategy keep = j->strat;
+	j->strat.sequence_parallel = sp;
+	j->strat.recompute = rc;
+	j->strat.recompute_num_layers = 0;
+	j->strat.recompute_modules = 0; /* the attention core, Korthikanti's selective */
+	struct plan p;
+	enum tw_result rv = plan_rank(j, 0, &p, err);
+	if (rv == TW_OK) {
+		rv = plan_memory(j, &p, m, err);
+		plan_release(&p);
+	}
+	j->strat = keep;
+	return rv;
+}
+
+static int64_t variant_act(const struct plan_mem *m, enum strat_recompute rc)
+{
+	return m->max_cat[PLAN_DEV_GPU][rc == STRAT_RECOMPUTE_FULL ? PLAN_MEM_CKPT : PLAN_MEM_ACTIV];
+}
+
+static void run_mem_extras(struct job *j, const cJSON *me, struct vcase *vc)
+{
+	struct plan_mem base, m;
+	struct tw_err err = { 0 };
+	bool have_base = false;
+	for (size_t i = 0; i < NUM_MEM_EXTRAS; i++) {
+		const struct mem_extra *x = &mem_extras[i];
+		double meas;
+		if (!num(me, x->key, &meas))
+			continue;
+		if (x->sp && j->strat.tp < 2) {
+			assume(vc, "%s not predicted: sequence parallelism needs tp > 1", x->key);
+			continue;
+		}
+		if (x->what == MX_ACT_PCT && !have_base) {
+			if (variant_mem(j, false, STRAT_RECOMPUTE_NONE, &base, &err) != TW_OK) {
+				assume(vc, "%s not predicted: %s", x->key, err.msg);
+				continue;
+			}
+			have_base = true;
+		}
+		bool own = x->what == MX_STATES_GIB; /* states do not depend on SP or recompute */
+		if (variant_mem(j, own ? j->strat.sequence_parallel : x->sp, own ? j->strat.recompute : x->rc,
+				&m, &err) != TW_OK) {
+			assume(vc, "%s not predicted: %s", x->key, err.msg);
+			continue;
+		}
+		double pred = 0;
+		switch (x->what) {
+		case MX_ACT_GIB:
+			pred = (double)variant_act(&m, x->rc) / (double)TW_GIB;
+			break;
+		case MX_STATES_GIB:
+			pred = (double)m.states_peak[PLAN_DEV_GPU] / (double)TW_GIB;
+			break;
+		case MX_PEAK_GIB:
+			pred = (double)m.peak[PLAN_DEV_GPU] / (double)TW_GIB;
+			break;
+		case MX_ACT_PCT:
+			pred = 100.0 * (double)variant_act(&m, x->rc) / (double)variant_act(&base, STRAT_RECOMPUTE_NONE);
+			break;
+		}
+		add_metric(vc, x->key, pred, meas);
+	}
+}
+
 static void run_training(const struct vrun *vr, const cJSON *cs, struct vcase *vc,
 			 bool memory_only)
 {
@@ -843,8 +1003,8 @@ static void run_training(const struct vrun *vr, const cJSON *cs, struct vcase *v
 		snprintf(vc->skipped, sizeof(vc->skipped), "strategy.global_batch not given: with pp=%g the pipeline bubble, hence the throughput, depends on it", pp);
 		return;
 	}
-	if (memory_only && !has_mem) {
-		snprintf(vc->skipped, sizeof(vc->skipped), "no peak_mem_gib measured (relative activation figures are not a prediction target)");
+	if (memory_only && !has_mem && !has_mem_extra(me)) {
+		snprintf(vc->skipped, sizeof(vc->skipped), "no memory figure measured (peak_mem_gib, or activations or states in GiB or %% of a baseline)");
 		return;
 	}
 	if (!memory_only && !(has_t || has_tfl || has_mfu || has_tok || has_tokg)) {
@@ -893,6 +1053,10 @@ static void run_training(const struct vrun *vr, const cJSON *cs, struct vcase *v
 		assume(vc, "strategy.kernels=%s (%s default)",
 		       strat_kernels_name(j->strat.kernels),
 		       j->strat.framework == STRAT_FSDP ? "FSDP" : "DeepSpeed");
+	if (memory_only)
+		run_mem_extras(j, me, vc);
+	if (memory_only && !has_mem)
+		goto out;
 	struct sim_options so = { .max_events = max_events };
 	struct sim_stats ss;
 	if (sim_run(j, &so, &t, &ss, &err) != TW_OK) {
@@ -949,7 +1113,7 @@ out:
 /* ---- summary ---- */
 
 struct group {
-	char metric[32];
+	char metric[48];
 	const char *source;
 	int64_t count, over;   /* over: cases off by more than 25% */
 	double sum, worst;
@@ -1177,14 +1341,18 @@ int cmd_validate(const struct cli_ctx *ctx, int argc, char **argv)
 		cli_print_json(out);
 	} else {
 		size_t skipped = 0;
-		printf("%-48s %-16s %12s %12s %8s\n", "case", "metric", "predicted", "measured", "error");
+		int w = 16; /* the metric column: the longest name */
+		for (int k = 0; k < ng; k++)
+			if ((int)strlen(g[k].metric) > w)
+				w = (int)strlen(g[k].metric);
+		printf("%-48s %-*s %12s %12s %8s\n", "case", w, "metric", "predicted", "measured", "error");
 		for (size_t i = 0; i < nv; i++) {
 			if (vc[i].skipped[0]) {
 				skipped++;
 				continue;
 			}
 			for (int k = 0; k < vc[i].nm; k++)
-				printf("%-48s %-16s %12.4g %12.4g %+7.1f%%\n", vc[i].id, vc[i].m[k].name,
+				printf("%-48s %-*s %12.4g %12.4g %+7.1f%%\n", vc[i].id, w, vc[i].m[k].name,
 				       vc[i].m[k].predicted, vc[i].m[k].measured, 100 * vc[i].m[k].error);
 		}
 		if (skipped) {
@@ -1193,16 +1361,16 @@ int cmd_validate(const struct cli_ctx *ctx, int argc, char **argv)
 				if (vc[i].skipped[0])
 					printf("  %-46s %s\n", vc[i].id, vc[i].skipped);
 		}
-		printf("\n%-16s %6s %8s %9s  %-40s %s\n", "metric", "count", "MAPE", "worst", "worst case", "source");
+		printf("\n%-*s %6s %8s %9s  %-40s %s\n", w, "metric", "count", "MAPE", "worst", "worst case", "source");
 		for (int k = 0; k < ng; k++)
-			printf("%-16s %6" PRId64 " %7.1f%% %+8.1f%%  %-40s %.60s\n", g[k].metric, g[k].count,
+			printf("%-*s %6" PRId64 " %7.1f%% %+8.1f%%  %-40s %.60s\n", w, g[k].metric, g[k].count,
 			       100 * g[k].sum / (double)g[k].count, 100 * g[k].worst, g[k].worst_id, g[k].source);
 		struct group *all = NULL;
 		int na = summarise(vc, nv, false, &all);
-		printf("\n%-16s %6s %8s %6s %9s  %s\n", "all sources", "count", "MAPE", ">25%", "worst",
+		printf("\n%-*s %6s %8s %6s %9s  %s\n", w, "all sources", "count", "MAPE", ">25%", "worst",
 		       "worst case");
 		for (int k = 0; k < na; k++)
-			printf("%-16s %6" PRId64 " %7.1f%% %6" PRId64 " %+8.1f%%  %s\n", all[k].metric,
+			printf("%-*s %6" PRId64 " %7.1f%% %6" PRId64 " %+8.1f%%  %s\n", w, all[k].metric,
 			       all[k].count, 100 * all[k].sum / (double)all[k].count, all[k].over,
 			       100 * all[k].worst, all[k].worst_id);
 		free(all);
@@ -1217,9 +1385,9 @@ int cmd_validate(const struct cli_ctx *ctx, int argc, char **argv)
 					group_add(&t, m->error, vc[i].id);
 			}
 		if (t.count > 0)
-			printf("%-16s %6" PRId64 " %7.1f%% %6" PRId64 " %+8.1f%%  %s  (tflops_per_gpu, "
+			printf("%-*s %6" PRId64 " %7.1f%% %6" PRId64 " %+8.1f%%  %s  (tflops_per_gpu, "
 			       "iter_time_s, tokens_per_s[_per_gpu])\n",
-			       t.metric, t.count, 100 * t.sum / (double)t.count, t.over, 100 * t.worst,
+			       w, t.metric, t.count, 100 * t.sum / (double)t.count, t.over, 100 * t.worst,
 			       t.worst_id);
 	}
 	free(g);

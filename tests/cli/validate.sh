@@ -286,3 +286,48 @@ check "validate --set eff.attn_kernels.fa3 with A100 cases: exit 2, one line nam
 "$TWIN" validate examples/validation/public.json --only nccl_h200_1node --json \
 	--set 'eff.attn_kernels.fa3.eff=[0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8]' >"$tmp/o" 2>"$tmp/e"
 check "validate --set eff.attn_kernels.fa3 with H200 cases only: runs" "[ $? -eq 0 ] && [ -s '$tmp/o' ]"
+
+# figures a case carries beside the README's metrics (the collector's keys): the same call
+# with NVLS off (the tuner's ring, below NVLS), with an algorithm forced, on one node; the
+# Korthikanti memory figures from the plan's memory walk in each stated configuration
+"$TWIN" validate examples/validation/public.json --only nccl_h200_8gpu --json >"$tmp/x1.json" 2>"$tmp/err"
+"$TWIN" validate examples/validation/public.json --only nccl_h200_4node --json >"$tmp/x2.json" 2>>"$tmp/err"
+"$TWIN" validate examples/validation/public.json --only nccl_b200_4node_allreduce_16777216 --json >"$tmp/x3.json" 2>>"$tmp/err"
+"$TWIN" validate examples/validation/public.json --only korthikanti2022_fig --json >"$tmp/x4.json" 2>>"$tmp/err"
+cat >"$tmp/extra.py" <<'PY'
+import json, sys
+m = lambda f, i=0: {x["name"]: x for x in json.load(open(f))["cases"][i]["metrics"]}
+a = m(sys.argv[1])
+assert a["busbw_nvls_off_GBps"]["predicted"] < 0.85 * a["busbw_GBps"]["predicted"], a
+b = m(sys.argv[2])
+assert b["busbw_ring_forced_GBps"]["predicted"] != b["busbw_nvlstree_forced_GBps"]["predicted"], b
+c = m(sys.argv[3])   # 8 GPUs on NVLink, not 32 over EFA
+assert c["busbw_1node_GBps"]["predicted"] > 2 * c["busbw_GBps"]["predicted"], c
+d = {c["id"]: c for c in json.load(open(sys.argv[4]))["cases"]}
+assert all(not c["skipped"] for c in d.values()), [(i, c["skipped"]) for i, c in d.items()]
+f7 = {x["name"]: x["predicted"] for x in d["korthikanti2022_fig7_22B_relative_activation_memory"]["metrics"]}
+assert set(f7) == {"rel_act_mem_pct_seq", "rel_act_mem_pct_sel", "rel_act_mem_pct_seq_sel",
+                   "rel_act_mem_pct_full_recompute"}, f7
+assert 0 < f7["rel_act_mem_pct_full_recompute"] < f7["rel_act_mem_pct_seq_sel"] < f7["rel_act_mem_pct_sel"] < f7["rel_act_mem_pct_seq"] < 100, f7
+f1 = {x["name"]: x["predicted"] for x in d["korthikanti2022_fig1_22B_memory"]["metrics"]}
+assert f1["activations_gib_sp_selective"] < f1["activations_gib_baseline_no_recompute"], f1
+assert f1["total_gib_baseline_no_recompute"] > f1["params_plus_optimizer_gib"] + f1["activations_gib_baseline_no_recompute"] - 1, f1
+print("ok")
+PY
+check "validate: extra measured figures predicted under their stated conditions" \
+	"python3 '$tmp/extra.py' '$tmp/x1.json' '$tmp/x2.json' '$tmp/x3.json' '$tmp/x4.json' | grep -q ok"
+# a figure the condition cannot hold is named, not predicted: sequence parallelism at tp 1
+python3 - "$tmp/sp1.json" <<'PY'
+import json, sys
+c = json.load(open("examples/validation/public.json"))
+k = [x for x in c["cases"] if x["id"] == "korthikanti2022_fig7_22B_relative_activation_memory"][0]
+k["strategy"]["tp"] = 1
+k["cluster"]["gpus"] = 1
+k["measured"] = {"rel_act_mem_pct_seq": 66.84}
+json.dump({"schema": "twin-validation/1", "cases": [k]}, open(sys.argv[1], "w"))
+PY
+"$TWIN" validate "$tmp/sp1.json" --json >"$tmp/sp1_out.json" 2>"$tmp/err"
+check "validate: an extra figure whose condition cannot hold is named and the case skipped" python3 -c "
+import json
+c = json.load(open('$tmp/sp1_out.json'))['cases'][0]
+assert c['skipped'] and any('needs tp > 1' in a for a in c['assumed']), c"
