@@ -594,8 +594,8 @@ enum tw_result cluster_validate(const struct cluster *c, const char *file, struc
 		return BAD("%s: node.nvls_GBps: must be > 0 when node.nvls is true, got %g", file,
 			   c->node.nvls_GBps);
 	if (!c->node.nvls && c->node.nvls_GBps != 0)
-		return BAD("%s: node.nvls_GBps: must be 0 when node.nvls is false, got %g", file,
-			   c->node.nvls_GBps);
+		return BAD("%s: node.nvls_GBps: must be 0 when node.nvls is false, got %g (NVLS off "
+			   "as a what-if: node.nvls=false and node.nvls_GBps=0)", file, c->node.nvls_GBps);
 	if (c->node.intra == CLUSTER_INTRA_HOST) {
 		if (c->node.pcie_gen != 0)
 			return BAD("%s: node.pcie_gen: must be 0 with node.intra = host, got %d", file,

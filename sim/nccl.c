@@ -4,7 +4,8 @@
  *  - the graph (channels, per-channel bandwidth) comes from the cluster file, not NCCL's search;
  *  - NVLS and Tree bandwidths come from the bytes each GPU moves (NVLS: S + S/n per direction
  *    through the switch; Tree: S per node across two nodes, 2S beyond), not the tuner's ratios;
- *  - a pipeline-fill term: the first chunk has to cross every step before the ring streams;
+ *  - a pipeline-fill term: the first chunk has to cross every step before the ring streams
+ *    (NVLS: two iterations of its kernel's scatter / reduce / gather pipeline);
  *  - NVLSTree is taken when NCCL_ALGO names it, not by the default argmin.
  * Times in µs, bandwidths in GB/s (1e9 B/s), sizes in bytes. */
 #include <math.h>
@@ -89,6 +90,27 @@ static int log2i(double x)
 	int e;
 	frexp(x, &e); /* x = m 2^e, m in [0.5, 1) */
 	return e - 1;
+}
+
+/* NVLS channels (NCCL's nvlsChannels: 16 on Hopper, 32 on Blackwell) */
+static double nvls_channels(int cc)
+{
+	return cc >= 100 ? 32.0 : 16.0;
+}
+
+/* The chunk of NCCL's single-node NVLS all-reduce, bytes (enqueue.cc, NCCL 2.30): 128 KiB,
+ * 64 KiB below 64 chunks per channel and head (each GPU of the node heads one), 32 KiB below
+ * 8, 16 KiB below 2: mid-size calls run smaller chunks, so a shorter pipeline fill. */
+static double nvls_chunk(double S, int cc, int ppn)
+{
+	double conc = nvls_channels(cc) * (double)ppn, chunk = NVLS_CHUNK;
+	if (S < 64.0 * conc * chunk)
+		chunk = 65536.0;
+	if (S < 8.0 * conc * chunk)
+		chunk = 32768.0;
+	if (S < 2.0 * conc * chunk)
+		chunk = 16384.0;
+	return chunk;
 }
 
 double nccl_size(enum plan_coll c, double bytes, int64_t n)
@@ -382,7 +404,7 @@ bool nccl_eval(const struct nccl_comm *cm, enum plan_coll c, double S, int a, in
 		 * NICs: S per node across two nodes, 2S beyond, at the tree's 0.92 (as Tree
 		 * above). NCCL's per-channel cap on its nvlsChannels (16, 32 on Blackwell). */
 		double tree = 0.92 * inter * (N == 2 ? 1.0 : 0.5);
-		double cap = (cm->cc >= 100 ? 32.0 : 16.0) * per_ch_nvls_tree[ci][i2] * (double)n / nsteps;
+		double cap = nvls_channels(cm->cc) * per_ch_nvls_tree[ci][i2] * (double)n / nsteps;
 		alg = fmin(fmin(nvls_algbw(cm, ppn), tree), cap);
 	} else {
 		alg = nvls_algbw(cm, n); /* NVLS AllReduce within one node */
@@ -438,6 +460,17 @@ bool nccl_eval(const struct nccl_comm *cm, enum plan_coll c, double S, int a, in
 					     : nsteps;
 	double ch_bw = bw_ch * (p == NCCL_LL ? 0.5 : 1.0);
 	double fill = fill_steps * chunk / (1000.0 * ch_bw);
+	if (a == NCCL_NVLS) {
+		/* NCCL's NVLS kernel (device/all_reduce.h) runs three warp groups at once on each
+		 * channel, over iterations of one chunk per head: scatter (this GPU's ppn chunks into
+		 * the heads' buffers), reduce (its head's chunk: a multimem load-reduce and store
+		 * through the switch), gather (the ppn reduced chunks back out). A three-stage
+		 * pipeline of iterations fills in two of them, each ppn chunks at the channel's share
+		 * of the algorithm bandwidth. */
+		double nch = nvls_channels(cm->cc);
+		double it = fmin((double)ppn * nvls_chunk(S, cm->cc, ppn), S / nch);
+		fill = 2.0 * it * nch / (1000.0 * alg);
+	}
 
 	out->algo = a;
 	out->proto = p;

@@ -225,6 +225,28 @@ static void test_nccl_bandwidth(struct test_ctx *T)
 	/* NVLS: switch moves S (1 + 1/n) per GPU per direction at 0.85 efficiency */
 	CHECK(T, nccl_eval(&c, PLAN_ALL_REDUCE, S, NCCL_NVLS, NCCL_SIMPLE, &r));
 	CHECK_NEAR(T, r.algbw_GBps, 370.8 * 0.85 * 8.0 / 9.0, 1e-9);
+	/* its fill: two iterations of the kernel's scatter / reduce / gather pipeline, each one
+	 * chunk per head (8) on each of the 16 NVLS channels, at the algorithm bandwidth; NCCL's
+	 * chunk is 128 KiB from 1 GiB (64 chunks per channel and head), 64 KiB below, 32 KiB
+	 * below 64 MiB, 16 KiB below 8 MiB */
+	double nv_alg = 370.8 * 0.85 * 8.0 / 9.0;
+	struct {
+		double S, chunk;
+	} nv[] = { { 2.0 * (1 << 30), 131072 }, { 256.0 * (1 << 20), 65536 },
+		   { 32.0 * (1 << 20), 32768 }, { 4.0 * (1 << 20), 16384 } };
+	for (int i = 0; i < 4; i++) {
+		CHECK(T, nccl_eval(&c, PLAN_ALL_REDUCE, nv[i].S, NCCL_NVLS, NCCL_SIMPLE, &r));
+		CHECK_NEAR(T, r.fill_us, 2.0 * 8.0 * nv[i].chunk * 16.0 / (1000.0 * nv_alg), 1e-9);
+		CHECK_NEAR(T, r.time_us, r.lat_us + nv[i].S / (1000.0 * nv_alg) + r.fill_us, 1e-9);
+	}
+	/* a call smaller than one iteration fills with what it has: twice its transfer */
+	CHECK(T, nccl_eval(&c, PLAN_ALL_REDUCE, 1 << 20, NCCL_NVLS, NCCL_SIMPLE, &r));
+	CHECK_NEAR(T, r.fill_us, 2.0 * (1 << 20) / (1000.0 * nv_alg), 1e-9);
+	/* Blackwell runs 32 NVLS channels: the chunk steps down at twice the sizes */
+	struct nccl_comm bw = c;
+	bw.cc = 100;
+	CHECK(T, nccl_eval(&bw, PLAN_ALL_REDUCE, 1.5 * (1 << 30), NCCL_NVLS, NCCL_SIMPLE, &r));
+	CHECK_NEAR(T, r.fill_us, 2.0 * 8.0 * 65536.0 * 32.0 / (1000.0 * r.algbw_GBps), 1e-9);
 	/* the tuner's choice for a large all-reduce on one H100 node is NVLS, for small LL */
 	CHECK(T, nccl_predict(&c, PLAN_ALL_REDUCE, 8e9, -1, &r));
 	CHECK_EQ_INT(T, r.algo, NCCL_NVLS);
