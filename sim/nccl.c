@@ -113,6 +113,18 @@ static double nvls_chunk(double S, int cc, int ppn)
 	return chunk;
 }
 
+/* NVLSTree's chunk (enqueue.cc): 128 KiB, 64 KiB below 4 chunks per channel and head, 32 KiB
+ * below 1 */
+static double nvls_tree_chunk(double S, int cc, int ppn)
+{
+	double conc = nvls_channels(cc) * (double)ppn, chunk = NVLS_CHUNK;
+	if (S < 4.0 * conc * chunk)
+		chunk = 65536.0;
+	if (S < conc * chunk)
+		chunk = 32768.0;
+	return chunk;
+}
+
 double nccl_size(enum plan_coll c, double bytes, int64_t n)
 {
 	return (c == PLAN_ALL_GATHER || c == PLAN_REDUCE_SCATTER) ? bytes * (double)n : bytes;
@@ -454,7 +466,6 @@ bool nccl_eval(const struct nccl_comm *cm, enum plan_coll c, double S, int a, in
 	if (chunk > per_ch)
 		chunk = per_ch;
 	double fill_steps = a == NCCL_NVLS ? 2.0
-			    : a == NCCL_NVLS_TREE ? 2.0 * (1.0 + log2i((double)N)) /* NVLS, tree levels */
 			    : a == NCCL_TREE ? 2.0 * (log2i((double)N) + (double)ppn)
 			    : a == NCCL_PAT  ? (double)log2i((double)N) /* aggregated tree levels */
 					     : nsteps;
@@ -470,6 +481,14 @@ bool nccl_eval(const struct nccl_comm *cm, enum plan_coll c, double S, int a, in
 		double nch = nvls_channels(cm->cc);
 		double it = fmin((double)ppn * nvls_chunk(S, cm->cc, ppn), S / nch);
 		fill = 2.0 * it * nch / (1000.0 * alg);
+	} else if (a == NCCL_NVLS_TREE) {
+		/* the same iterations through more stages: scatter, the leaf's reduce (sending up),
+		 * one reduce per tree level above it up to the root, which reduces and sends down,
+		 * one broadcast per level back down, gather: 3 + 2 log2(nodes) stages, filled in
+		 * all but one */
+		double nch = nvls_channels(cm->cc);
+		double it = fmin((double)ppn * nvls_tree_chunk(S, cm->cc, ppn), S / nch);
+		fill = (2.0 + 2.0 * log2i((double)N)) * it * nch / (1000.0 * alg);
 	}
 
 	out->algo = a;

@@ -155,6 +155,17 @@ static void test_nccl_nvls_tree(struct test_ctx *T)
 	c.no_algos = c.named_algos = 0;
 	CHECK(T, nccl_predict(&c, PLAN_ALL_REDUCE, S, NCCL_NVLS_TREE, &r)); /* forced */
 	CHECK_EQ_INT(T, r.algo, NCCL_NVLS_TREE);
+	/* its fill: iterations of one chunk per head through 3 + 2 log2(nodes) stages (scatter,
+	 * reduce up the tree level by level, back down, gather); 1 GiB on two nodes runs NCCL's
+	 * 128 KiB chunks, 32 MiB 64 KiB (below 4 per channel and head), 4 MiB 32 KiB (below 1) */
+	struct {
+		double S, chunk;
+	} nt[] = { { 1.0 * (1 << 30), 131072 }, { 32.0 * (1 << 20), 65536 }, { 4.0 * (1 << 20), 32768 } };
+	for (int i = 0; i < 3; i++) {
+		CHECK(T, nccl_eval(&c, PLAN_ALL_REDUCE, nt[i].S, NCCL_NVLS_TREE, NCCL_SIMPLE, &r));
+		double it = fmin(8.0 * nt[i].chunk, nt[i].S / 16.0);
+		CHECK_NEAR(T, r.fill_us, 4.0 * it * 16.0 / (1000.0 * r.algbw_GBps), 1e-9);
+	}
 	c = h100_comm(4, 8); /* beyond two nodes each NIC carries 2S/ppn: the network binds */
 	CHECK(T, nccl_eval(&c, PLAN_ALL_REDUCE, S, NCCL_NVLS_TREE, NCCL_SIMPLE, &r));
 	CHECK_NEAR(T, r.algbw_GBps, 0.92 * nics * 0.5, 1e-9);
