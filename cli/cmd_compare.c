@@ -11,8 +11,10 @@ static const char compare_help[] =
 	"Analyses both runs with the same code (twin profile analyze) and prints them side by\n"
 	"side: time per step by category, exposed communication, stall split, and per collective\n"
 	"type count, time, exposed time and busbw, with the difference B - A and the relative\n"
-	"error (B - A) / A. Put the reference first: 'twin compare MEASURED PREDICTED' reads as\n"
-	"the prediction's error. Works for any pair: simulated, executed or imported.\n\n"
+	"error (B - A) / A, and the NCCL algorithm/protocol each ran where the run records it\n"
+	"(simulated runs; --json \"nccl_algo\", null otherwise). Put the reference first:\n"
+	"'twin compare MEASURED PREDICTED' reads as the prediction's error. Works for any pair:\n"
+	"simulated, executed or imported.\n\n"
 	"  --db FILE   the database (default twin.db)\n"
 	"  --json      machine-readable output\n";
 

@@ -97,6 +97,20 @@ static double pct(int64_t part, int64_t whole)
 	return whole > 0 ? 100.0 * (double)part / (double)whole : 0;
 }
 
+/* The (algorithm, protocol) that took most of a collective type's time, with its share when
+ * others ran too; "-" when the run does not say (measured runs) */
+static void coll_how(const struct prof_coll_stats *s, char *how, size_t n)
+{
+	enum trace_algo ta;
+	enum trace_proto tp;
+	double share;
+	if (prof_coll_algo(s, &ta, &tp, &share))
+		snprintf(how, n, share < 0.995 ? "%s/%s %.0f%%" : "%s/%s", trace_algo_name(ta),
+			 trace_proto_name(tp), 100.0 * share);
+	else
+		snprintf(how, n, "-");
+}
+
 void prof_analysis_print(FILE *f, const struct prof_analysis *a)
 {
 	fprintf(f, "%" PRId64 " rank%s, %" PRId64 " step%s (means per rank per step)\n\n",
@@ -125,15 +139,8 @@ void prof_analysis_print(FILE *f, const struct prof_analysis *a)
 				snprintf(alg, sizeof(alg), "%.2f", s->algbw_GBps);
 				snprintf(bus, sizeof(bus), "%.2f", s->busbw_GBps);
 			}
-			/* the (algorithm, protocol) that took most of the time, with its share
-			 * when others ran too; "-" when the run does not say (measured runs) */
-			char how[48] = "-";
-			enum trace_algo ta;
-			enum trace_proto tp;
-			double share;
-			if (prof_coll_algo(s, &ta, &tp, &share))
-				snprintf(how, sizeof(how), share < 0.995 ? "%s/%s %.0f%%" : "%s/%s",
-					 trace_algo_name(ta), trace_proto_name(tp), 100.0 * share);
+			char how[48];
+			coll_how(s, how, sizeof(how));
 			fprintf(f, "%-16s %7.2f %14" PRId64 " %11.3f %12.3f %12s %12s  %s\n",
 				trace_cat_name(c), s->mean_count, s->bytes, ms(s->time_ns),
 				ms(s->exposed_ns), alg, bus, how);
@@ -212,6 +219,18 @@ cJSON *prof_compare_json(const struct prof_analysis *a, const struct prof_analys
 			cJSON_AddNullToObject(bw, "diff");
 			cJSON_AddNullToObject(bw, "rel_err");
 		}
+		/* what NCCL ran ("ring/Simple", with the share when others ran too), null where
+		 * the run does not say */
+		cJSON *al = cJSON_AddObjectToObject(e, "nccl_algo");
+		const struct prof_coll_stats *side[2] = { x, y };
+		for (int i = 0; i < 2; i++) {
+			char how[48];
+			coll_how(side[i], how, sizeof(how));
+			if (strcmp(how, "-"))
+				cJSON_AddStringToObject(al, i ? "b" : "a", how);
+			else
+				cJSON_AddNullToObject(al, i ? "b" : "a");
+		}
 	}
 	cmp_json(o, "peak_mem_bytes", (double)a->peak_mem_bytes, (double)b->peak_mem_bytes);
 	return o;
@@ -275,6 +294,14 @@ void prof_compare_print(FILE *f, const struct prof_analysis *a, const struct pro
 				snprintf(vb, sizeof(vb), "%.2f", y->busbw_GBps);
 			snprintf(l, sizeof(l), "%s busbw GB/s", trace_cat_name(k));
 			fprintf(f, "%-28s %12s %12s %12s %9s\n", l, va, vb, "-", "-");
+		}
+		/* what NCCL ran, when either run says: a changed algorithm explains a changed time */
+		char ha[48], hb[48];
+		coll_how(x, ha, sizeof(ha));
+		coll_how(y, hb, sizeof(hb));
+		if (strcmp(ha, "-") || strcmp(hb, "-")) {
+			snprintf(l, sizeof(l), "%s algorithm", trace_cat_name(k));
+			fprintf(f, "%-28s %12s %12s %12s %9s\n", l, ha, hb, "-", "-");
 		}
 	}
 	if (a->peak_mem_bytes || b->peak_mem_bytes) {

@@ -17,3 +17,15 @@ check "a run against itself: no difference" sh -c "! tr -d ' \t\n' <'$d/s' | gre
 check "compare table" sh -c "grep -Eq '^step +0\.095 +0\.085 +-0\.010 +-10\.5%' '$d/o' && grep -q '^all_reduce busbw GB/s' '$d/o'"
 "$TWIN" compare kin nope --db "$d/t.db" >"$d/o" 2>"$d/e"
 check "unknown run: exit 2, one line" sh -c "[ $? -eq 2 ] && [ \$(wc -l <'$d/e') -eq 1 ] && grep -q \"no run 'nope'\" '$d/e'"
+# what NCCL ran, side by side: two simulated runs that differ in the algorithm the strategy
+# names (NVLSTree across two H100 nodes); measured imports say nothing (null)
+for s in "" "--set nccl_algo=Ring,Tree,NVLSTree"; do
+	"$TWIN" simulate -m llama2-7b -c dgx-h100 --gpus 16 -s megatron-175b --set tp=1 --set pp=1 \
+		--set global_batch=32 --set precision=bf16 $s --db "$d/a.db" >/dev/null 2>"$d/e"
+done
+"$TWIN" compare 1 2 --db "$d/a.db" >"$d/o" 2>"$d/e"
+check "compare: the algorithm each run's collectives ran" \
+	grep -Eq '^all_reduce algorithm +ring/Simple +nvlstree/Simple' "$d/o"
+"$TWIN" compare 1 2 --db "$d/a.db" --json >"$d/j2" 2>"$d/e"
+check "compare --json: nccl_algo per side" sh -c "tr -d ' \t\n' <'$d/j2' | grep -q '\"nccl_algo\":{\"a\":\"ring/Simple\",\"b\":\"nvlstree/Simple\"}'"
+check "compare --json: null where a measured run does not say" sh -c "tr -d ' \t\n' <'$d/j' | grep -q '\"nccl_algo\":{\"a\":null,\"b\":null}'"
