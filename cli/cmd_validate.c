@@ -279,6 +279,21 @@ static const struct coll_extra coll_extras[] = {
 	{ "busbw_1node_GBps", NULL, false, true },
 };
 
+/* An extra figure's measured value: false when the key is absent, or present but not a
+ * positive number (then named in the case's assumed list) */
+static bool extra_value(const cJSON *me, const char *key, struct vcase *vc, double *out)
+{
+	const cJSON *v = field(me, key);
+	if (!v)
+		return false;
+	if (!cJSON_IsNumber(v) || !(v->valuedouble > 0) || !isfinite(v->valuedouble)) {
+		assume(vc, "%s not predicted: the measured value is not a positive number", key);
+		return false;
+	}
+	*out = v->valuedouble;
+	return true;
+}
+
 /* NVLS off as a cluster: no in-switch reduction, and so no NVLS bandwidth */
 static const char *const nvls_off_sets[] = { "node.nvls=false", "node.nvls_GBps=0" };
 #define NUM_NVLS_OFF_SETS 2
@@ -311,7 +326,10 @@ static void run_collective(const struct vrun *vr, const cJSON *cs, struct vcase 
 		snprintf(vc->skipped, sizeof(vc->skipped), "collective case without collective.op or cluster.topology");
 		return;
 	}
-	if (!num(me, "busbw_GBps", &meas)) {
+	bool has_main = num(me, "busbw_GBps", &meas), has_extra = false;
+	for (size_t i = 0; i < sizeof(coll_extras) / sizeof(coll_extras[0]); i++)
+		has_extra |= field(me, coll_extras[i].key) != NULL;
+	if (!has_main && !has_extra) {
 		snprintf(vc->skipped, sizeof(vc->skipped), "no measured busbw_GBps");
 		return;
 	}
@@ -357,20 +375,30 @@ static void run_collective(const struct vrun *vr, const cJSON *cs, struct vcase 
 	if (blocking)
 		assume(vc, "harness all_reduce_bench.py: one blocking call, %.1f us of NCCL + %g us host dispatch",
 		       r.nccl_us, host_us);
-	add_metric(vc, "busbw_GBps", r.busbw_GBps, meas);
+	if (has_main)
+		add_metric(vc, "busbw_GBps", r.busbw_GBps, meas);
 
 	for (size_t i = 0; i < sizeof(coll_extras) / sizeof(coll_extras[0]); i++) {
 		const struct coll_extra *x = &coll_extras[i];
 		double xm;
-		if (!num(me, x->key, &xm))
+		if (!extra_value(me, x->key, vc, &xm))
 			continue;
 		/* the case's own algorithm stays unless the condition replaces it (NVLS off
-		 * leaves the tuner to choose among the rest) */
-		const char *xa = x->algo ? x->algo : x->nvls_off ? NULL : algo;
+		 * leaves the tuner to choose among the rest, or keeps a ring or tree the case
+		 * names) */
+		const char *xa = x->algo ? x->algo : algo;
+		if (x->nvls_off && xa && !strncasecmp(xa, "nvls", 4))
+			xa = NULL;
 		memset(&err, 0, sizeof(err));
 		if (coll_predict(vr, topo, sets, ns, nvls_off_sets, x->nvls_off ? NUM_NVLS_OFF_SETS : 0, op, bytes,
 				 x->one_node ? 0 : (int64_t)ranks, xa, host_us, &r, &err) != TW_OK) {
 			assume(vc, "%s not predicted: %s", x->key, err.msg);
+			continue;
+		}
+		/* a forced algorithm that cannot run here: NCCL refuses the call, so there is no
+		 * figure to predict (sim_collective falls back to the tuner for a case's algo) */
+		if (x->algo && strcmp(r.algo, x->algo)) {
+			assume(vc, "%s not predicted: %s cannot run here", x->key, x->algo);
 			continue;
 		}
 		add_metric(vc, x->key, r.busbw_GBps, xm);
@@ -888,9 +916,8 @@ static const struct mem_extra mem_extras[] = {
 
 static bool has_mem_extra(const cJSON *me)
 {
-	double v;
 	for (size_t i = 0; i < NUM_MEM_EXTRAS; i++)
-		if (num(me, mem_extras[i].key, &v))
+		if (field(me, mem_extras[i].key))
 			return true;
 	return false;
 }
@@ -902,6 +929,7 @@ static enum tw_result variant_mem(struct job *j, bool sp, enum strat_recompute r
 {
 	struct strategy keep = j->strat;
 	j->strat.sequence_parallel = sp;
+	j->strat.tp_comm_overlap &= sp; /* Megatron's TP overlap needs SP */
 	j->strat.recompute = rc;
 	j->strat.recompute_num_layers = 0;
 	j->strat.recompute_modules = 0; /* the attention core, Korthikanti's selective */
@@ -928,10 +956,11 @@ static void run_mem_extras(struct job *j, const cJSON *me, struct vcase *vc)
 	for (size_t i = 0; i < NUM_MEM_EXTRAS; i++) {
 		const struct mem_extra *x = &mem_extras[i];
 		double meas;
-		if (!num(me, x->key, &meas))
+		if (!extra_value(me, x->key, vc, &meas))
 			continue;
-		if (x->sp && j->strat.tp < 2) {
-			assume(vc, "%s not predicted: sequence parallelism needs tp > 1", x->key);
+		if (x->sp && (j->strat.tp < 2 || j->seq % j->strat.tp)) {
+			assume(vc, "%s not predicted: sequence parallelism needs tp > 1 dividing seq_len",
+			       x->key);
 			continue;
 		}
 		if (x->what == MX_ACT_PCT && !have_base) {
@@ -958,9 +987,15 @@ static void run_mem_extras(struct job *j, const cJSON *me, struct vcase *vc)
 		case MX_PEAK_GIB:
 			pred = (double)m.peak[PLAN_DEV_GPU] / (double)TW_GIB;
 			break;
-		case MX_ACT_PCT:
-			pred = 100.0 * (double)variant_act(&m, x->rc) / (double)variant_act(&base, STRAT_RECOMPUTE_NONE);
+		case MX_ACT_PCT: {
+			int64_t b = variant_act(&base, STRAT_RECOMPUTE_NONE);
+			if (b <= 0) {
+				assume(vc, "%s not predicted: the baseline keeps no activations", x->key);
+				continue;
+			}
+			pred = 100.0 * (double)variant_act(&m, x->rc) / (double)b;
 			break;
+		}
 		}
 		add_metric(vc, x->key, pred, meas);
 	}
@@ -1053,10 +1088,10 @@ static void run_training(const struct vrun *vr, const cJSON *cs, struct vcase *v
 		assume(vc, "strategy.kernels=%s (%s default)",
 		       strat_kernels_name(j->strat.kernels),
 		       j->strat.framework == STRAT_FSDP ? "FSDP" : "DeepSpeed");
-	if (memory_only)
+	if (memory_only && !has_mem) {
 		run_mem_extras(j, me, vc);
-	if (memory_only && !has_mem)
 		goto out;
+	}
 	struct sim_options so = { .max_events = max_events };
 	struct sim_stats ss;
 	if (sim_run(j, &so, &t, &ss, &err) != TW_OK) {
@@ -1070,8 +1105,10 @@ static void run_training(const struct vrun *vr, const cJSON *cs, struct vcase *v
 	}
 	if (has_mem)
 		add_metric(vc, "peak_mem_gib", (double)a.peak_mem_bytes / (double)TW_GIB, mem_meas);
-	if (memory_only)
+	if (memory_only) {
+		run_mem_extras(j, me, vc);
 		goto out;
+	}
 	double step = (double)a.step_ns * 1e-9;
 	if (has_t)
 		add_metric(vc, "iter_time_s", step, t_meas);
@@ -1298,8 +1335,14 @@ int cmd_validate(const struct cli_ctx *ctx, int argc, char **argv)
 			run_training(&vr, cs, v, true);
 		else
 			snprintf(v->skipped, sizeof(v->skipped), "unknown kind '%s'", kind);
-		if (!v->skipped[0] && v->nm == 0)
-			snprintf(v->skipped, sizeof(v->skipped), "no measured metric the models predict");
+		if (!v->skipped[0] && v->nm == 0) {
+			/* the first figure it could not predict says why, when there was one */
+			const char *why = NULL;
+			for (int k = 0; k < v->nassumed && !why; k++)
+				if (strstr(v->assumed[k], " not predicted: "))
+					why = v->assumed[k];
+			snprintf(v->skipped, sizeof(v->skipped), "%s", why ? why : "no measured metric the models predict");
+		}
 	}
 	struct group *g;
 	int ng = summarise(vc, nv, true, &g);
@@ -1345,14 +1388,18 @@ int cmd_validate(const struct cli_ctx *ctx, int argc, char **argv)
 		for (int k = 0; k < ng; k++)
 			if ((int)strlen(g[k].metric) > w)
 				w = (int)strlen(g[k].metric);
-		printf("%-48s %-*s %12s %12s %8s\n", "case", w, "metric", "predicted", "measured", "error");
+		int wc = 48; /* the case column: the longest id */
+		for (size_t i = 0; i < nv; i++)
+			if ((int)strlen(vc[i].id) > wc)
+				wc = (int)strlen(vc[i].id);
+		printf("%-*s %-*s %12s %12s %8s\n", wc, "case", w, "metric", "predicted", "measured", "error");
 		for (size_t i = 0; i < nv; i++) {
 			if (vc[i].skipped[0]) {
 				skipped++;
 				continue;
 			}
 			for (int k = 0; k < vc[i].nm; k++)
-				printf("%-48s %-*s %12.4g %12.4g %+7.1f%%\n", vc[i].id, w, vc[i].m[k].name,
+				printf("%-*s %-*s %12.4g %12.4g %+7.1f%%\n", wc, vc[i].id, w, vc[i].m[k].name,
 				       vc[i].m[k].predicted, vc[i].m[k].measured, 100 * vc[i].m[k].error);
 		}
 		if (skipped) {

@@ -61,7 +61,9 @@ enum tw_result sim_collective(const struct cluster *c, const char *op, double S,
 		int a = -1;
 		if (algo && !nccl_algo_parse(algo, &a))
 			return tw_errf(err, TW_ERR_INVALID, "collective: algo=%s: not ring, tree, nvls, pat or nvlstree", algo);
-		/* a forced algorithm NCCL cannot run here falls back to the tuner's choice, as NCCL does */
+		/* a case's algorithm that cannot run here falls back to the tuner's choice: it is a
+		 * reading of what ran, not NCCL_ALGO (which would make NCCL refuse the call; the
+		 * strategy's nccl_algo does that) */
 		if (!nccl_predict(&cm, (enum plan_coll)coll, S, a, &r) &&
 		    !nccl_predict(&cm, (enum plan_coll)coll, S, -1, &r))
 			return tw_errf(err, TW_ERR_INVALID, "collective: %s over %lld ranks: no algorithm applies", op, (long long)ranks);

@@ -92,10 +92,12 @@ static int log2i(double x)
 	return e - 1;
 }
 
-/* NVLS channels (NCCL's nvlsChannels: 16 on Hopper, 32 on Blackwell) */
-static double nvls_channels(int cc)
+/* NVLS channels (NCCL's nvlsChannels, transport/nvls.cc): 16 on Hopper; on Blackwell 24 on
+ * one node, 32 across nodes (NCCL's SM100 NVLSTree tuning, which moves them with the NIC
+ * speed and GPUs per node, is not reproduced) */
+static double nvls_channels(int cc, int nodes)
 {
-	return cc >= 100 ? 32.0 : 16.0;
+	return cc < 100 ? 16.0 : nodes > 1 ? 32.0 : 24.0;
 }
 
 /* The chunk of NCCL's single-node NVLS all-reduce, bytes (enqueue.cc, NCCL 2.30): 128 KiB,
@@ -103,7 +105,7 @@ static double nvls_channels(int cc)
  * 8, 16 KiB below 2: mid-size calls run smaller chunks, so a shorter pipeline fill. */
 static double nvls_chunk(double S, int cc, int ppn)
 {
-	double conc = nvls_channels(cc) * (double)ppn, chunk = NVLS_CHUNK;
+	double conc = nvls_channels(cc, 1) * (double)ppn, chunk = NVLS_CHUNK;
 	if (S < 64.0 * conc * chunk)
 		chunk = 65536.0;
 	if (S < 8.0 * conc * chunk)
@@ -113,14 +115,15 @@ static double nvls_chunk(double S, int cc, int ppn)
 	return chunk;
 }
 
-/* NVLSTree's chunk (enqueue.cc): 128 KiB, 64 KiB below 4 chunks per channel and head, 32 KiB
- * below 1 */
-static double nvls_tree_chunk(double S, int cc, int ppn)
+/* NVLSTree's chunk (enqueue.cc; nvls.cc's treeMaxChunkSize: 128 KiB, 64 KiB from 4 nodes):
+ * that, 64 KiB below 4 chunks per channel and head, 32 KiB below 1 */
+static double nvls_tree_chunk(double S, int cc, int ppn, int nodes)
 {
-	double conc = nvls_channels(cc) * (double)ppn, chunk = NVLS_CHUNK;
-	if (S < 4.0 * conc * chunk)
+	double conc = nvls_channels(cc, nodes) * (double)ppn;
+	double chunk = nodes >= 4 ? 65536.0 : NVLS_CHUNK;
+	if (S < 4.0 * conc * chunk && chunk > 65536.0)
 		chunk = 65536.0;
-	if (S < conc * chunk)
+	if (S < conc * chunk && chunk > 32768.0)
 		chunk = 32768.0;
 	return chunk;
 }
@@ -414,9 +417,9 @@ bool nccl_eval(const struct nccl_comm *cm, enum plan_coll c, double S, int a, in
 		/* NVLS reduces and broadcasts within each node (the bytes of NVLS on ppn GPUs);
 		 * between nodes each GPU carries 1/ppn of the data up and down a tree over its
 		 * NICs: S per node across two nodes, 2S beyond, at the tree's 0.92 (as Tree
-		 * above). NCCL's per-channel cap on its nvlsChannels (16, 32 on Blackwell). */
+		 * above). NCCL's per-channel cap on its nvlsChannels (16, 32 on Blackwell nodes). */
 		double tree = 0.92 * inter * (N == 2 ? 1.0 : 0.5);
-		double cap = nvls_channels(cm->cc) * per_ch_nvls_tree[ci][i2] * (double)n / nsteps;
+		double cap = nvls_channels(cm->cc, 2) * per_ch_nvls_tree[ci][i2] * (double)n / nsteps;
 		alg = fmin(fmin(nvls_algbw(cm, ppn), tree), cap);
 	} else {
 		alg = nvls_algbw(cm, n); /* NVLS AllReduce within one node */
@@ -478,7 +481,7 @@ bool nccl_eval(const struct nccl_comm *cm, enum plan_coll c, double S, int a, in
 		 * through the switch), gather (the ppn reduced chunks back out). A three-stage
 		 * pipeline of iterations fills in two of them, each ppn chunks at the channel's share
 		 * of the algorithm bandwidth. */
-		double nch = nvls_channels(cm->cc);
+		double nch = nvls_channels(cm->cc, 1);
 		double it = fmin((double)ppn * nvls_chunk(S, cm->cc, ppn), S / nch);
 		fill = 2.0 * it * nch / (1000.0 * alg);
 	} else if (a == NCCL_NVLS_TREE) {
@@ -486,8 +489,8 @@ bool nccl_eval(const struct nccl_comm *cm, enum plan_coll c, double S, int a, in
 		 * one reduce per tree level above it up to the root, which reduces and sends down,
 		 * one broadcast per level back down, gather: 3 + 2 log2(nodes) stages, filled in
 		 * all but one */
-		double nch = nvls_channels(cm->cc);
-		double it = fmin((double)ppn * nvls_tree_chunk(S, cm->cc, ppn), S / nch);
+		double nch = nvls_channels(cm->cc, N);
+		double it = fmin((double)ppn * nvls_tree_chunk(S, cm->cc, ppn, N), S / nch);
 		fill = (2.0 + 2.0 * log2i((double)N)) * it * nch / (1000.0 * alg);
 	}
 

@@ -331,3 +331,38 @@ check "validate: an extra figure whose condition cannot hold is named and the ca
 import json
 c = json.load(open('$tmp/sp1_out.json'))['cases'][0]
 assert c['skipped'] and any('needs tp > 1' in a for a in c['assumed']), c"
+# a forced algorithm that cannot run (NVLSTree on A100s), a measured figure that is not a
+# positive number, sequence parallelism whose tp does not divide seq_len: named, not
+# predicted; a collective case may give extra figures only
+python3 - "$tmp/bx.json" <<'PY'
+import json, sys
+d = json.load(open("examples/validation/public.json"))
+g = lambda i: json.loads(json.dumps([x for x in d["cases"] if x["id"] == i][0]))
+a = g("nccl_a100_1node_allreduce_1073741824")
+a.update(id="nt_a100")
+a["cluster"]["gpus"] = a["collective"]["ranks"] = 32
+a["measured"]["busbw_nvlstree_forced_GBps"] = 200
+b = g("nccl_h200_8gpu_allreduce_8GiB")
+b["id"] = "bad_values"
+b["measured"].update(busbw_1node_GBps="800", busbw_nvls_off_GBps=-5)
+c = g("korthikanti2022_fig7_22B_relative_activation_memory")
+c["id"] = "seq2050"
+c["model"]["seq_len"] = 2050
+c["measured"] = {"rel_act_mem_pct_seq": 66.8, "rel_act_mem_pct_sel": 49.4}
+e = g("nccl_h200_8gpu_allreduce_8GiB")
+e["id"] = "only_extra"
+e["measured"] = {"busbw_nvls_off_GBps": 365.6}
+json.dump({"schema": "twin-validation/1", "cases": [a, b, c, e]}, open(sys.argv[1], "w"))
+PY
+"$TWIN" validate "$tmp/bx.json" --json >"$tmp/bx_out.json" 2>"$tmp/err"
+st=$?
+check "validate: extra figures that cannot be predicted are named, the rest predicted" python3 -c "
+import json
+d = {c['id']: c for c in json.load(open('$tmp/bx_out.json'))['cases']}
+names = lambda i: [m['name'] for m in d[i]['metrics']]
+said = lambda i, s: any(s in a for a in d[i]['assumed'])
+assert $st == 0
+assert names('nt_a100') == ['busbw_GBps'] and said('nt_a100', 'nvlstree cannot run here'), d['nt_a100']
+assert names('bad_values') == ['busbw_GBps'] and said('bad_values', 'busbw_1node_GBps not predicted: the measured value is not a positive number') and said('bad_values', 'busbw_nvls_off_GBps not predicted'), d['bad_values']
+assert names('seq2050') == ['rel_act_mem_pct_sel'] and said('seq2050', 'tp > 1 dividing seq_len'), d['seq2050']
+assert names('only_extra') == ['busbw_nvls_off_GBps'] and not d['only_extra']['skipped'], d['only_extra']"

@@ -166,6 +166,13 @@ static void test_nccl_nvls_tree(struct test_ctx *T)
 		double it = fmin(8.0 * nt[i].chunk, nt[i].S / 16.0);
 		CHECK_NEAR(T, r.fill_us, 4.0 * it * 16.0 / (1000.0 * r.algbw_GBps), 1e-9);
 	}
+	/* from 4 nodes NCCL caps the chunk at 64 KiB, and the tree is a level deeper: 6 stages
+	 * to fill; a call smaller than one iteration fills with what it has */
+	struct nccl_comm c4 = h100_comm(4, 8);
+	CHECK(T, nccl_eval(&c4, PLAN_ALL_REDUCE, 1 << 30, NCCL_NVLS_TREE, NCCL_SIMPLE, &r));
+	CHECK_NEAR(T, r.fill_us, 6.0 * 8.0 * 65536.0 * 16.0 / (1000.0 * r.algbw_GBps), 1e-9);
+	CHECK(T, nccl_eval(&c, PLAN_ALL_REDUCE, 1 << 20, NCCL_NVLS_TREE, NCCL_SIMPLE, &r));
+	CHECK_NEAR(T, r.fill_us, 4.0 * (1 << 20) / (1000.0 * r.algbw_GBps), 1e-9);
 	c = h100_comm(4, 8); /* beyond two nodes each NIC carries 2S/ppn: the network binds */
 	CHECK(T, nccl_eval(&c, PLAN_ALL_REDUCE, S, NCCL_NVLS_TREE, NCCL_SIMPLE, &r));
 	CHECK_NEAR(T, r.algbw_GBps, 0.92 * nics * 0.5, 1e-9);
@@ -253,11 +260,19 @@ static void test_nccl_bandwidth(struct test_ctx *T)
 	/* a call smaller than one iteration fills with what it has: twice its transfer */
 	CHECK(T, nccl_eval(&c, PLAN_ALL_REDUCE, 1 << 20, NCCL_NVLS, NCCL_SIMPLE, &r));
 	CHECK_NEAR(T, r.fill_us, 2.0 * (1 << 20) / (1000.0 * nv_alg), 1e-9);
-	/* Blackwell runs 32 NVLS channels: the chunk steps down at twice the sizes */
+	/* the fill shrinks with NCCL's chunk: 32 MiB fills in less time than 256 MiB by more
+	 * than the size alone would give (a quarter of the chunk) */
+	struct nccl_result r32, r256;
+	CHECK(T, nccl_eval(&c, PLAN_ALL_REDUCE, 32.0 * (1 << 20), NCCL_NVLS, NCCL_SIMPLE, &r32));
+	CHECK(T, nccl_eval(&c, PLAN_ALL_REDUCE, 256.0 * (1 << 20), NCCL_NVLS, NCCL_SIMPLE, &r256));
+	CHECK_NEAR(T, r256.fill_us, 2.0 * r32.fill_us, 1e-9);
+	/* one Blackwell node runs 24 NVLS channels: 1.25 GiB is below 64 x 24 x 8 x 128 KiB */
 	struct nccl_comm bw = c;
 	bw.cc = 100;
-	CHECK(T, nccl_eval(&bw, PLAN_ALL_REDUCE, 1.5 * (1 << 30), NCCL_NVLS, NCCL_SIMPLE, &r));
-	CHECK_NEAR(T, r.fill_us, 2.0 * 8.0 * 65536.0 * 32.0 / (1000.0 * r.algbw_GBps), 1e-9);
+	CHECK(T, nccl_eval(&bw, PLAN_ALL_REDUCE, 1.25 * (1 << 30), NCCL_NVLS, NCCL_SIMPLE, &r));
+	CHECK_NEAR(T, r.fill_us, 2.0 * 8.0 * 65536.0 * 24.0 / (1000.0 * r.algbw_GBps), 1e-9);
+	CHECK(T, nccl_eval(&bw, PLAN_ALL_REDUCE, 2.0 * (1 << 30), NCCL_NVLS, NCCL_SIMPLE, &r));
+	CHECK_NEAR(T, r.fill_us, 2.0 * 8.0 * 131072.0 * 24.0 / (1000.0 * r.algbw_GBps), 1e-9);
 	/* the tuner's choice for a large all-reduce on one H100 node is NVLS, for small LL */
 	CHECK(T, nccl_predict(&c, PLAN_ALL_REDUCE, 8e9, -1, &r));
 	CHECK_EQ_INT(T, r.algo, NCCL_NVLS);
