@@ -100,12 +100,19 @@ static double nvls_channels(int cc, int nodes)
 	return cc < 100 ? 16.0 : nodes > 1 ? 32.0 : 24.0;
 }
 
-/* The chunk of NCCL's single-node NVLS all-reduce, bytes (enqueue.cc, NCCL 2.30): 128 KiB,
- * 64 KiB below 64 chunks per channel and head (each GPU of the node heads one), 32 KiB below
- * 8, 16 KiB below 2: mid-size calls run smaller chunks, so a shorter pipeline fill. */
-static double nvls_chunk(double S, int cc, int ppn)
+/* NVLS heads on a node: each GPU heads one, up to NCCL's NCCL_MAX_NVLS_ARITY (32; an NVL72
+ * domain has more GPUs than heads) */
+static double nvls_heads(int ppn)
 {
-	double conc = nvls_channels(cc, 1) * (double)ppn, chunk = NVLS_CHUNK;
+	return fmin((double)ppn, 32.0);
+}
+
+/* The chunk of NCCL's single-node NVLS all-reduce, bytes (enqueue.cc, NCCL 2.30): 128 KiB,
+ * 64 KiB below 64 chunks per channel and head, 32 KiB below
+ * 8, 16 KiB below 2: mid-size calls run smaller chunks, so a shorter pipeline fill. */
+static double nvls_chunk(double S, int cc, double heads)
+{
+	double conc = nvls_channels(cc, 1) * heads, chunk = NVLS_CHUNK;
 	if (S < 64.0 * conc * chunk)
 		chunk = 65536.0;
 	if (S < 8.0 * conc * chunk)
@@ -117,9 +124,9 @@ static double nvls_chunk(double S, int cc, int ppn)
 
 /* NVLSTree's chunk (enqueue.cc; nvls.cc's treeMaxChunkSize: 128 KiB, 64 KiB from 4 nodes):
  * that, 64 KiB below 4 chunks per channel and head, 32 KiB below 1 */
-static double nvls_tree_chunk(double S, int cc, int ppn, int nodes)
+static double nvls_tree_chunk(double S, int cc, double heads, int nodes)
 {
-	double conc = nvls_channels(cc, nodes) * (double)ppn;
+	double conc = nvls_channels(cc, nodes) * heads;
 	double chunk = nodes >= 4 ? 65536.0 : NVLS_CHUNK;
 	if (S < 4.0 * conc * chunk && chunk > 65536.0)
 		chunk = 65536.0;
@@ -481,16 +488,16 @@ bool nccl_eval(const struct nccl_comm *cm, enum plan_coll c, double S, int a, in
 		 * through the switch), gather (the ppn reduced chunks back out). A three-stage
 		 * pipeline of iterations fills in two of them, each ppn chunks at the channel's share
 		 * of the algorithm bandwidth. */
-		double nch = nvls_channels(cm->cc, 1);
-		double it = fmin((double)ppn * nvls_chunk(S, cm->cc, ppn), S / nch);
+		double nch = nvls_channels(cm->cc, 1), heads = nvls_heads(ppn);
+		double it = fmin(heads * nvls_chunk(S, cm->cc, heads), S / nch);
 		fill = 2.0 * it * nch / (1000.0 * alg);
 	} else if (a == NCCL_NVLS_TREE) {
 		/* the same iterations through more stages: scatter, the leaf's reduce (sending up),
 		 * one reduce per tree level above it up to the root, which reduces and sends down,
 		 * one broadcast per level back down, gather: 3 + 2 log2(nodes) stages, filled in
 		 * all but one */
-		double nch = nvls_channels(cm->cc, N);
-		double it = fmin((double)ppn * nvls_tree_chunk(S, cm->cc, ppn, N), S / nch);
+		double nch = nvls_channels(cm->cc, N), heads = nvls_heads(ppn);
+		double it = fmin(heads * nvls_tree_chunk(S, cm->cc, heads, N), S / nch);
 		fill = (2.0 + 2.0 * log2i((double)N)) * it * nch / (1000.0 * alg);
 	}
 

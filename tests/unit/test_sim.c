@@ -273,6 +273,12 @@ static void test_nccl_bandwidth(struct test_ctx *T)
 	CHECK_NEAR(T, r.fill_us, 2.0 * 8.0 * 65536.0 * 24.0 / (1000.0 * r.algbw_GBps), 1e-9);
 	CHECK(T, nccl_eval(&bw, PLAN_ALL_REDUCE, 2.0 * (1 << 30), NCCL_NVLS, NCCL_SIMPLE, &r));
 	CHECK_NEAR(T, r.fill_us, 2.0 * 8.0 * 131072.0 * 24.0 / (1000.0 * r.algbw_GBps), 1e-9);
+	/* an NVL72 domain: 72 GPUs, but NCCL's NVLS runs at most 32 heads (16 GiB: 128 KiB chunks
+	 * above 64 x 24 x 32 x 128 KiB = 6 GiB) */
+	struct nccl_comm nvl = h100_comm(1, 72);
+	nvl.cc = 100;
+	CHECK(T, nccl_eval(&nvl, PLAN_ALL_REDUCE, 16.0 * (1 << 30), NCCL_NVLS, NCCL_SIMPLE, &r));
+	CHECK_NEAR(T, r.fill_us, 2.0 * 32.0 * 131072.0 * 24.0 / (1000.0 * r.algbw_GBps), 1e-9);
 	/* the tuner's choice for a large all-reduce on one H100 node is NVLS, for small LL */
 	CHECK(T, nccl_predict(&c, PLAN_ALL_REDUCE, 8e9, -1, &r));
 	CHECK_EQ_INT(T, r.algo, NCCL_NVLS);
