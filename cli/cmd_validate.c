@@ -54,6 +54,7 @@ static void usage(FILE *f)
 }
 
 #define MAX_METRICS 12
+#define MAX_ASSUMED 12 /* what a case left out and twin took, one line each */
 struct metric {
 	char name[48]; /* the measured key: a README metric or a collector's extra */
 	double predicted, measured, error;
@@ -62,7 +63,7 @@ struct metric {
 struct vcase {
 	const char *id, *source;
 	char skipped[640];
-	char assumed[8][96];
+	char assumed[MAX_ASSUMED][160];
 	int nassumed;
 	struct metric m[MAX_METRICS];
 	int nm;
@@ -71,7 +72,7 @@ struct vcase {
 static void assume(struct vcase *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void assume(struct vcase *c, const char *fmt, ...)
 {
-	if (c->nassumed >= 8)
+	if (c->nassumed >= MAX_ASSUMED)
 		return;
 	va_list ap;
 	va_start(ap, fmt);
@@ -279,8 +280,8 @@ static const struct coll_extra coll_extras[] = {
 	{ "busbw_1node_GBps", NULL, false, true },
 };
 
-/* An extra figure's measured value: false when the key is absent, or present but not a
- * positive number (then named in the case's assumed list) */
+/* A measured figure: false when the key is absent, or present but not a positive number
+ * (then named in the case's assumed list) */
 static bool extra_value(const cJSON *me, const char *key, struct vcase *vc, double *out)
 {
 	const cJSON *v = field(me, key);
@@ -326,11 +327,12 @@ static void run_collective(const struct vrun *vr, const cJSON *cs, struct vcase 
 		snprintf(vc->skipped, sizeof(vc->skipped), "collective case without collective.op or cluster.topology");
 		return;
 	}
-	bool has_main = num(me, "busbw_GBps", &meas), has_extra = false;
+	bool has_main = extra_value(me, "busbw_GBps", vc, &meas), has_extra = false;
 	for (size_t i = 0; i < sizeof(coll_extras) / sizeof(coll_extras[0]); i++)
 		has_extra |= field(me, coll_extras[i].key) != NULL;
 	if (!has_main && !has_extra) {
-		snprintf(vc->skipped, sizeof(vc->skipped), "no measured busbw_GBps");
+		snprintf(vc->skipped, sizeof(vc->skipped), "%s",
+			 vc->nassumed ? vc->assumed[0] : "no measured busbw_GBps");
 		return;
 	}
 	const cJSON *by = field(co, "bytes"); /* NULL: absent or null */
@@ -370,7 +372,7 @@ static void run_collective(const struct vrun *vr, const cJSON *cs, struct vcase 
 		snprintf(vc->skipped, sizeof(vc->skipped), "%s", err.msg);
 		return;
 	}
-	if (!algo)
+	if (!algo && has_main)
 		assume(vc, "collective.algo=%s/%s (NCCL's tuner choice)", r.algo, r.proto);
 	if (blocking)
 		assume(vc, "harness all_reduce_bench.py: one blocking call, %.1f us of NCCL + %g us host dispatch",

@@ -300,8 +300,9 @@ void prof_compare_print(FILE *f, const struct prof_analysis *a, const struct pro
 		coll_how(x, ha, sizeof(ha));
 		coll_how(y, hb, sizeof(hb));
 		if (strcmp(ha, "-") || strcmp(hb, "-")) {
+			/* names longer than a number's column: A and B as text after the label */
 			snprintf(l, sizeof(l), "%s algorithm", trace_cat_name(k));
-			fprintf(f, "%-28s %12s %12s %12s %9s\n", l, ha, hb, "-", "-");
+			fprintf(f, "%-28s A %s, B %s\n", l, ha, hb);
 		}
 	}
 	if (a->peak_mem_bytes || b->peak_mem_bytes) {

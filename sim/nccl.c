@@ -10,6 +10,7 @@
  * Times in µs, bandwidths in GB/s (1e9 B/s), sizes in bytes. */
 #include <math.h>
 #include <string.h>
+#include <strings.h>
 
 #include "sim_int.h"
 
@@ -67,7 +68,7 @@ const char *nccl_proto_name(int p)
 bool nccl_algo_parse(const char *s, int *out)
 {
 	for (int a = 0; a < NCCL_NUM_ALGOS; a++)
-		if (strcmp(s, nccl_algo_name(a)) == 0) {
+		if (strcasecmp(s, nccl_algo_name(a)) == 0) {
 			*out = a;
 			return true;
 		}
@@ -92,12 +93,37 @@ static int log2i(double x)
 	return e - 1;
 }
 
-/* NVLS channels (NCCL's nvlsChannels, transport/nvls.cc): 16 on Hopper; on Blackwell 24 on
- * one node, 32 across nodes (NCCL's SM100 NVLSTree tuning, which moves them with the NIC
- * speed and GPUs per node, is not reproduced) */
-static double nvls_channels(int cc, int nodes)
+/* NCCL's NVLS settings for a communicator (transport/nvls.cc, ncclNvlsTuning): channels 16
+ * on Hopper; on Blackwell 24 on one node, 32 across nodes; NVLS chunk 128 KiB; NVLSTree's
+ * largest chunk 128 KiB, 64 KiB from 4 nodes. Blackwell across nodes then follows NCCL's SM100
+ * table by NIC speed and GPUs per node (the GPU-NIC path taken as a PCIe switch, as on DGX
+ * nodes). */
+struct nvls_tuning {
+	double channels, chunk, tree_max_chunk; /* bytes for the chunks */
+};
+
+static struct nvls_tuning nvls_tuning(int cc, int64_t nodes, int64_t ppn, double nic_GBps)
 {
-	return cc < 100 ? 16.0 : nodes > 1 ? 32.0 : 24.0;
+	struct nvls_tuning t = { cc < 100 ? 16.0 : nodes > 1 ? 32.0 : 24.0, NVLS_CHUNK, 0 };
+	if (cc >= 100 && nodes > 1) {
+		if (nodes == 2 && nic_GBps >= 48.0) {
+			t.channels = 32, t.tree_max_chunk = 131072.0;
+			if (ppn <= 4)
+				t.chunk = t.tree_max_chunk = 262144.0;
+			else if (ppn >= 16 || (ppn <= 8 && nic_GBps < 96.0))
+				t.tree_max_chunk = 65536.0;
+		} else if (nic_GBps >= 96.0) {
+			if (ppn <= 8)
+				t.channels = 24, t.chunk = t.tree_max_chunk = 262144.0;
+			else
+				t.channels = 32, t.tree_max_chunk = ppn < 32 ? 131072.0 : 65536.0;
+		} else if (nic_GBps >= 48.0) {
+			t.channels = 24, t.tree_max_chunk = 65536.0; /* 128 KiB off a PCIe switch */
+		}
+	}
+	if (t.tree_max_chunk == 0)
+		t.tree_max_chunk = nodes >= 4 ? 65536.0 : t.chunk;
+	return t;
 }
 
 /* NVLS heads on a node: each GPU heads one, up to NCCL's NCCL_MAX_NVLS_ARITY (32; an NVL72
@@ -107,27 +133,31 @@ static double nvls_heads(int ppn)
 	return fmin((double)ppn, 32.0);
 }
 
-/* The chunk of NCCL's single-node NVLS all-reduce, bytes (enqueue.cc, NCCL 2.30): 128 KiB,
- * 64 KiB below 64 chunks per channel and head, 32 KiB below
- * 8, 16 KiB below 2: mid-size calls run smaller chunks, so a shorter pipeline fill. */
-static double nvls_chunk(double S, int cc, double heads)
+/* The chunk of NCCL's single-node NVLS all-reduce, bytes (enqueue.cc, NCCL 2.30): the NVLS
+ * chunk, 64 KiB below 64 chunks per channel and head, 32 KiB below 8, 16 KiB below 2:
+ * mid-size calls run smaller chunks, so a shorter pipeline fill. */
+static double nvls_chunk(double S, const struct nvls_tuning *t, double heads)
 {
-	double conc = nvls_channels(cc, 1) * heads, chunk = NVLS_CHUNK;
-	if (S < 64.0 * conc * chunk)
+	double conc = t->channels * heads, chunk = t->chunk;
+	if (S < 64.0 * conc * chunk && chunk > 65536.0)
 		chunk = 65536.0;
-	if (S < 8.0 * conc * chunk)
+	if (S < 8.0 * conc * chunk && chunk > 32768.0)
 		chunk = 32768.0;
-	if (S < 2.0 * conc * chunk)
+	if (S < 2.0 * conc * chunk && chunk > 16384.0)
 		chunk = 16384.0;
 	return chunk;
 }
 
-/* NVLSTree's chunk (enqueue.cc; nvls.cc's treeMaxChunkSize: 128 KiB, 64 KiB from 4 nodes):
- * that, 64 KiB below 4 chunks per channel and head, 32 KiB below 1 */
-static double nvls_tree_chunk(double S, int cc, double heads, int nodes)
+/* NVLSTree's chunk (enqueue.cc): the lesser of the NVLS chunk and its own largest, then
+ * 256 KiB below 32 chunks per channel and head, 128 KiB below 16, 64 KiB below 4, 32 KiB
+ * below 1 */
+static double nvls_tree_chunk(double S, const struct nvls_tuning *t, double heads)
 {
-	double conc = nvls_channels(cc, nodes) * heads;
-	double chunk = nodes >= 4 ? 65536.0 : NVLS_CHUNK;
+	double conc = t->channels * heads, chunk = fmin(t->chunk, t->tree_max_chunk);
+	if (S < 32.0 * conc * chunk && chunk > 262144.0)
+		chunk = 262144.0;
+	if (S < 16.0 * conc * chunk && chunk > 131072.0)
+		chunk = 131072.0;
 	if (S < 4.0 * conc * chunk && chunk > 65536.0)
 		chunk = 65536.0;
 	if (S < conc * chunk && chunk > 32768.0)
@@ -212,6 +242,7 @@ void nccl_comm_from_cluster(const struct cluster *c, int64_t nranks, int64_t nno
 			out->nch = nch;
 	}
 	out->gpu_net_GBps = nic * (double)c->net.nics_per_node / (double)gpn;
+	out->nic_line_GBps = c->net.nic_gbps / 8.0;
 	/* a rail-optimized leaf takes one port of leaf_radix nodes (one leaf per rail); a plain
 	 * fat-tree leaf takes every NIC of a node */
 	out->oversub = c->net.oversubscription > 1.0 ? c->net.oversubscription : 1.0;
@@ -424,9 +455,10 @@ bool nccl_eval(const struct nccl_comm *cm, enum plan_coll c, double S, int a, in
 		/* NVLS reduces and broadcasts within each node (the bytes of NVLS on ppn GPUs);
 		 * between nodes each GPU carries 1/ppn of the data up and down a tree over its
 		 * NICs: S per node across two nodes, 2S beyond, at the tree's 0.92 (as Tree
-		 * above). NCCL's per-channel cap on its nvlsChannels (16, 32 on Blackwell nodes). */
+		 * above). NCCL's per-channel cap times the NVLS graph's channels, which are its heads
+		 * (one per GPU, at most 32; tuning.cc), not the kernel's nvlsChannels. */
 		double tree = 0.92 * inter * (N == 2 ? 1.0 : 0.5);
-		double cap = nvls_channels(cm->cc, 2) * per_ch_nvls_tree[ci][i2] * (double)n / nsteps;
+		double cap = nvls_heads(ppn) * per_ch_nvls_tree[ci][i2] * (double)n / nsteps;
 		alg = fmin(fmin(nvls_algbw(cm, ppn), tree), cap);
 	} else {
 		alg = nvls_algbw(cm, n); /* NVLS AllReduce within one node */
@@ -488,16 +520,18 @@ bool nccl_eval(const struct nccl_comm *cm, enum plan_coll c, double S, int a, in
 		 * through the switch), gather (the ppn reduced chunks back out). A three-stage
 		 * pipeline of iterations fills in two of them, each ppn chunks at the channel's share
 		 * of the algorithm bandwidth. */
-		double nch = nvls_channels(cm->cc, 1), heads = nvls_heads(ppn);
-		double it = fmin(heads * nvls_chunk(S, cm->cc, heads), S / nch);
+		struct nvls_tuning t = nvls_tuning(cm->cc, 1, ppn, cm->nic_line_GBps);
+		double nch = t.channels, heads = nvls_heads(ppn);
+		double it = fmin(heads * nvls_chunk(S, &t, heads), S / nch);
 		fill = 2.0 * it * nch / (1000.0 * alg);
 	} else if (a == NCCL_NVLS_TREE) {
 		/* the same iterations through more stages: scatter, the leaf's reduce (sending up),
 		 * one reduce per tree level above it up to the root, which reduces and sends down,
 		 * one broadcast per level back down, gather: 3 + 2 log2(nodes) stages, filled in
 		 * all but one */
-		double nch = nvls_channels(cm->cc, N), heads = nvls_heads(ppn);
-		double it = fmin(heads * nvls_tree_chunk(S, cm->cc, heads, N), S / nch);
+		struct nvls_tuning t = nvls_tuning(cm->cc, N, ppn, cm->nic_line_GBps);
+		double nch = t.channels, heads = nvls_heads(ppn);
+		double it = fmin(heads * nvls_tree_chunk(S, &t, heads), S / nch);
 		fill = (2.0 + 2.0 * log2i((double)N)) * it * nch / (1000.0 * alg);
 	}
 

@@ -80,6 +80,7 @@ struct nccl_comm {
 	double oversub;      /* leaf down:up capacity ratio, >= 1 */
 	double nvls_GBps;    /* NVLS all-reduce busbw on NVLS_REF_GPUS GPUs; 0: NCCL's model */
 	double gpu_net_GBps; /* the NIC bandwidth one GPU owns (rail share), for p2p/all-to-all */
+	double nic_line_GBps; /* one NIC's line rate (NCCL's SM100 NVLSTree tuning reads it) */
 	unsigned no_algos, no_protos; /* what NCCL_ALGO / NCCL_PROTO take from the tuner, bit per
 				       * index; 0: nothing (NCCL's default) */
 	unsigned forced_protos;      /* named in NCCL_PROTO: enabled past NCCL's hardware checks */

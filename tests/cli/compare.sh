@@ -25,7 +25,9 @@ for s in "" "--set nccl_algo=Ring,Tree,NVLSTree"; do
 done
 "$TWIN" compare 1 2 --db "$d/a.db" >"$d/o" 2>"$d/e"
 check "compare: the algorithm each run's collectives ran" \
-	grep -Eq '^all_reduce algorithm +ring/Simple +nvlstree/Simple' "$d/o"
+	grep -Eq '^all_reduce algorithm +A ring/Simple, B nvlstree/Simple$' "$d/o"
 "$TWIN" compare 1 2 --db "$d/a.db" --json >"$d/j2" 2>"$d/e"
 check "compare --json: nccl_algo per side" sh -c "tr -d ' \t\n' <'$d/j2' | grep -q '\"nccl_algo\":{\"a\":\"ring/Simple\",\"b\":\"nvlstree/Simple\"}'"
 check "compare --json: null where a measured run does not say" sh -c "tr -d ' \t\n' <'$d/j' | grep -q '\"nccl_algo\":{\"a\":null,\"b\":null}'"
+"$TWIN" compare kin nsys --db "$d/t.db" >"$d/o2" 2>"$d/e"
+check "compare: no algorithm row when neither run says" sh -c "! grep -q ' algorithm ' '$d/o2'"

@@ -352,7 +352,10 @@ c["measured"] = {"rel_act_mem_pct_seq": 66.8, "rel_act_mem_pct_sel": 49.4}
 e = g("nccl_h200_8gpu_allreduce_8GiB")
 e["id"] = "only_extra"
 e["measured"] = {"busbw_nvls_off_GBps": 365.6}
-json.dump({"schema": "twin-validation/1", "cases": [a, b, c, e]}, open(sys.argv[1], "w"))
+n = g("nccl_h200_8gpu_allreduce_8GiB")
+n["id"] = "neg_main"
+n["measured"] = {"busbw_GBps": -5}
+json.dump({"schema": "twin-validation/1", "cases": [a, b, c, e, n]}, open(sys.argv[1], "w"))
 PY
 "$TWIN" validate "$tmp/bx.json" --json >"$tmp/bx_out.json" 2>"$tmp/err"
 st=$?
@@ -365,4 +368,5 @@ assert $st == 0
 assert names('nt_a100') == ['busbw_GBps'] and said('nt_a100', 'nvlstree cannot run here'), d['nt_a100']
 assert names('bad_values') == ['busbw_GBps'] and said('bad_values', 'busbw_1node_GBps not predicted: the measured value is not a positive number') and said('bad_values', 'busbw_nvls_off_GBps not predicted'), d['bad_values']
 assert names('seq2050') == ['rel_act_mem_pct_sel'] and said('seq2050', 'tp > 1 dividing seq_len'), d['seq2050']
-assert names('only_extra') == ['busbw_nvls_off_GBps'] and not d['only_extra']['skipped'], d['only_extra']"
+assert names('only_extra') == ['busbw_nvls_off_GBps'] and not d['only_extra']['skipped'], d['only_extra']
+assert 'busbw_GBps not predicted: the measured value is not a positive number' in d['neg_main']['skipped'], d['neg_main']"

@@ -126,8 +126,9 @@ static void test_nccl_pat(struct test_ctx *T)
 }
 
 /* NVLSTree (NCCL >= 2.18): all-reduce across nodes with NVLS inside each, Simple only; latency
- * 25 + 2 log2(nodes) x 20.9 µs (§1.9); bandwidth the lesser of NVLS on the node's GPUs and
- * the NICs carrying S per node across two nodes, 2S beyond, at the tree's 0.92. */
+ * 25 + 2 log2(nodes) x 20.9 µs (§1.9); bandwidth the least of NVLS on the node's GPUs, the
+ * NICs carrying S per node across two nodes, 2S beyond, at the tree's 0.92, and NCCL's
+ * per-channel cap times the NVLS graph's channels, one per head (8 here). */
 static void test_nccl_nvls_tree(struct test_ctx *T)
 {
 	struct nccl_comm c = h100_comm(2, 8);
@@ -136,7 +137,10 @@ static void test_nccl_nvls_tree(struct test_ctx *T)
 	CHECK(T, nccl_eval(&c, PLAN_ALL_REDUCE, S, NCCL_NVLS_TREE, NCCL_SIMPLE, &r));
 	CHECK_NEAR(T, r.lat_us, 66.8, 1e-9);
 	double nvls8 = 370.8 * 0.85 * 8.0 / 9.0, nics = 8 * 50.0 * 0.94;
-	CHECK_NEAR(T, r.algbw_GBps, nvls8, 1e-9); /* 2 nodes: the NICs carry S, NVLS binds */
+	/* 2 nodes: the NICs carry S; NCCL's cap, 8 heads x 57.7 GB/s of bus bandwidth (Hopper,
+	 * 2 nodes), binds before NVLS does */
+	CHECK(T, 8 * 57.7 * 16.0 / 30.0 < nvls8);
+	CHECK_NEAR(T, r.algbw_GBps, 8 * 57.7 * 16.0 / 30.0, 1e-9);
 	CHECK_NEAR(T, r.nvl_bytes, S * 9.0 / 8.0, 1e-6);
 	CHECK_NEAR(T, r.net_bytes, S / 8.0, 1e-6);
 	/* taken when named (NCCL_ALGO=NVLSTree,...), or forced; not by the default tuner */
@@ -173,6 +177,20 @@ static void test_nccl_nvls_tree(struct test_ctx *T)
 	CHECK_NEAR(T, r.fill_us, 6.0 * 8.0 * 65536.0 * 16.0 / (1000.0 * r.algbw_GBps), 1e-9);
 	CHECK(T, nccl_eval(&c, PLAN_ALL_REDUCE, 1 << 20, NCCL_NVLS_TREE, NCCL_SIMPLE, &r));
 	CHECK_NEAR(T, r.fill_us, 4.0 * (1 << 20) / (1000.0 * r.algbw_GBps), 1e-9);
+	/* Blackwell across nodes: NCCL's SM100 table. 400 Gb/s NICs on 2 nodes: 32 channels and
+	 * 64 KiB chunks; on 4 nodes 24 channels; 800 Gb/s on 4 nodes: 24 channels, 256 KiB */
+	struct {
+		int64_t nodes;
+		double nic, ch, chunk;
+	} bt[] = { { 2, 50, 32, 65536 }, { 4, 50, 24, 65536 }, { 4, 100, 24, 262144 }, { 2, 25, 32, 131072 } };
+	for (int i = 0; i < 4; i++) {
+		struct nccl_comm b = h100_comm(bt[i].nodes, 8);
+		b.cc = 100;
+		b.nic_line_GBps = bt[i].nic;
+		double big = 64.0 * (1 << 30), stages = 2.0 + 2.0 * log2((double)bt[i].nodes);
+		CHECK(T, nccl_eval(&b, PLAN_ALL_REDUCE, big, NCCL_NVLS_TREE, NCCL_SIMPLE, &r));
+		CHECK_NEAR(T, r.fill_us, stages * 8.0 * bt[i].chunk * bt[i].ch / (1000.0 * r.algbw_GBps), 1e-9);
+	}
 	c = h100_comm(4, 8); /* beyond two nodes each NIC carries 2S/ppn: the network binds */
 	CHECK(T, nccl_eval(&c, PLAN_ALL_REDUCE, S, NCCL_NVLS_TREE, NCCL_SIMPLE, &r));
 	CHECK_NEAR(T, r.algbw_GBps, 0.92 * nics * 0.5, 1e-9);
