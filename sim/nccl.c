@@ -133,36 +133,33 @@ static double nvls_heads(int ppn)
 	return fmin((double)ppn, 32.0);
 }
 
-/* The chunk of NCCL's single-node NVLS all-reduce, bytes (enqueue.cc, NCCL 2.30): the NVLS
- * chunk, 64 KiB below 64 chunks per channel and head, 32 KiB below 8, 16 KiB below 2:
- * mid-size calls run smaller chunks, so a shorter pipeline fill. */
-static double nvls_chunk(double S, const struct nvls_tuning *t, double heads)
+/* NCCL's chunk ladders (enqueue.cc, NCCL 2.30): in order, each rung takes the chunk down to
+ * its size while the call has fewer than its count of chunks per channel and head, so
+ * mid-size calls run smaller chunks and a shorter pipeline fill. conc: channels x heads. */
+struct chunk_rung {
+	double count, bytes;
+};
+static double chunk_ladder(double S, double conc, double chunk, const struct chunk_rung *r, int n)
 {
-	double conc = t->channels * heads, chunk = t->chunk;
-	if (S < 64.0 * conc * chunk && chunk > 65536.0)
-		chunk = 65536.0;
-	if (S < 8.0 * conc * chunk && chunk > 32768.0)
-		chunk = 32768.0;
-	if (S < 2.0 * conc * chunk && chunk > 16384.0)
-		chunk = 16384.0;
+	for (int i = 0; i < n; i++)
+		if (S < r[i].count * conc * chunk && chunk > r[i].bytes)
+			chunk = r[i].bytes;
 	return chunk;
 }
 
-/* NVLSTree's chunk (enqueue.cc): the lesser of the NVLS chunk and its own largest, then
- * 256 KiB below 32 chunks per channel and head, 128 KiB below 16, 64 KiB below 4, 32 KiB
- * below 1 */
+/* single-node NVLS all-reduce: the NVLS chunk, 64 KiB below 64, 32 KiB below 8, 16 KiB below 2 */
+static double nvls_chunk(double S, const struct nvls_tuning *t, double heads)
+{
+	static const struct chunk_rung r[] = { { 64, 65536 }, { 8, 32768 }, { 2, 16384 } };
+	return chunk_ladder(S, t->channels * heads, t->chunk, r, 3);
+}
+
+/* NVLSTree: the lesser of the NVLS chunk and its own largest, then 256 KiB below 32, 128 KiB
+ * below 16, 64 KiB below 4, 32 KiB below 1 */
 static double nvls_tree_chunk(double S, const struct nvls_tuning *t, double heads)
 {
-	double conc = t->channels * heads, chunk = fmin(t->chunk, t->tree_max_chunk);
-	if (S < 32.0 * conc * chunk && chunk > 262144.0)
-		chunk = 262144.0;
-	if (S < 16.0 * conc * chunk && chunk > 131072.0)
-		chunk = 131072.0;
-	if (S < 4.0 * conc * chunk && chunk > 65536.0)
-		chunk = 65536.0;
-	if (S < conc * chunk && chunk > 32768.0)
-		chunk = 32768.0;
-	return chunk;
+	static const struct chunk_rung r[] = { { 32, 262144 }, { 16, 131072 }, { 4, 65536 }, { 1, 32768 } };
+	return chunk_ladder(S, t->channels * heads, fmin(t->chunk, t->tree_max_chunk), r, 4);
 }
 
 double nccl_size(enum plan_coll c, double bytes, int64_t n)
