@@ -499,24 +499,15 @@ bool nccl_eval(const struct nccl_comm *cm, enum plan_coll c, double S, int a, in
 	if (a == NCCL_RING && p == NCCL_SIMPLE && N > 1 && ar && S / (cm->nch * (double)n) >= 64)
 		lat *= cm->cc < 80 ? 1.9 : 1.4;
 
-	/* pipeline fill: the first chunk of a channel crosses every step before data streams */
-	double chunk = nvls ? NVLS_CHUNK : step_bytes[p];
-	double per_ch = S / (nc * (double)n);
-	if (chunk > per_ch)
-		chunk = per_ch;
-	double fill_steps = a == NCCL_NVLS ? 2.0
-			    : a == NCCL_TREE ? 2.0 * (log2i((double)N) + (double)ppn)
-			    : a == NCCL_PAT  ? (double)log2i((double)N) /* aggregated tree levels */
-					     : nsteps;
-	double ch_bw = bw_ch * (p == NCCL_LL ? 0.5 : 1.0);
-	double fill = fill_steps * chunk / (1000.0 * ch_bw);
+	/* pipeline fill */
+	double fill;
 	if (a == NCCL_NVLS) {
 		/* NCCL's NVLS kernel (device/all_reduce.h) runs three warp groups at once on each
-		 * channel, over iterations of one chunk per head: scatter (this GPU's ppn chunks into
-		 * the heads' buffers), reduce (its head's chunk: a multimem load-reduce and store
-		 * through the switch), gather (the ppn reduced chunks back out). A three-stage
-		 * pipeline of iterations fills in two of them, each ppn chunks at the channel's share
-		 * of the algorithm bandwidth. */
+		 * channel, over iterations of one chunk per head: scatter (this GPU's chunks into the
+		 * heads' buffers), reduce (its head's chunk: a multimem load-reduce and store through
+		 * the switch), gather (the reduced chunks back out). A three-stage pipeline of
+		 * iterations fills in two of them, each one chunk per head at the channel's share of
+		 * the algorithm bandwidth. */
 		struct nvls_tuning t = nvls_tuning(cm->cc, 1, ppn, cm->nic_line_GBps);
 		double nch = t.channels, heads = nvls_heads(ppn);
 		double it = fmin(heads * nvls_chunk(S, &t, heads), S / nch);
@@ -530,6 +521,13 @@ bool nccl_eval(const struct nccl_comm *cm, enum plan_coll c, double S, int a, in
 		double nch = t.channels, heads = nvls_heads(ppn);
 		double it = fmin(heads * nvls_tree_chunk(S, &t, heads), S / nch);
 		fill = (2.0 + 2.0 * log2i((double)N)) * it * nch / (1000.0 * alg);
+	} else {
+		/* the first chunk of a channel crosses every step before data streams */
+		double chunk = fmin(step_bytes[p], S / (nc * (double)n));
+		double fill_steps = a == NCCL_TREE ? 2.0 * (log2i((double)N) + (double)ppn)
+				    : a == NCCL_PAT  ? (double)log2i((double)N) /* aggregated tree levels */
+						     : nsteps;
+		fill = fill_steps * chunk / (1000.0 * bw_ch * (p == NCCL_LL ? 0.5 : 1.0));
 	}
 
 	out->algo = a;
