@@ -65,6 +65,7 @@ struct vcase {
 	char skipped[640];
 	char assumed[MAX_ASSUMED][160];
 	int nassumed;
+	char why[160]; /* the first figure it could not predict, and why ("" while none) */
 	struct metric m[MAX_METRICS];
 	int nm;
 };
@@ -78,6 +79,22 @@ static void assume(struct vcase *c, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(c->assumed[c->nassumed++], sizeof(c->assumed[0]), fmt, ap);
 	va_end(ap);
+}
+
+/* A measured figure twin does not predict: listed with what a case left out, the first one
+ * kept as the reason should the case end with no metric */
+static void unpredicted(struct vcase *c, const char *key, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void unpredicted(struct vcase *c, const char *key, const char *fmt, ...)
+{
+	char r[128];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(r, sizeof(r), fmt, ap);
+	va_end(ap);
+	assume(c, "%s not predicted: %s", key, r);
+	if (!c->why[0])
+		snprintf(c->why, sizeof(c->why), "%s not predicted: %s", key, r);
 }
 
 static void add_metric(struct vcase *c, const char *name, double pred, double meas)
@@ -288,34 +305,11 @@ static bool extra_value(const cJSON *me, const char *key, struct vcase *vc, doub
 	if (!v)
 		return false;
 	if (!cJSON_IsNumber(v) || !(v->valuedouble > 0) || !isfinite(v->valuedouble)) {
-		assume(vc, "%s not predicted: the measured value is not a positive number", key);
+		unpredicted(vc, key, "the measured value is not a positive number");
 		return false;
 	}
 	*out = v->valuedouble;
 	return true;
-}
-
-/* NVLS off as a cluster: no in-switch reduction, and so no NVLS bandwidth */
-static const char *const nvls_off_sets[] = { "node.nvls=false", "node.nvls_GBps=0" };
-#define NUM_NVLS_OFF_SETS 2
-
-/* One prediction of a collective on the case's cluster (its sets, then the nextra sets of
- * `extra`); ranks 0: one node's GPUs. */
-static enum tw_result coll_predict(const struct vrun *vr, const char *topo, const char **sets, int ns,
-				   const char *const *extra, int nextra, const char *op, double bytes, int64_t ranks,
-				   const char *algo, double host_us, struct sim_coll_result *r,
-				   struct tw_err *err)
-{
-	char dir[1024];
-	snprintf(dir, sizeof(dir), "%s/topologies", vr->ctx->data_dir);
-	for (int i = 0; i < nextra; i++)
-		sets[ns++] = extra[i];
-	struct cluster c;
-	if (cluster_load(topo, dir, sets, ns, &c, err) != TW_OK)
-		return err->code;
-	if (ranks == 0)
-		ranks = c.node.gpus;
-	return sim_collective(&c, canon_op(op), bytes, ranks, algo, host_us, r, err);
 }
 
 static void run_collective(const struct vrun *vr, const cJSON *cs, struct vcase *vc)
@@ -331,8 +325,7 @@ static void run_collective(const struct vrun *vr, const cJSON *cs, struct vcase 
 	for (size_t i = 0; i < sizeof(coll_extras) / sizeof(coll_extras[0]); i++)
 		has_extra |= field(me, coll_extras[i].key) != NULL;
 	if (!has_main && !has_extra) {
-		snprintf(vc->skipped, sizeof(vc->skipped), "%s",
-			 vc->nassumed ? vc->assumed[0] : "no measured busbw_GBps");
+		snprintf(vc->skipped, sizeof(vc->skipped), "%s", vc->why[0] ? vc->why : "no measured busbw_GBps");
 		return;
 	}
 	const cJSON *by = field(co, "bytes"); /* NULL: absent or null */
@@ -358,8 +351,16 @@ static void run_collective(const struct vrun *vr, const cJSON *cs, struct vcase 
 		return;
 	}
 	char bufs[CASE_SETS][160];
-	const char *sets[CASE_SETS + CLI_MAX_SETS + NUM_NVLS_OFF_SETS]; /* + an extra's condition */
+	const char *sets[CASE_SETS + CLI_MAX_SETS];
 	int ns = cluster_sets(vr, cs, vc, bufs, sets);
+	char dir[1024];
+	snprintf(dir, sizeof(dir), "%s/topologies", vr->ctx->data_dir);
+	struct cluster c;
+	struct tw_err err = { 0 };
+	if (cluster_load(topo, dir, sets, ns, &c, &err) != TW_OK) {
+		snprintf(vc->skipped, sizeof(vc->skipped), "%s", err.msg);
+		return;
+	}
 	/* ml-engineering's all_reduce_bench.py times each call alone: barrier, start event, one
 	 * blocking torch.distributed call, end event, on a GPU left idle by the barrier, so the
 	 * window also holds the call's host dispatch, one framework op; nccl-tests launches its
@@ -367,8 +368,7 @@ static void run_collective(const struct vrun *vr, const cJSON *cs, struct vcase 
 	bool blocking = case_mentions(cs, "all_reduce_bench", NULL);
 	double host_us = blocking ? STRAT_HOST_OP_US : 0;
 	struct sim_coll_result r;
-	struct tw_err err = { 0 };
-	if (coll_predict(vr, topo, sets, ns, NULL, 0, op, bytes, (int64_t)ranks, algo, host_us, &r, &err) != TW_OK) {
+	if (sim_collective(&c, canon_op(op), bytes, (int64_t)ranks, algo, host_us, &r, &err) != TW_OK) {
 		snprintf(vc->skipped, sizeof(vc->skipped), "%s", err.msg);
 		return;
 	}
@@ -391,16 +391,19 @@ static void run_collective(const struct vrun *vr, const cJSON *cs, struct vcase 
 		const char *xa = x->algo ? x->algo : algo;
 		if (x->nvls_off && xa && !strncasecmp(xa, "nvls", 4))
 			xa = NULL;
+		struct cluster xc = c;
+		if (x->nvls_off) /* no in-switch reduction, and so no NVLS bandwidth */
+			xc.node.nvls = false, xc.node.nvls_GBps = 0;
 		memset(&err, 0, sizeof(err));
-		if (coll_predict(vr, topo, sets, ns, nvls_off_sets, x->nvls_off ? NUM_NVLS_OFF_SETS : 0, op, bytes,
-				 x->one_node ? 0 : (int64_t)ranks, xa, host_us, &r, &err) != TW_OK) {
-			assume(vc, "%s not predicted: %s", x->key, err.msg);
+		if (sim_collective(&xc, canon_op(op), bytes, x->one_node ? xc.node.gpus : (int64_t)ranks, xa,
+				   host_us, &r, &err) != TW_OK) {
+			unpredicted(vc, x->key, "%s", err.msg);
 			continue;
 		}
 		/* a forced algorithm that cannot run here: NCCL refuses the call, so there is no
 		 * figure to predict (sim_collective falls back to the tuner for a case's algo) */
 		if (x->algo && strcmp(r.algo, x->algo)) {
-			assume(vc, "%s not predicted: %s cannot run here", x->key, x->algo);
+			unpredicted(vc, x->key, "%s cannot run here", x->algo);
 			continue;
 		}
 		add_metric(vc, x->key, r.busbw_GBps, xm);
@@ -961,13 +964,12 @@ static void run_mem_extras(struct job *j, const cJSON *me, struct vcase *vc)
 		if (!extra_value(me, x->key, vc, &meas))
 			continue;
 		if (x->sp && (j->strat.tp < 2 || j->seq % j->strat.tp)) {
-			assume(vc, "%s not predicted: sequence parallelism needs tp > 1 dividing seq_len",
-			       x->key);
+			unpredicted(vc, x->key, "sequence parallelism needs tp > 1 dividing seq_len");
 			continue;
 		}
 		if (x->what == MX_ACT_PCT && !have_base) {
 			if (variant_mem(j, false, STRAT_RECOMPUTE_NONE, &base, &err) != TW_OK) {
-				assume(vc, "%s not predicted: %s", x->key, err.msg);
+				unpredicted(vc, x->key, "%s", err.msg);
 				continue;
 			}
 			have_base = true;
@@ -975,7 +977,7 @@ static void run_mem_extras(struct job *j, const cJSON *me, struct vcase *vc)
 		bool own = x->what == MX_STATES_GIB; /* states do not depend on SP or recompute */
 		if (variant_mem(j, own ? j->strat.sequence_parallel : x->sp, own ? j->strat.recompute : x->rc,
 				&m, &err) != TW_OK) {
-			assume(vc, "%s not predicted: %s", x->key, err.msg);
+			unpredicted(vc, x->key, "%s", err.msg);
 			continue;
 		}
 		double pred = 0;
@@ -992,7 +994,7 @@ static void run_mem_extras(struct job *j, const cJSON *me, struct vcase *vc)
 		case MX_ACT_PCT: {
 			int64_t b = variant_act(&base, STRAT_RECOMPUTE_NONE);
 			if (b <= 0) {
-				assume(vc, "%s not predicted: the baseline keeps no activations", x->key);
+				unpredicted(vc, x->key, "the baseline keeps no activations");
 				continue;
 			}
 			pred = 100.0 * (double)variant_act(&m, x->rc) / (double)b;
@@ -1337,14 +1339,9 @@ int cmd_validate(const struct cli_ctx *ctx, int argc, char **argv)
 			run_training(&vr, cs, v, true);
 		else
 			snprintf(v->skipped, sizeof(v->skipped), "unknown kind '%s'", kind);
-		if (!v->skipped[0] && v->nm == 0) {
-			/* the first figure it could not predict says why, when there was one */
-			const char *why = NULL;
-			for (int k = 0; k < v->nassumed && !why; k++)
-				if (strstr(v->assumed[k], " not predicted: "))
-					why = v->assumed[k];
-			snprintf(v->skipped, sizeof(v->skipped), "%s", why ? why : "no measured metric the models predict");
-		}
+		if (!v->skipped[0] && v->nm == 0)
+			snprintf(v->skipped, sizeof(v->skipped), "%s",
+				 v->why[0] ? v->why : "no measured metric the models predict");
 	}
 	struct group *g;
 	int ng = summarise(vc, nv, true, &g);

@@ -98,17 +98,19 @@ static double pct(int64_t part, int64_t whole)
 }
 
 /* The (algorithm, protocol) that took most of a collective type's time, with its share when
- * others ran too; "-" when the run does not say (measured runs) */
-static void coll_how(const struct prof_coll_stats *s, char *how, size_t n)
+ * others ran too; false and "-" when the run does not say (measured runs) */
+static bool coll_how(const struct prof_coll_stats *s, char *how, size_t n)
 {
 	enum trace_algo ta;
 	enum trace_proto tp;
 	double share;
-	if (prof_coll_algo(s, &ta, &tp, &share))
-		snprintf(how, n, share < 0.995 ? "%s/%s %.0f%%" : "%s/%s", trace_algo_name(ta),
-			 trace_proto_name(tp), 100.0 * share);
-	else
+	if (!prof_coll_algo(s, &ta, &tp, &share)) {
 		snprintf(how, n, "-");
+		return false;
+	}
+	snprintf(how, n, share < 0.995 ? "%s/%s %.0f%%" : "%s/%s", trace_algo_name(ta),
+		 trace_proto_name(tp), 100.0 * share);
+	return true;
 }
 
 void prof_analysis_print(FILE *f, const struct prof_analysis *a)
@@ -225,8 +227,7 @@ cJSON *prof_compare_json(const struct prof_analysis *a, const struct prof_analys
 		const struct prof_coll_stats *side[2] = { x, y };
 		for (int i = 0; i < 2; i++) {
 			char how[48];
-			coll_how(side[i], how, sizeof(how));
-			if (strcmp(how, "-"))
+			if (coll_how(side[i], how, sizeof(how)))
 				cJSON_AddStringToObject(al, i ? "b" : "a", how);
 			else
 				cJSON_AddNullToObject(al, i ? "b" : "a");
@@ -297,9 +298,8 @@ void prof_compare_print(FILE *f, const struct prof_analysis *a, const struct pro
 		}
 		/* what NCCL ran, when either run says: a changed algorithm explains a changed time */
 		char ha[48], hb[48];
-		coll_how(x, ha, sizeof(ha));
-		coll_how(y, hb, sizeof(hb));
-		if (strcmp(ha, "-") || strcmp(hb, "-")) {
+		bool ka = coll_how(x, ha, sizeof(ha)), kb = coll_how(y, hb, sizeof(hb));
+		if (ka || kb) {
 			/* names longer than a number's column: A and B as text after the label */
 			snprintf(l, sizeof(l), "%s algorithm", trace_cat_name(k));
 			fprintf(f, "%-28s A %s, B %s\n", l, ha, hb);
