@@ -698,10 +698,12 @@ static cJSON *strategy_json(const cJSON *cs, const cJSON *s, const cJSON *m, str
 		if (num(s, ints[i], &v))
 			cJSON_AddNumberToObject(o, ints[i], v);
 		else if (!strcmp(ints[i], "micro_batch")) {
-			/* Megatron's default; DeepSpeed would fold the whole batch into one
-			 * micro-batch, which no pipeline run does */
+			/* Megatron-LM has no default (it asserts --micro-batch-size is set); 1 is
+			 * what its example and paper scripts pass for pipelined GPT runs. DeepSpeed
+			 * would fold the whole batch into one micro-batch, which no pipeline run does */
 			cJSON_AddNumberToObject(o, "micro_batch", 1);
-			assume(vc, "strategy.micro_batch=1 (Megatron default)");
+			assume(vc, "strategy.micro_batch=1 (not given; Megatron-LM requires it and its "
+				   "example scripts pass 1)");
 		}
 	}
 	double vp = 1, seq;
