@@ -52,6 +52,16 @@ static const double step_bytes[NCCL_NUM_PROTOS] = { 65536.0, 4915200.0 / 16.0, 5
 #define REF_PCIE_US 1.5
 /* node.nvls_GBps is the busbw of an NVLS all-reduce on this many GPUs (nccl-tests -g 8) */
 #define NVLS_REF_GPUS 8.0
+/* send/recv and all-to-all (NCCL 2.30's p2p defaults; below, "send/recv and all-to-all") */
+#define P2P_NVL_CHUNK 524288.0 /* NCCL_P2P_NVL_CHUNKSIZE: a communicator within one node */
+#define P2P_NET_CHUNK 131072.0 /* NCCL_P2P_NET_CHUNKSIZE: every peer once it spans nodes */
+#define P2P_NET_CH_GBPS 14.0   /* NCCL_P2P_PER_CHANNEL_NET_BW: what NCCL counts a channel
+				* carries over the network when it sizes a peer's channels */
+#define P2P_NODE_CHANNELS 32   /* p2pnChannels on an NVSwitch node: the power of two above its
+				* collective channels (16, doubled by ncclTopoPostset) */
+#define P2P_MAX_CHANNELS 64    /* MAXCHANNELS */
+#define P2P_ROUND_GROUP 8      /* NCCL_MAX_DEV_WORK_P2P_PER_BATCH: across nodes the peers of 8
+				* consecutive rounds share one block of channels */
 
 const char *nccl_algo_name(int a)
 {
@@ -224,7 +234,7 @@ void nccl_comm_from_cluster(const struct cluster *c, int64_t nranks, int64_t nno
 	/* GPUDirect RDMA crosses the GPU's PCIe link and the NIC's own x16 slot: NCCL's search
 	 * takes the GPU-NIC path's bandwidth, the slowest of the three (the flows load the GPU's
 	 * link too) */
-	double pcie = c->node.pcie_GBps;
+	double pcie = c->node.pcie_GBps, line_GBps = c->net.nic_gbps / 8.0;
 	out->inter_GBps = nics * (pcie > 0 && pcie < nic ? pcie : nic);
 	if (pcie > 0 && out->inter_GBps > pcie * (double)out->ppn)
 		out->inter_GBps = pcie * (double)out->ppn;
@@ -240,6 +250,14 @@ void nccl_comm_from_cluster(const struct cluster *c, int64_t nranks, int64_t nno
 	}
 	out->gpu_net_GBps = nic * (double)c->net.nics_per_node / (double)gpn;
 	out->nic_line_GBps = c->net.nic_gbps / 8.0;
+	/* the NICs local to a GPU and their bandwidth as the GPU reaches them (PCIe-capped) */
+	int gpu_nics = c->net.nics_per_node >= gpn ? c->net.nics_per_node / gpn : c->net.nics_per_node > 0;
+	double local_bw = (double)gpu_nics * (pcie > 0 && pcie < line_GBps ? pcie : line_GBps);
+	if (pcie > 0 && local_bw > pcie)
+		local_bw = pcie;
+	int need = (int)ceil(local_bw / P2P_NET_CH_GBPS);
+	out->net_peer_ch = gpu_nics > need ? gpu_nics : need;
+	out->nvswitch = c->node.intra == CLUSTER_INTRA_NVSWITCH;
 	/* a rail-optimized leaf takes one port of leaf_radix nodes (one leaf per rail); a plain
 	 * fat-tree leaf takes every NIC of a node */
 	out->oversub = c->net.oversubscription > 1.0 ? c->net.oversubscription : 1.0;
@@ -286,6 +304,73 @@ static double plugin_lat(const struct nccl_comm *cm, int proto)
 	return cm->plugin_lat_us * (proto == NCCL_SIMPLE ? 2.0 : 1.0);
 }
 
+/* ---- send/recv and all-to-all: NCCL's p2p plan (NCCL 2.30: graph/paths.cc
+ * ncclTopoGetNchannels and ncclTopoComputeP2pChannels, enqueue.cc scheduleP2pTasksToPlan and
+ * addP2pToPlan, init.cc ncclP2pSchedule). NCCL cuts one transfer into parts over a number of
+ * channels that grows with its size, and a channel is one thread block: what one block moves
+ * is the limit until the link is. ---- */
+struct p2p_plan {
+	int per_peer;   /* p2pnChannelsPerPeer: a transfer's most channels */
+	int min_ch;     /* a transfer's least (so that every peer of a round finds channels) */
+	int total;      /* p2pnChannels */
+	double chunk;   /* p2pChunkSize, bytes */
+	double nvl_ch;  /* GB/s one channel moves over NVLink: a ring channel's share */
+	double net_ch;  /* GB/s one channel moves to a NIC */
+};
+
+static int pow2_up(int x)
+{
+	int p = 1;
+	while (p < x && p < P2P_MAX_CHANNELS)
+		p <<= 1;
+	return p;
+}
+
+/* NCCL's plan for this communicator; false where twin keeps the link-rate model (NVLink mesh
+ * and PCIe nodes, whose per-peer paths differ pair by pair, and hosts without GPUs) */
+static bool p2p_plan(const struct nccl_comm *cm, struct p2p_plan *p)
+{
+	if (!cm->nvswitch || cm->intra_GBps <= 0)
+		return false;
+	/* a node's ring channels (nccl_comm_from_cluster) fill its NVLink, so one moves the
+	 * NVLink bandwidth over their count */
+	p->nvl_ch = cm->intra_GBps / (cm->cc >= 100 ? 32.0 : 16.0);
+	p->net_ch = fmin(P2P_NET_CH_GBPS, p->nvl_ch);
+	if (cm->nnodes <= 1) {
+		/* an NVSwitch peer gets 2 channels per NVLink, more than the 32 there are */
+		p->chunk = P2P_NVL_CHUNK;
+		p->total = p->per_peer = P2P_NODE_CHANNELS;
+	} else {
+		/* the least over all peers: a network peer's (nccl_comm_from_cluster), then the
+		 * collective channels doubled by ncclTopoPostset, to a power of two, in all */
+		p->chunk = P2P_NET_CHUNK;
+		p->total = pow2_up(2 * cm->nch);
+		p->per_peer = pow2_up(cm->net_peer_ch > 0 ? cm->net_peer_ch : 1);
+		/* so that the peers of a round group fit the channels at once */
+		int64_t groups = (cm->nranks + P2P_ROUND_GROUP - 1) / P2P_ROUND_GROUP;
+		while (p->per_peer > 1 && (int64_t)p->per_peer * groups > p->total)
+			p->per_peer /= 2;
+	}
+	if (p->per_peer > p->total)
+		p->per_peer = p->total;
+	p->min_ch = p->per_peer;
+	while (p->min_ch > 1 && (int64_t)p->min_ch * cm->nranks > p->total)
+		p->min_ch /= 2;
+	return true;
+}
+
+/* channels one transfer of B bytes is cut over (addP2pToPlan): as few as its parts allow, at
+ * least min_ch, doubled while a part is larger than the most a channel takes in one go */
+static int p2p_channels(const struct p2p_plan *p, bool multi_node, double B)
+{
+	double min_part = multi_node ? p->chunk / 2.0 : p->chunk / 8.0;
+	double max_part = multi_node ? p->chunk : p->chunk * 32.0;
+	int k = (int)fmin((double)p->min_ch, fmax(1.0, ceil(B / min_part)));
+	while (fmax(min_part, B / k) > max_part && k <= p->per_peer / 2)
+		k *= 2;
+	return k;
+}
+
 void nccl_alltoall(const struct nccl_comm *cm, double S, struct nccl_result *out)
 {
 	int64_t n = cm->nranks, ppn = cm->ppn;
@@ -295,17 +380,39 @@ void nccl_alltoall(const struct nccl_comm *cm, double S, struct nccl_result *out
 	if (n <= 1 || S <= 0)
 		return;
 	double intra = S * (double)(ppn - 1) / (double)n, inter = S * (double)(n - ppn) / (double)n;
+	double nvl_bw = cm->intra_GBps, net_bw = cm->gpu_net_GBps, fill = 0;
+	struct p2p_plan p;
+	if (p2p_plan(cm, &p)) {
+		/* every peer's transfer gets its channels: on one node each round its own block,
+		 * so all n - 1 run at once on up to p2pnChannels; across nodes a round group of
+		 * 8 peers shares one block, the local ranks' group and one per other node */
+		double B = S / (double)n;
+		int k = p2p_channels(&p, cm->nnodes > 1, B);
+		if (cm->nnodes <= 1) {
+			double active = fmin((double)p.total, (double)(n - 1) * k);
+			nvl_bw = fmin(nvl_bw, active * p.nvl_ch);
+			/* the last step: the sender's copy into the FIFO, then the receiver's out */
+			fill = fmin(B / k, p.chunk) / (1000.0 * p.nvl_ch);
+		} else {
+			/* the blocks in use, shared by the rounds: local peers' and remote ones' */
+			double groups = (double)((n + P2P_ROUND_GROUP - 1) / P2P_ROUND_GROUP);
+			double active = fmin((double)p.total, groups * k);
+			nvl_bw = fmin(nvl_bw, active * (double)(ppn - 1) / (double)(n - 1) * p.nvl_ch);
+			net_bw = fmin(net_bw, active * (double)(n - ppn) / (double)(n - 1) * p.net_ch);
+		}
+	}
 	double t = 0;
-	if (intra > 0 && cm->intra_GBps > 0)
-		t = intra / (1000.0 * cm->intra_GBps);
-	if (inter > 0 && cm->gpu_net_GBps > 0)
-		t = fmax(t, inter * uplink_slowdown(cm, true) / (1000.0 * cm->gpu_net_GBps));
+	if (intra > 0 && nvl_bw > 0)
+		t = intra / (1000.0 * nvl_bw);
+	if (inter > 0 && net_bw > 0)
+		t = fmax(t, inter * uplink_slowdown(cm, true) / (1000.0 * net_bw));
 	int hw = cm->nnodes > 1 ? HW_NET : cm->nvlink ? HW_NVLINK : HW_PCI;
 	out->lat_us = base_lat[NCCL_RING][NCCL_SIMPLE] +
 		      step_lat(hw_lat[hw][NCCL_RING][NCCL_SIMPLE], hw == HW_NET ? cm->net_lat_us : cm->intra_lat_us) +
 		      (hw == HW_NET ? plugin_lat(cm, NCCL_SIMPLE) : 0.0);
+	out->fill_us = fill;
 	out->algbw_GBps = t > 0 ? S / (1000.0 * t) : 0;
-	out->time_us = out->lat_us + t;
+	out->time_us = out->lat_us + t + fill;
 	out->busbw_GBps = S / (out->time_us * 1e3) * nccl_busbw_factor(PLAN_ALL_TO_ALL, n);
 	out->nvl_bytes = intra;
 	out->net_bytes = inter;
@@ -317,13 +424,21 @@ void nccl_p2p(const struct nccl_comm *cm, double S, bool same_node, struct nccl_
 	memset(out, 0, sizeof(*out));
 	out->algo = NCCL_RING;
 	out->proto = NCCL_SIMPLE;
-	double bw = same_node ? cm->intra_GBps : cm->gpu_net_GBps;
+	double bw = same_node ? cm->intra_GBps : cm->gpu_net_GBps, fill = 0;
+	struct p2p_plan p;
+	if (S > 0 && p2p_plan(cm, &p)) {
+		int k = p2p_channels(&p, cm->nnodes > 1, S);
+		bw = fmin(bw, (double)k * (same_node ? p.nvl_ch : p.net_ch));
+		if (same_node && cm->nnodes <= 1)
+			fill = fmin(S / k, p.chunk) / (1000.0 * p.nvl_ch);
+	}
 	int hw = !same_node ? HW_NET : cm->nvlink ? HW_NVLINK : HW_PCI;
 	out->lat_us = base_lat[NCCL_RING][NCCL_SIMPLE] +
 		      step_lat(hw_lat[hw][NCCL_RING][NCCL_SIMPLE], same_node ? cm->intra_lat_us : cm->net_lat_us) +
 		      (same_node ? 0.0 : plugin_lat(cm, NCCL_SIMPLE));
 	out->algbw_GBps = bw;
-	out->time_us = out->lat_us + (bw > 0 ? S / (1000.0 * bw) : 0);
+	out->fill_us = fill;
+	out->time_us = out->lat_us + (bw > 0 ? S / (1000.0 * bw) : 0) + fill;
 	out->busbw_GBps = S / (out->time_us * 1e3);
 	if (same_node)
 		out->nvl_bytes = S;

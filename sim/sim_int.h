@@ -81,6 +81,10 @@ struct nccl_comm {
 	double nvls_GBps;    /* NVLS all-reduce busbw on NVLS_REF_GPUS GPUs; 0: NCCL's model */
 	double gpu_net_GBps; /* the NIC bandwidth one GPU owns (rail share), for p2p/all-to-all */
 	double nic_line_GBps; /* one NIC's line rate (NCCL's SM100 NVLSTree tuning reads it) */
+	int net_peer_ch;     /* p2p channels NCCL gives a network peer (ncclTopoGetNchannels):
+			      * one per NIC local to the GPU, or what their bandwidth needs at
+			      * NCCL_P2P_PER_CHANNEL_NET_BW; 0 without NICs */
+	bool nvswitch;       /* every GPU pair of a node meets through NVSwitch (p2p channels) */
 	unsigned no_algos, no_protos; /* what NCCL_ALGO / NCCL_PROTO take from the tuner, bit per
 				       * index; 0: nothing (NCCL's default) */
 	unsigned forced_protos;      /* named in NCCL_PROTO: enabled past NCCL's hardware checks */

@@ -1275,6 +1275,66 @@ static void test_nccl_nic_behind_pcie(struct test_ctx *T)
 	CHECK_EQ_INT(T, c800.nch, c400.nch); /* NCCL's speed array at the path's rate */
 }
 
+/* NCCL's p2p plan (sim/nccl.c, "send/recv and all-to-all"): a transfer's channels grow with
+ * its size, each moving one ring channel's share of NVLink; across nodes a peer gets its NICs'
+ * channels at NCCL's 14 GB/s each, halved as the ranks outgrow the channels */
+static void test_nccl_p2p_channels(struct test_ctx *T)
+{
+	struct job j;
+	make_job(&j, 1, 1, 8, 8);
+	j.cluster.gpu.arch_sm = 90;
+	j.cluster.node.nvlink_GBps = 370.8;
+	j.cluster.node.pcie_GBps = 53.0;
+	j.cluster.net.nic_gbps = 400;
+	j.cluster.net.nic_eff = 0.94;
+	const double ch = 370.8 / 16; /* GB/s a channel moves over NVLink */
+	struct nccl_comm node8, pair, cross2, dp8n, dp16n;
+	nccl_comm_from_cluster(&j.cluster, 8, 1, &node8);
+	nccl_comm_from_cluster(&j.cluster, 2, 1, &pair);
+	struct nccl_result r;
+	/* nccl-tests sendrecv on one node (8 ranks): 4 channels up to 64 MiB (parts up to 16 MiB),
+	 * then 8, 16, 32 channels: the staircase of the measured B200 sweeps */
+	const double sizes[] = { 16 * TW_MIB, 64 * TW_MIB, 128 * TW_MIB, 256 * TW_MIB, 512 * TW_MIB };
+	const double chans[] = { 4, 4, 8, 16, 16 }; /* 32 x 23.2 > 370.8: NVLink binds */
+	for (int i = 0; i < 5; i++) {
+		nccl_p2p(&node8, sizes[i], true, &r);
+		CHECK_NEAR(T, r.algbw_GBps, i == 4 ? 370.8 : chans[i] * ch, 1e-9);
+		CHECK(T, r.fill_us > 0 && r.time_us > sizes[i] / (1000.0 * r.algbw_GBps));
+	}
+	/* a pipeline's two-rank communicator on one node: 16 channels at once, all of NVLink */
+	nccl_p2p(&pair, 64 * TW_MIB, true, &r);
+	CHECK_NEAR(T, r.algbw_GBps, 370.8, 1e-9);
+	/* across two nodes, one GPU each: 4 channels for a 400 Gb/s NIC (ceil(50/14)), so the
+	 * NIC binds as before */
+	nccl_comm_from_cluster(&j.cluster, 2, 2, &cross2);
+	CHECK_EQ_INT(T, cross2.net_peer_ch, 4);
+	nccl_p2p(&cross2, 64 * TW_MIB, false, &r);
+	CHECK_NEAR(T, r.algbw_GBps, cross2.gpu_net_GBps, 1e-9);
+	/* a 200 Gb/s NIC needs 2 channels; 8 nodes of 8 keep them, 16 nodes halve them to one:
+	 * 14 GB/s, below the NIC */
+	j.cluster.net.nic_gbps = 200;
+	nccl_comm_from_cluster(&j.cluster, 64, 8, &dp8n);
+	nccl_comm_from_cluster(&j.cluster, 128, 16, &dp16n);
+	CHECK_EQ_INT(T, dp8n.net_peer_ch, 2);
+	nccl_p2p(&dp8n, 64 * TW_MIB, false, &r);
+	CHECK_NEAR(T, r.algbw_GBps, dp8n.gpu_net_GBps, 1e-9);
+	nccl_p2p(&dp16n, 64 * TW_MIB, false, &r);
+	CHECK_NEAR(T, r.algbw_GBps, 14.0, 1e-9);
+	/* all-to-all on one node: 8 MiB a peer runs on 4 channels each, 28 at once (NVLink binds);
+	 * 128 KiB a peer on 2 each, 14 at once (the channels bind) */
+	struct nccl_result a;
+	nccl_alltoall(&node8, 64 * TW_MIB, &a);
+	CHECK_NEAR(T, 64 * TW_MIB * 7 / 8 / (1000.0 * (a.time_us - a.lat_us - a.fill_us)), 370.8, 1e-6);
+	nccl_alltoall(&node8, 1 * TW_MIB, &a);
+	CHECK_NEAR(T, 1 * TW_MIB * 7 / 8 / (1000.0 * (a.time_us - a.lat_us - a.fill_us)), 14 * ch, 1e-6);
+	/* NVLink mesh and PCIe nodes keep the link-rate model */
+	j.cluster.node.intra = CLUSTER_INTRA_NVLINK_MESH;
+	nccl_comm_from_cluster(&j.cluster, 8, 1, &node8);
+	nccl_p2p(&node8, 16 * TW_MIB, true, &r);
+	CHECK_NEAR(T, r.algbw_GBps, 370.8, 1e-9);
+	CHECK_NEAR(T, r.fill_us, 0, 0);
+}
+
 static void test_collective_cases(struct test_ctx *T)
 {
 	struct job j;
@@ -1339,6 +1399,7 @@ int main(void)
 	TEST_RUN(&T, test_nccl_channels_from_nics);
 	TEST_RUN(&T, test_nccl_nic_behind_pcie);
 	TEST_RUN(&T, test_nccl_userbuffers);
+	TEST_RUN(&T, test_nccl_p2p_channels);
 	TEST_RUN(&T, test_collective_cases);
 	return test_done(&T);
 }
