@@ -250,6 +250,12 @@ int job_node_of(const struct job *j, int64_t rank)
 	return (int)(rank / per);
 }
 
+int64_t job_node_ranks(const struct job *j)
+{
+	int64_t per = j->cluster.node.gpus > 0 ? j->cluster.node.gpus : 1;
+	return j->gpus > 0 && j->gpus < per ? j->gpus : per;
+}
+
 struct cJSON *job_to_json(const struct job *j)
 {
 	cJSON *o = cJSON_CreateObject();

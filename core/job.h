@@ -79,6 +79,9 @@ int64_t job_group_color(const struct job *j, enum job_group g, int64_t rank);
 
 /* Node of a rank (ranks fill nodes in order). */
 int job_node_of(const struct job *j, int64_t rank);
+/* The job's ranks on one node, which share its host memory, CPU and drives: the node's GPUs,
+ * or the job's when it is smaller than a node. */
+int64_t job_node_ranks(const struct job *j);
 
 /* Full description as JSON (stored with runs); caller frees. */
 struct cJSON *job_to_json(const struct job *j);

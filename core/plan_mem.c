@@ -50,8 +50,7 @@ enum tw_result plan_memory(const struct job *j, const struct plan *p, struct pla
 	out->fragmentation_bytes = (int64_t)((frag - 1.0) * (double)out->peak[PLAN_DEV_GPU]);
 	out->gpu_total = out->peak[PLAN_DEV_GPU] + out->context_bytes + out->fragmentation_bytes;
 	out->gpu_capacity = (int64_t)(cl->gpu.memory_gib * (double)TW_GIB);
-	int per = cl->node.gpus > 0 ? cl->node.gpus : 1;
-	out->host_capacity = (int64_t)(cl->node.host_memory_gib * (double)TW_GIB / per);
+	out->host_capacity = (int64_t)(cl->node.host_memory_gib * (double)TW_GIB / (double)job_node_ranks(j));
 	out->nvme_bytes = out->peak[PLAN_DEV_NVME];
 	return TW_OK;
 }

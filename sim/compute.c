@@ -119,9 +119,11 @@ int64_t sim_compute_ns(const struct job *j, const struct plan_op *op)
 	double flops = op->u.compute.flops, bytes = op->u.compute.bytes, t;
 	double launches = 1.0 + op->u.compute.extra_kernels; /* eager ops launch several */
 	if (op->stream == PLAN_STREAM_HOST) {
-		int gpn = c->node.gpus > 0 ? c->node.gpus : 1;
-		double bw = c->node.cpu_mem_GBps * 1e9 / gpn;
-		double fl = c->node.cpu_tflops * 1e12 / gpn;
+		/* the host's memory and cores are shared by the job's processes on the node
+		 * (DeepSpeedCPUAdam's OpenMP threads take every core a process is given) */
+		double per = (double)job_node_ranks(j);
+		double bw = c->node.cpu_mem_GBps * 1e9 / per;
+		double fl = c->node.cpu_tflops * 1e12 / per;
 		t = 0;
 		if (bw > 0)
 			t = bytes / bw;
@@ -177,10 +179,9 @@ int64_t sim_compute_ns(const struct job *j, const struct plan_op *op)
 int64_t sim_copy_ns(const struct job *j, const struct plan_op *op, double *bw_GBps)
 {
 	const struct cluster *c = &j->cluster;
-	int gpn = c->node.gpus > 0 ? c->node.gpus : 1;
 	double bw = c->node.pcie_GBps;
 	if (op->u.copy.dir == PLAN_NVME_READ || op->u.copy.dir == PLAN_NVME_WRITE)
-		bw = c->node.nvme_GBps / gpn; /* the node's drives shared by its GPUs' processes */
+		bw = c->node.nvme_GBps / (double)job_node_ranks(j); /* the node's drives, shared */
 	if (bw_GBps)
 		*bw_GBps = bw;
 	if (bw <= 0)
