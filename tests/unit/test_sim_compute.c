@@ -130,6 +130,39 @@ static void test_host_checkpoint(struct test_ctx *T)
 	free(j);
 }
 
+/* The CPU optimizer's host work: the node's DRAM bandwidth and CPU shared by the job's ranks
+ * on it, all of it for a job on one GPU of an 8-GPU node; NVMe likewise */
+static void test_host_share(struct test_ctx *T)
+{
+	struct job *j = calloc(1, sizeof(*j));
+	a100(&j->cluster);
+	j->cluster.node.gpus = 8;
+	j->cluster.node.cpu_mem_GBps = 200;
+	j->cluster.node.cpu_tflops = 4;
+	j->cluster.node.nvme_GBps = 16;
+	struct plan_op op;
+	memset(&op, 0, sizeof(op));
+	op.kind = PLAN_COMPUTE;
+	op.stream = PLAN_STREAM_HOST;
+	op.u.compute.bytes = 100e9;
+	j->gpus = 16; /* two nodes: 8 ranks share each host */
+	CHECK_EQ_INT(T, (int)(sim_compute_ns(j, &op) / 1000000), 4000);
+	j->gpus = 1;
+	CHECK_EQ_INT(T, (int)(sim_compute_ns(j, &op) / 1000000), 500);
+	CHECK_EQ_INT(T, (int)job_node_ranks(j), 1);
+	j->gpus = 4;
+	CHECK_EQ_INT(T, (int)job_node_ranks(j), 4);
+	struct plan_op cp;
+	memset(&cp, 0, sizeof(cp));
+	cp.kind = PLAN_COPY;
+	cp.u.copy.dir = PLAN_NVME_READ;
+	cp.u.copy.bytes = 4000000000LL;
+	double bw;
+	sim_copy_ns(j, &cp, &bw);
+	CHECK_NEAR(T, bw, 4.0, 1e-12);
+	free(j);
+}
+
 /* A forward attention op on the compute stream (the tests fill in its shape or FLOPs). */
 static void attn_op(struct plan_op *op)
 {
@@ -215,6 +248,7 @@ int main(void)
 	TEST_RUN(&T, test_gemm_eff_by_hand);
 	TEST_RUN(&T, test_gemm_time_fwd_bwd);
 	TEST_RUN(&T, test_host_checkpoint);
+	TEST_RUN(&T, test_host_share);
 	TEST_RUN(&T, test_attention_torch_softmax);
 	TEST_RUN(&T, test_attention_kernel_table);
 	return test_done(&T);
