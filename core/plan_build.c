@@ -946,10 +946,16 @@ static bool fsdp2(const struct pb *b)
 	return b->fsdp && b->s->fsdp_version == 2;
 }
 
-/* DeepSpeed before 0.5.5: parameter by parameter, the device synchronized around each fetch */
+/* DeepSpeed before 0.5.5: parameter by parameter, through per-rank list copies */
 static bool ds_old_fetch(const struct pb *b)
 {
 	return b->ds && b->s->ds_fetch_per_param;
+}
+
+/* DeepSpeed before 0.6.0: the device synchronized around each fetch and prefetch */
+static bool ds_sync_fetch(const struct pb *b)
+{
+	return b->ds && b->s->ds_fetch_sync;
 }
 
 /* DeepSpeed fetches leaf modules, one all-gather each: a unit of separate Linears (q, k, v;
@@ -1074,9 +1080,10 @@ static void gather(struct pb *b, int64_t mid, bool coalesced)
 			id = sc != PLAN_NONE ? sc : id;
 		}
 		b->gop[mid] = id; /* the stream runs them in order: waiting on the last is enough */
+		if (ds_sync_fetch(b))
+			b->p->ops[id].flags |= PLAN_F_DEVSYNC;
 		if (old) {
 			b->p->ops[id].host_views = (uint32_t)(views < UINT32_MAX ? views : UINT32_MAX);
-			b->p->ops[id].flags |= PLAN_F_DEVSYNC;
 		} else if (b->ds && coalesced) {
 			int64_t v = nz * (unit_tensors(b, mid, true) / np);
 			b->p->ops[id].host_views = (uint32_t)(v < UINT32_MAX ? v : UINT32_MAX);
@@ -1092,6 +1099,20 @@ static void gather(struct pb *b, int64_t mid, bool coalesced)
 	if (old && b->gop[mid] != PLAN_NONE)
 		b->gop[mid] = compute_d(b, PLAN_K_ELEMWISE, "ag_copy_out", 0,
 					3.0 * (double)n * (double)b->pbytes, PLAN_STREAM_COMM, b->gop[mid]);
+	if (b->ds && b->s->ds_fetch_norm && b->gop[mid] != PLAN_NONE) {
+		/* 0.4.2 - 0.5.x: fetch_sub_module builds print_rank_0(f"... norm={param.norm()}")
+		 * for every parameter of the module, printed or not: a norm kernel reading it and
+		 * the .item() of formatting a CUDA scalar, so the host waits each time */
+		int64_t tensors = unit_tensors(b, mid, true);
+		uint32_t nm = compute_d(b, PLAN_K_ELEMWISE, "param_norm", 0, (double)n * (double)b->pbytes,
+					PLAN_STREAM_COMM, b->gop[mid]);
+		if (nm != PLAN_NONE) {
+			b->p->ops[nm].u.compute.extra_kernels =
+				(uint8_t)(tensors > 256 ? 255 : tensors > 1 ? tensors - 1 : 0);
+			b->p->ops[nm].flags |= PLAN_F_HOSTWAIT;
+			b->gop[mid] = nm;
+		}
+	}
 	if (qw && b->gop[mid] != PLAN_NONE) /* the handle's wait: int8 to fp16 (to bf16) */
 		b->gop[mid] = compute_d(b, PLAN_K_ELEMWISE, "dequantize_params", 0,
 					(double)n * (3.0 + cast), PLAN_STREAM_COMM, b->gop[mid]);
@@ -1144,7 +1165,7 @@ static void fetch(struct pb *b, int64_t mid, int64_t next, int64_t lo, int64_t h
 	double w[3];
 	gather(b, mid, unit_tensors(b, mid, true) > unit_parts(b, mid, w));
 	/* old DeepSpeed's prefetch synchronized like its fetch: nothing to overlap */
-	if (next >= 0 && next < b->nunits && !ds_old_fetch(b)) {
+	if (next >= 0 && next < b->nunits && !ds_sync_fetch(b)) {
 		int64_t dir = next > mid ? 1 : -1, pref = 0, tensors = 0, last = next - dir;
 		int64_t budget = b->fsdp ? 1 : b->s->max_live_parameters - b->live_gathered;
 		if (!b->fsdp && b->s->prefetch_bucket_size < budget)
@@ -1271,8 +1292,9 @@ static void reduce_bucket(struct pb *b, struct red *r, int64_t n)
 	if (ds_slices(b) && r->done + n <= r->total) { /* (else, defensively, the whole bucket) */
 		/* without use_multi_rank_bucket_allreduce (before 0.12.4 the only path) the
 		 * bucket goes out cut at the partitions of the flat group it spans (it fills from
-		 * the end, as backward runs), each slice to its owner: dist.reduce from 0.13.0,
-		 * before that an all-reduce of the slice (allreduce_bucket reset its rank to None) */
+		 * the end, as backward runs), each slice to its owner: dist.reduce before 0.12.4
+		 * (average_tensor) and from 0.13.0, an all-reduce of the slice in 0.12.4 - 0.12.x
+		 * (allreduce_bucket reset its rank to None) */
 		int64_t S = (r->total + r->n - 1) / r->n, hi = r->total - r->done;
 		int64_t lo = hi - n > 0 ? hi - n : 0;
 		if (S < 1)

@@ -59,13 +59,15 @@ struct strategy {
 	enum strat_framework framework;
 	char deepspeed_version[16];  /* selects defaults that changed between versions */
 	/* ZeRO-3 code paths of old DeepSpeed releases (docs/strategy.md): before 0.5.5 every
-	 * parameter is gathered on its own, through per-rank Python and C++ copy loops, with
-	 * torch.cuda.synchronize() around each module's fetch; before 0.6.0 every gradient is
-	 * reduce-scattered on its own through the same kind of per-rank lists */
-	bool ds_fetch_per_param, ds_rs_per_param;
+	 * parameter is gathered on its own, through per-rank Python and C++ copy loops; before
+	 * 0.6.0 the fetch and the prefetch synchronize the device (torch.cuda.synchronize())
+	 * and every gradient is reduce-scattered on its own through the same kind of per-rank
+	 * lists; from 0.4.2 to 0.6.0 the fetch also formats each parameter's norm into a debug
+	 * string nobody prints (a norm kernel and a host wait per parameter) */
+	bool ds_fetch_per_param, ds_fetch_sync, ds_fetch_norm, ds_rs_per_param;
 	/* ZeRO-1/2 without use_multi_rank_bucket_allreduce: each partition's slice of a bucket
-	 * is reduced to its owner (from 0.13.0) or all-reduced (before: allreduce_bucket reset
-	 * its rank to None) */
+	 * is reduced to its owner (dist.reduce: before 0.12.4 and from 0.13.0) or all-reduced
+	 * (0.12.4 to 0.12.x: allreduce_bucket reset its rank to None) */
 	bool ds_reduce_rooted;
 	/* ZeRO-3 partial offload (offload_optimizer.ratio) puts the last n - int((1 - ratio) n)
 	 * sub-groups on the host from 0.18.0 (SuperOffload, #7559), the first int(ratio n) before */

@@ -670,8 +670,8 @@ static enum tw_result parse_zero(struct strat_rd *r, const struct sec *top)
 	if (stage == 3 && s->ds_rs_per_param) /* docs/strategy.md, "Old releases" */
 		dprov(r, "zero3_code_path", STRAT_SRC_DERIVED,
 		      s->ds_fetch_per_param ? "deepspeed_version < 0.5.5" : "deepspeed_version < 0.6.0",
-		      "%s", s->ds_fetch_per_param ? "per-parameter fetch and reduce-scatter"
-						  : "per-parameter reduce-scatter");
+		      "%s", s->ds_fetch_per_param ? "per-parameter fetch and reduce-scatter, device syncs"
+						  : "device syncs at each fetch, per-parameter reduce-scatter");
 
 	bool oc_default = stage == 3;
 	TW_CHECK(kbool(&z, "overlap_comm", NULL, oc_default,

@@ -92,7 +92,10 @@ check "unknown action: exit 2, one line" '[ $st -eq 2 ] && [ $(wc -l <"$err") -e
 # an old DeepSpeed's ZeRO-3 code path is shown, derived from deepspeed_version; today's is not
 "$TWIN" config show -m llama2-7b -c dgx-h100 --gpus 8 -s ds-zero3 --set deepspeed_version=0.3.13 >"$out" 2>"$err"
 check "old deepspeed: per-parameter ZeRO-3 shown" \
-	'has "^zero3_code_path  *per-parameter fetch and reduce-scatter  *derived  *deepspeed_version < 0.5.5"'
+	'has "^zero3_code_path  *per-parameter fetch and reduce-scatter, device syncs  *derived  *deepspeed_version < 0.5.5"'
+"$TWIN" config show -m llama2-7b -c dgx-h100 --gpus 8 -s ds-zero3 --set deepspeed_version=0.5.7 >"$out" 2>"$err"
+check "deepspeed 0.5.7: synchronized fetches shown" \
+	'has "^zero3_code_path  *device syncs at each fetch, per-parameter reduce-scatter  *derived  *deepspeed_version < 0.6.0"'
 "$TWIN" config show -m llama2-7b -c dgx-h100 --gpus 8 -s ds-zero3 >"$out" 2>"$err"
 check "today's deepspeed: no zero3_code_path row" '! has "^zero3_code_path"'
 

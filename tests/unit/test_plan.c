@@ -1523,7 +1523,7 @@ static void test_zero3_old_deepspeed(struct test_ctx *t)
 	fx_degrees(j, 1, 1, 1, 1, 1);
 	j->strat.zero_stage = 3;
 	j->strat.kernels = STRAT_KERNELS_EAGER;
-	j->strat.ds_fetch_per_param = j->strat.ds_rs_per_param = true;
+	j->strat.ds_fetch_per_param = j->strat.ds_fetch_sync = j->strat.ds_rs_per_param = true;
 	struct plan p;
 	if (!build(j, 0, &p)) {
 		free(j);
@@ -1556,6 +1556,50 @@ static void test_zero3_old_deepspeed(struct test_ctx *t)
 	CHECK(t, ag_views > fwd); /* backward gathers what was released */
 	CHECK_EQ_INT(t, rs_views, 3 * 8 * (32 * 9 + 3));
 	CHECK_EQ_INT(t, fresh_waits(&p), 2 + 32 * 4); /* no prefetch to hide a fetch */
+	plan_release(&p);
+	/* 0.5.5 - 0.5.x: coalesced gathers, still synchronized, no prefetch; every fetch formats
+	 * its parameters' norms (a kernel over them, the host waiting) */
+	j->strat.ds_fetch_per_param = false;
+	j->strat.ds_fetch_norm = true;
+	if (!build(j, 0, &p)) {
+		free(j);
+		return;
+	}
+	int norms = 0, waited = 0;
+	gathers = synced = fwd_copies = 0;
+	for (size_t i = 0; i < p.nops; i++) {
+		const struct plan_op *o = &p.ops[i];
+		if (o->kind == PLAN_COLL && !strcmp(o->name, "ag_params")) {
+			gathers++;
+			synced += (o->flags & PLAN_F_DEVSYNC) != 0;
+		}
+		fwd_copies += o->kind == PLAN_COMPUTE && !strcmp(o->name, "ag_copy_out");
+		if (o->kind == PLAN_COMPUTE && !strcmp(o->name, "param_norm")) {
+			norms++;
+			waited += (o->flags & PLAN_F_HOSTWAIT) != 0;
+		}
+	}
+	CHECK(t, gathers > 0);
+	CHECK_EQ_INT(t, synced, gathers);
+	CHECK_EQ_INT(t, fwd_copies, 0);
+	CHECK(t, norms > 0);
+	CHECK_EQ_INT(t, waited, norms);
+	CHECK_EQ_INT(t, fresh_waits(&p), 2 + 32 * 4);
+	/* from 0.6.0: no syncs, no norms, the coordinator prefetches */
+	plan_release(&p);
+	j->strat.ds_fetch_sync = j->strat.ds_fetch_norm = j->strat.ds_rs_per_param = false;
+	if (!build(j, 0, &p)) {
+		free(j);
+		return;
+	}
+	synced = norms = 0;
+	for (size_t i = 0; i < p.nops; i++) {
+		synced += (p.ops[i].flags & PLAN_F_DEVSYNC) != 0;
+		norms += p.ops[i].kind == PLAN_COMPUTE && !strcmp(p.ops[i].name, "param_norm");
+	}
+	CHECK_EQ_INT(t, synced, 0);
+	CHECK_EQ_INT(t, norms, 0);
+	CHECK(t, fresh_waits(&p) < 2 + 32 * 4);
 	plan_release(&p);
 	free(j);
 }

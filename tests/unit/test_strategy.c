@@ -288,8 +288,9 @@ static void test_defaults_by_version(struct test_ctx *T)
 	CHECK_FAILS(T, &f, run(&f, ds, NULL, 8, bad, 1), "is not a version like 0.19.6");
 
 	/* ZeRO-1/2's bucket reduction: one all-reduce a bucket from 0.12.4 (the key's default);
-	 * before, partition by partition, all-reduced until 0.13.0 and reduced to the owner
-	 * after; the releases before 0.12.4 refuse the key */
+	 * without it, partition by partition: reduced to the owner before 0.12.4 (average_tensor's
+	 * dist.reduce) and from 0.13.0, all-reduced in 0.12.4 - 0.12.x; the releases before
+	 * 0.12.4 refuse the key */
 	const char *z2 = "{\"train_micro_batch_size_per_gpu\":1,\"zero_optimization\":{\"stage\":2}}";
 	CHECK_OK(T, &f, run(&f, z2, NULL, 8, NULL, 0));
 	CHECK(T, f.s.use_multi_rank_bucket_allreduce);
@@ -297,7 +298,7 @@ static void test_defaults_by_version(struct test_ctx *T)
 	const char *const v123[] = {"deepspeed_version=0.12.3"};
 	CHECK_OK(T, &f, run(&f, z2, NULL, 8, v123, 1));
 	CHECK(T, !f.s.use_multi_rank_bucket_allreduce);
-	CHECK(T, !f.s.ds_reduce_rooted);
+	CHECK(T, f.s.ds_reduce_rooted);
 	CHECK_STR_CONTAINS(T, prov(&f.s, "zero_optimization.use_multi_rank_bucket_allreduce")->why,
 			   "< 0.12.4");
 	const char *z2m = "{\"train_micro_batch_size_per_gpu\":1,\"zero_optimization\":{\"stage\":2,"
