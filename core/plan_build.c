@@ -1702,6 +1702,14 @@ static void mlp_block(struct pb *b, int64_t l, bool bwd)
 			b->p->model_flops += 3.0 * b->p->ops[r].u.compute.flops;
 		compute(b, PLAN_K_SOFTMAX, "router_softmax", 0, (double)Tr * b->E * 8,
 			PLAN_STREAM_COMPUTE);
+		if (b->eager)
+			/* HF's sparse MoE block (Mixtral, Qwen-MoE) loops over its experts and finds
+			 * each one's tokens with torch.where on the one-hot mask: a nonzero, whose
+			 * result size the host must read, so it waits for the GPU once per expert */
+			for (int64_t e = 0; e < b->El; e++) {
+				uint32_t w = elem(b, PLAN_K_ELEMWISE, "expert_where", (double)Tr * (double)b->topk);
+				b->p->ops[w].flags |= PLAN_F_HOSTWAIT;
+			}
 		elem(b, PLAN_K_PERMUTE, "permute", rload * b->h * b->ab * 2);
 		coll_tp(b, PLAN_ALL_TO_ALL, JOB_GROUP_EP, "a2a_dispatch", a2a);
 		if (disp)

@@ -75,9 +75,12 @@ for s in z0 z1 z2 z3 tp2 pp2 pp2-vp3-split ds-tp2-pp2 z2-offload z3-offload drop
 done
 
 # ZeRO-2 without use_multi_rank_bucket_allreduce: each bucket goes out partition by partition,
-# reduced to its owner (ncclReduce / MPI_Reduce, its result checked there), or before
-# DeepSpeed 0.12.4 all-reduced slice by slice; more calls than one all-reduce per bucket
-for v in rooted:--set@zero_optimization.use_multi_rank_bucket_allreduce=false old:--set@deepspeed_version=0.12.3 bucket:; do
+# reduced to its owner (ncclReduce / MPI_Reduce, its result checked there; so before
+# DeepSpeed 0.12.4, where the key did not exist), or in 0.12.4 - 0.12.x all-reduced slice by
+# slice; more calls than one all-reduce per bucket
+for v in rooted:--set@zero_optimization.use_multi_rank_bucket_allreduce=false \
+	old:--set@deepspeed_version=0.12.5@--set@zero_optimization.use_multi_rank_bucket_allreduce=false \
+	pre:--set@deepspeed_version=0.12.3 bucket:; do
 	name=${v%%:*} opt=$(echo "${v#*:}" | tr @ ' ')
 	db=$tmp/z2-$name.db
 	timeout 120 $MPIRUN "$TWIN" run -m tiny -c host-cpu --gpus 4 -s "$FIX/z2.json" $opt --backend host \
@@ -86,11 +89,12 @@ for v in rooted:--set@zero_optimization.use_multi_rank_bucket_allreduce=false ol
 done
 if [ "$have_sqlite" = 1 ]; then
 	cnt() { sqlite3 "$tmp/z2-$1.db" "SELECT count(*) FROM events e JOIN names n ON n.id = e.name_id JOIN categories c ON c.id = e.category WHERE n.name = 'ar_grads' AND c.name = '$2'"; }
-	r=$(cnt rooted broadcast) o=$(cnt old all_reduce) b=$(cnt bucket all_reduce)
-	if [ "$(cnt rooted all_reduce)" = 0 ] && [ "${r:-0}" -gt "${b:-0}" ] && [ "$o" = "$r" ] && [ "${b:-0}" -gt 0 ]; then
+	r=$(cnt rooted broadcast) o=$(cnt old all_reduce) b=$(cnt bucket all_reduce) p=$(cnt pre broadcast)
+	if [ "$(cnt rooted all_reduce)" = 0 ] && [ "${r:-0}" -gt "${b:-0}" ] && [ "$o" = "$r" ] && [ "$p" = "$r" ] &&
+		[ "${b:-0}" -gt 0 ]; then
 		ok "run host, ZeRO-2 grads by partition: $r reduces, $o slice all-reduces, $b bucket all-reduces"
 	else
-		nok "run host, ZeRO-2 grads by partition" "reduces '$r', slice all-reduces '$o', bucket all-reduces '$b'"
+		nok "run host, ZeRO-2 grads by partition" "reduces '$r', slice all-reduces '$o', bucket all-reduces '$b', 0.12.3 reduces '$p'"
 	fi
 fi
 

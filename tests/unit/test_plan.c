@@ -1139,6 +1139,34 @@ static void test_moe_expert_sharding(struct test_ctx *t)
 	free(j);
 }
 
+/* HF's eager MoE block finds each local expert's tokens with torch.where, a host wait each
+ * (forward and its recompute); fused code (grouped GEMMs, Megatron) does not */
+static void test_moe_eager_expert_where(struct test_ctx *t)
+{
+	struct job *j = fx_job(8);
+	fx_moe(j);
+	fx_degrees(j, 1, 1, 1, 1, 2);
+	j->strat.kernels = STRAT_KERNELS_EAGER;
+	j->strat.recompute = STRAT_RECOMPUTE_NONE;
+	for (int eager = 1; eager >= 0; eager--) {
+		j->strat.kernels = eager ? STRAT_KERNELS_EAGER : STRAT_KERNELS_FUSED;
+		struct plan p;
+		if (!build(j, 0, &p))
+			break;
+		int where = 0, waited = 0;
+		for (size_t i = 0; i < p.nops; i++)
+			if (p.ops[i].kind == PLAN_COMPUTE && !strcmp(p.ops[i].name, "expert_where")) {
+				where++;
+				waited += (p.ops[i].flags & PLAN_F_HOSTWAIT) != 0;
+			}
+		/* 4 MoE layers x 8 experts x 2 micro-batches */
+		CHECK_EQ_INT(t, where, eager ? 4 * 8 * 2 : 0);
+		CHECK_EQ_INT(t, waited, where);
+		plan_release(&p);
+	}
+	free(j);
+}
+
 static void test_zero_comm(struct test_ctx *t)
 {
 	struct job *j = fx_job(8);
@@ -2808,6 +2836,7 @@ int main(void)
 	TEST_RUN(&t, test_mla_attention_core);
 	TEST_RUN(&t, test_lora_model_flops);
 	TEST_RUN(&t, test_structure);
+	TEST_RUN(&t, test_moe_eager_expert_where);
 	TEST_RUN(&t, test_zero_comm);
 	TEST_RUN(&t, test_zero3_persistence);
 	TEST_RUN(&t, test_zero3_prefetch);
