@@ -1146,7 +1146,6 @@ static void test_moe_eager_expert_where(struct test_ctx *t)
 	struct job *j = fx_job(8);
 	fx_moe(j);
 	fx_degrees(j, 1, 1, 1, 1, 2);
-	j->strat.kernels = STRAT_KERNELS_EAGER;
 	j->strat.recompute = STRAT_RECOMPUTE_NONE;
 	for (int eager = 1; eager >= 0; eager--) {
 		j->strat.kernels = eager ? STRAT_KERNELS_EAGER : STRAT_KERNELS_FUSED;
