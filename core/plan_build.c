@@ -1100,18 +1100,15 @@ static void gather(struct pb *b, int64_t mid, bool coalesced)
 		b->gop[mid] = compute_d(b, PLAN_K_ELEMWISE, "ag_copy_out", 0,
 					3.0 * (double)n * (double)b->pbytes, PLAN_STREAM_COMM, b->gop[mid]);
 	if (b->ds && b->s->ds_fetch_norm && b->gop[mid] != PLAN_NONE) {
-		/* 0.4.2 - 0.5.x: fetch_sub_module builds print_rank_0(f"... norm={param.norm()}")
+		/* 0.3.15 - 0.5.x: fetch_sub_module builds print_rank_0(f"... norm {param.norm()}")
 		 * for every parameter of the module, printed or not: a norm kernel reading it and
 		 * the .item() of formatting a CUDA scalar, so the host waits each time */
 		int64_t tensors = unit_tensors(b, mid, true);
 		uint32_t nm = compute_d(b, PLAN_K_ELEMWISE, "param_norm", 0, (double)n * (double)b->pbytes,
 					PLAN_STREAM_COMM, b->gop[mid]);
-		if (nm != PLAN_NONE) {
-			b->p->ops[nm].u.compute.extra_kernels =
-				(uint8_t)(tensors > 256 ? 255 : tensors > 1 ? tensors - 1 : 0);
-			b->p->ops[nm].flags |= PLAN_F_HOSTWAIT;
-			b->gop[mid] = nm;
-		}
+		b->p->ops[nm].u.compute.extra_kernels = (uint8_t)(tensors > 256 ? 255 : tensors > 1 ? tensors - 1 : 0);
+		b->p->ops[nm].flags |= PLAN_F_HOSTWAIT;
+		b->gop[mid] = nm;
 	}
 	if (qw && b->gop[mid] != PLAN_NONE) /* the handle's wait: int8 to fp16 (to bf16) */
 		b->gop[mid] = compute_d(b, PLAN_K_ELEMWISE, "dequantize_params", 0,
@@ -1707,7 +1704,8 @@ static void mlp_block(struct pb *b, int64_t l, bool bwd)
 			 * each one's tokens with torch.where on the one-hot mask: a nonzero, whose
 			 * result size the host must read, so it waits for the GPU once per expert */
 			for (int64_t e = 0; e < b->El; e++) {
-				uint32_t w = elem(b, PLAN_K_ELEMWISE, "expert_where", (double)Tr * (double)b->topk);
+				/* reads the expert's row of the int64 one-hot mask */
+				uint32_t w = elem(b, PLAN_K_ELEMWISE, "expert_where", (double)Tr * (double)b->topk * 8.0);
 				b->p->ops[w].flags |= PLAN_F_HOSTWAIT;
 			}
 		elem(b, PLAN_K_PERMUTE, "permute", rload * b->h * b->ab * 2);

@@ -1276,7 +1276,7 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 	snprintf(s->deepspeed_version, sizeof(s->deepspeed_version), "%s", u.version_v);
 	s->ds_fetch_per_param = r->version < STRAT_VERSION(0, 5, 5);
 	s->ds_fetch_sync = s->ds_rs_per_param = r->version < STRAT_VERSION(0, 6, 0);
-	s->ds_fetch_norm = s->ds_fetch_sync && r->version >= STRAT_VERSION(0, 4, 2);
+	s->ds_fetch_norm = s->ds_fetch_sync && r->version >= STRAT_VERSION(0, 3, 15);
 	s->ds_reduce_rooted = r->version < STRAT_VERSION(0, 12, 4) || r->version >= STRAT_VERSION(0, 13, 0);
 	s->ds_ratio_last = r->version >= STRAT_VERSION(0, 18, 0);
 	if (s->framework == STRAT_DEEPSPEED)

@@ -62,7 +62,7 @@ struct strategy {
 	 * parameter is gathered on its own, through per-rank Python and C++ copy loops; before
 	 * 0.6.0 the fetch and the prefetch synchronize the device (torch.cuda.synchronize())
 	 * and every gradient is reduce-scattered on its own through the same kind of per-rank
-	 * lists; from 0.4.2 to 0.6.0 the fetch also formats each parameter's norm into a debug
+	 * lists; from 0.3.15 to 0.6.0 the fetch also formats each parameter's norm into a debug
 	 * string nobody prints (a norm kernel and a host wait per parameter) */
 	bool ds_fetch_per_param, ds_fetch_sync, ds_fetch_norm, ds_rs_per_param;
 	/* ZeRO-1/2 without use_multi_rank_bucket_allreduce: each partition's slice of a bucket

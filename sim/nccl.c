@@ -58,7 +58,9 @@ static const double step_bytes[NCCL_NUM_PROTOS] = { 65536.0, 4915200.0 / 16.0, 5
 #define P2P_NET_CH_GBPS 14.0   /* NCCL_P2P_PER_CHANNEL_NET_BW: what NCCL counts a channel
 				* carries over the network when it sizes a peer's channels */
 #define P2P_NODE_CHANNELS 32   /* p2pnChannels on an NVSwitch node: the power of two above its
-				* collective channels (16, doubled by ncclTopoPostset) */
+				* collective channels (the search's 16, doubled by ncclTopoPostset);
+				* B200's measured send/recv staircase (4 channels for 8 ranks up to
+				* 64 MiB) says 32 there too */
 #define P2P_MAX_CHANNELS 64    /* MAXCHANNELS */
 #define P2P_ROUND_GROUP 8      /* NCCL_MAX_DEV_WORK_P2P_PER_BATCH: across nodes the peers of 8
 				* consecutive rounds share one block of channels */
@@ -343,7 +345,8 @@ static bool p2p_plan(const struct nccl_comm *cm, struct p2p_plan *p)
 	} else {
 		/* the least over all peers: a network peer's (nccl_comm_from_cluster), then the
 		 * collective channels doubled by ncclTopoPostset, to a power of two, in all */
-		p->chunk = P2P_NET_CHUNK;
+		/* computeBuffSizes: twice the chunk on Grace (ARM) hosts of Blackwell GPUs */
+		p->chunk = !cm->x86_cpu && cm->cc >= 100 ? 2.0 * P2P_NET_CHUNK : P2P_NET_CHUNK;
 		p->total = pow2_up(2 * cm->nch);
 		p->per_peer = pow2_up(cm->net_peer_ch > 0 ? cm->net_peer_ch : 1);
 		/* so that the peers of a round group fit the channels at once */
@@ -394,8 +397,15 @@ void nccl_alltoall(const struct nccl_comm *cm, double S, struct nccl_result *out
 			/* the last step: the sender's copy into the FIFO, then the receiver's out */
 			fill = fmin(B / k, p.chunk) / (1000.0 * p.nvl_ch);
 		} else {
-			/* the blocks in use, shared by the rounds: local peers' and remote ones' */
-			double groups = (double)((n + P2P_ROUND_GROUP - 1) / P2P_ROUND_GROUP);
+			/* the blocks in use, shared by the rounds: local peers' and remote ones'. A
+			 * block serves a group of 8 rounds, fewer when a node's ranks are not a
+			 * multiple of 8 (ncclP2pSchedule: gcd(8, ranks per node)) */
+			int64_t gs = P2P_ROUND_GROUP;
+			for (int64_t a = gs, b2 = ppn; b2 > 0;) {
+				int64_t t = a % b2;
+				a = b2, b2 = t, gs = a;
+			}
+			double groups = (double)(n / gs);
 			double active = fmin((double)p.total, groups * k);
 			nvl_bw = fmin(nvl_bw, active * (double)(ppn - 1) / (double)(n - 1) * p.nvl_ch);
 			net_bw = fmin(net_bw, active * (double)(n - ppn) / (double)(n - 1) * p.net_ch);

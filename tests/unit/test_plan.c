@@ -1407,7 +1407,7 @@ static void test_zero3_leaf_modules(struct test_ctx *t)
 
 /* DeepSpeed ZeRO-2 without use_multi_rank_bucket_allreduce: a bucket (filled from the end of
  * the flat group as backward runs) goes out cut at the partitions it spans, each slice
- * reduced to its owner (0.13.0 on) or all-reduced (before). Over a micro-step the slices
+ * reduced to its owner (before 0.12.4, and 0.13.0 on) or all-reduced (0.12.4 - 0.12.x). Over a micro-step the slices
  * tile the group: every rank receives exactly its partition. */
 static void test_zero2_partition_slices(struct test_ctx *t)
 {

@@ -1294,11 +1294,11 @@ static void test_nccl_p2p_channels(struct test_ctx *T)
 	struct nccl_result r;
 	/* nccl-tests sendrecv on one node (8 ranks): 4 channels up to 64 MiB (parts up to 16 MiB),
 	 * then 8, 16, 32 channels: the staircase of the measured B200 sweeps */
-	const double sizes[] = { 16 * TW_MIB, 64 * TW_MIB, 128 * TW_MIB, 256 * TW_MIB, 512 * TW_MIB };
-	const double chans[] = { 4, 4, 8, 16, 16 }; /* 32 x 23.2 > 370.8: NVLink binds */
-	for (int i = 0; i < 5; i++) {
+	const double sizes[] = { 16 * TW_MIB, 64 * TW_MIB, 128 * TW_MIB, 512 * TW_MIB };
+	const double rate[] = { 4 * ch, 4 * ch, 8 * ch, 370.8 }; /* 32 x 23.2 > 370.8: NVLink */
+	for (int i = 0; i < 4; i++) {
 		nccl_p2p(&node8, sizes[i], true, &r);
-		CHECK_NEAR(T, r.algbw_GBps, i == 4 ? 370.8 : chans[i] * ch, 1e-9);
+		CHECK_NEAR(T, r.algbw_GBps, rate[i], 1e-9);
 		CHECK(T, r.fill_us > 0 && r.time_us > sizes[i] / (1000.0 * r.algbw_GBps));
 	}
 	/* a pipeline's two-rank communicator on one node: 16 channels at once, all of NVLink */
@@ -1327,7 +1327,31 @@ static void test_nccl_p2p_channels(struct test_ctx *T)
 	CHECK_NEAR(T, 64 * TW_MIB * 7 / 8 / (1000.0 * (a.time_us - a.lat_us - a.fill_us)), 370.8, 1e-6);
 	nccl_alltoall(&node8, 1 * TW_MIB, &a);
 	CHECK_NEAR(T, 1 * TW_MIB * 7 / 8 / (1000.0 * (a.time_us - a.lat_us - a.fill_us)), 14 * ch, 1e-6);
+	/* 4-GPU nodes: an all-to-all's rounds share a block per 4 (gcd(8, 4)), so 8 ranks on 2
+	 * nodes run 2 blocks of 4 channels, 8 x 4/7 of them toward the other node at 14 GB/s
+	 * (64 GB/s): the NIC binds, not the channels */
+	j.cluster.node.gpus = 4;
+	j.cluster.net.nics_per_node = 4;
+	j.cluster.net.nic_gbps = 400;
+	struct nccl_comm two4;
+	nccl_comm_from_cluster(&j.cluster, 8, 2, &two4);
+	nccl_alltoall(&two4, 256 * TW_MIB, &a);
+	CHECK_NEAR(T, 256 * TW_MIB * 4 / 8 / (1000.0 * (a.time_us - a.lat_us - a.fill_us)),
+		   two4.gpu_net_GBps, 1e-6);
+	/* Blackwell: a channel is 1/32 of NVLink, so a two-rank send on 16 gets half of it */
+	j.cluster.node.gpus = 8;
+	j.cluster.net.nics_per_node = 8;
+	j.cluster.gpu.arch_sm = 100;
+	j.cluster.node.nvlink_GBps = 721.8;
+	nccl_comm_from_cluster(&j.cluster, 2, 1, &pair);
+	nccl_p2p(&pair, 64 * TW_MIB, true, &r);
+	CHECK_NEAR(T, r.algbw_GBps, 721.8 / 2, 1e-9);
+	nccl_comm_from_cluster(&j.cluster, 8, 1, &node8);
+	nccl_p2p(&node8, 512 * TW_MIB, true, &r);
+	CHECK_NEAR(T, r.algbw_GBps, 721.8, 1e-9);
 	/* NVLink mesh and PCIe nodes keep the link-rate model */
+	j.cluster.gpu.arch_sm = 90;
+	j.cluster.node.nvlink_GBps = 370.8;
 	j.cluster.node.intra = CLUSTER_INTRA_NVLINK_MESH;
 	nccl_comm_from_cluster(&j.cluster, 8, 1, &node8);
 	nccl_p2p(&node8, 16 * TW_MIB, true, &r);

@@ -284,6 +284,19 @@ static void test_defaults_by_version(struct test_ctx *T)
 	CHECK(T, !f.s.check_grad_overflow);
 	CHECK(T, !f.s.offload_pin_memory);
 
+	/* ZeRO-3's synchronized fetch until 0.6.0; its unprinted norm strings from 0.3.15 */
+	const char *z3 = "{\"train_micro_batch_size_per_gpu\":1,\"zero_optimization\":{\"stage\":3}}";
+	const char *const v0314[] = {"deepspeed_version=0.3.14"}, *const v0315[] = {"deepspeed_version=0.3.15"};
+	const char *const v0510[] = {"deepspeed_version=0.5.10"}, *const v060[] = {"deepspeed_version=0.6.0"};
+	CHECK_OK(T, &f, run(&f, z3, NULL, 8, v0314, 1));
+	CHECK(T, f.s.ds_fetch_sync && !f.s.ds_fetch_norm && f.s.ds_fetch_per_param);
+	CHECK_OK(T, &f, run(&f, z3, NULL, 8, v0315, 1));
+	CHECK(T, f.s.ds_fetch_sync && f.s.ds_fetch_norm);
+	CHECK_OK(T, &f, run(&f, z3, NULL, 8, v0510, 1));
+	CHECK(T, f.s.ds_fetch_sync && f.s.ds_fetch_norm && !f.s.ds_fetch_per_param);
+	CHECK_OK(T, &f, run(&f, z3, NULL, 8, v060, 1));
+	CHECK(T, !f.s.ds_fetch_sync && !f.s.ds_fetch_norm && !f.s.ds_rs_per_param);
+
 	const char *const bad[] = {"deepspeed_version=latest"};
 	CHECK_FAILS(T, &f, run(&f, ds, NULL, 8, bad, 1), "is not a version like 0.19.6");
 
