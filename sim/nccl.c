@@ -211,6 +211,13 @@ static double nccl_inter_speed(int cc, double nic_GBps)
 	return a[n - 1];
 }
 
+/* A node's ring channels: NCCL runs about two per NVLink-class GPU port group; Blackwell
+ * doubles it */
+static int node_ring_channels(int cc)
+{
+	return cc >= 100 ? 32 : 16;
+}
+
 void nccl_comm_from_cluster(const struct cluster *c, int64_t nranks, int64_t nnodes,
 			    struct nccl_comm *out)
 {
@@ -225,8 +232,7 @@ void nccl_comm_from_cluster(const struct cluster *c, int64_t nranks, int64_t nno
 	out->nvls_GBps = out->nvls ? c->node.nvls_GBps : 0;
 	out->amd_cpu = c->node.cpu_vendor == CLUSTER_CPU_AMD;
 	out->x86_cpu = c->node.cpu_vendor != CLUSTER_CPU_ARM;
-	/* NCCL runs about two channels per NVLink-class GPU port group; Blackwell doubles it */
-	out->nch = out->cc >= 100 ? 32 : 16;
+	out->nch = node_ring_channels(out->cc);
 	/* rail-aligned: ppn GPUs of this communicator on a node reach ppn/gpus of its NICs */
 	int gpn = c->node.gpus > 0 ? c->node.gpus : 1;
 	double nics = (double)c->net.nics_per_node * (double)out->ppn / (double)gpn;
@@ -334,19 +340,19 @@ static bool p2p_plan(const struct nccl_comm *cm, struct p2p_plan *p)
 {
 	if (!cm->nvswitch || cm->intra_GBps <= 0)
 		return false;
-	/* a node's ring channels (nccl_comm_from_cluster) fill its NVLink, so one moves the
-	 * NVLink bandwidth over their count */
-	p->nvl_ch = cm->intra_GBps / (cm->cc >= 100 ? 32.0 : 16.0);
+	/* a node's ring channels fill its NVLink, so one moves the NVLink bandwidth over their
+	 * count */
+	p->nvl_ch = cm->intra_GBps / (double)node_ring_channels(cm->cc);
 	p->net_ch = fmin(P2P_NET_CH_GBPS, p->nvl_ch);
 	if (cm->nnodes <= 1) {
 		/* an NVSwitch peer gets 2 channels per NVLink, more than the 32 there are */
 		p->chunk = P2P_NVL_CHUNK;
 		p->total = p->per_peer = P2P_NODE_CHANNELS;
 	} else {
-		/* the least over all peers: a network peer's (nccl_comm_from_cluster), then the
-		 * collective channels doubled by ncclTopoPostset, to a power of two, in all */
 		/* computeBuffSizes: twice the chunk on Grace (ARM) hosts of Blackwell GPUs */
 		p->chunk = !cm->x86_cpu && cm->cc >= 100 ? 2.0 * P2P_NET_CHUNK : P2P_NET_CHUNK;
+		/* in all, the collective channels doubled by ncclTopoPostset, to a power of two;
+		 * per peer the least over all peers, a network peer's (nccl_comm_from_cluster) */
 		p->total = pow2_up(2 * cm->nch);
 		p->per_peer = pow2_up(cm->net_peer_ch > 0 ? cm->net_peer_ch : 1);
 		/* so that the peers of a round group fit the channels at once */
@@ -400,10 +406,10 @@ void nccl_alltoall(const struct nccl_comm *cm, double S, struct nccl_result *out
 			/* the blocks in use, shared by the rounds: local peers' and remote ones'. A
 			 * block serves a group of 8 rounds, fewer when a node's ranks are not a
 			 * multiple of 8 (ncclP2pSchedule: gcd(8, ranks per node)) */
-			int64_t gs = P2P_ROUND_GROUP;
-			for (int64_t a = gs, b2 = ppn; b2 > 0;) {
-				int64_t t = a % b2;
-				a = b2, b2 = t, gs = a;
+			int64_t gs = P2P_ROUND_GROUP, r = ppn;
+			while (r > 0) { /* Euclid */
+				int64_t t = gs % r;
+				gs = r, r = t;
 			}
 			double groups = (double)(n / gs);
 			double active = fmin((double)p.total, groups * k);
