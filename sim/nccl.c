@@ -238,11 +238,12 @@ void nccl_comm_from_cluster(const struct cluster *c, int64_t nranks, int64_t nno
 	double nics = (double)c->net.nics_per_node * (double)out->ppn / (double)gpn;
 	if (nics < 1.0)
 		nics = c->net.nics_per_node > 0 ? 1.0 : 0.0;
-	double nic = c->net.nic_gbps / 8.0 * (c->net.nic_eff > 0 ? c->net.nic_eff : 1.0);
+	double line = c->net.nic_gbps / 8.0, pcie = c->node.pcie_GBps;
+	double nic = line * (c->net.nic_eff > 0 ? c->net.nic_eff : 1.0);
 	/* GPUDirect RDMA crosses the GPU's PCIe link and the NIC's own x16 slot: NCCL's search
 	 * takes the GPU-NIC path's bandwidth, the slowest of the three (the flows load the GPU's
-	 * link too) */
-	double pcie = c->node.pcie_GBps, line_GBps = c->net.nic_gbps / 8.0;
+	 * link too); path: one NIC's line rate as the GPU reaches it */
+	double path = pcie > 0 && pcie < line ? pcie : line;
 	out->inter_GBps = nics * (pcie > 0 && pcie < nic ? pcie : nic);
 	if (pcie > 0 && out->inter_GBps > pcie * (double)out->ppn)
 		out->inter_GBps = pcie * (double)out->ppn;
@@ -250,17 +251,16 @@ void nccl_comm_from_cluster(const struct cluster *c, int64_t nranks, int64_t nno
 	 * fastest speed of its array the NIC carries (§1.7), then doubles them when that speed is
 	 * >= 25 GB/s (ncclTopoDupChannels): a ring with one GPU per node runs on 1-2 channels */
 	if (out->nnodes > 1 && nics >= 1.0) {
-		double line = c->net.nic_gbps / 8.0;
-		double sp = nccl_inter_speed(out->cc, pcie > 0 && pcie < line ? pcie : line);
+		double sp = nccl_inter_speed(out->cc, path);
 		int nch = (int)nics * (sp >= 25.0 ? 2 : 1);
 		if (nch < out->nch)
 			out->nch = nch;
 	}
 	out->gpu_net_GBps = nic * (double)c->net.nics_per_node / (double)gpn;
-	out->nic_line_GBps = c->net.nic_gbps / 8.0;
+	out->nic_line_GBps = line;
 	/* the NICs local to a GPU and their bandwidth as the GPU reaches them (PCIe-capped) */
 	int gpu_nics = c->net.nics_per_node >= gpn ? c->net.nics_per_node / gpn : c->net.nics_per_node > 0;
-	double local_bw = (double)gpu_nics * (pcie > 0 && pcie < line_GBps ? pcie : line_GBps);
+	double local_bw = (double)gpu_nics * path;
 	if (pcie > 0 && local_bw > pcie)
 		local_bw = pcie;
 	int need = (int)ceil(local_bw / P2P_NET_CH_GBPS);

@@ -1227,13 +1227,20 @@ static void test_nccl_oversubscription(struct test_ctx *T)
  * doubled when the NIC carries >= 25 GB/s): a ring with one GPU per node on 400 Gb/s NICs runs
  * on 2 channels, 8 GPUs per node on 8 such NICs on 16; 200 Gb/s NICs get one channel each.
  * Fewer channels stream a large message in bigger chunks: the same bandwidth, less fill. */
+/* make_job's node as a DGX H100's: Hopper, Gen5 x16 (the NIC's path carries a 400 Gb/s
+ * NIC's 50 GB/s) */
+static void make_h100_job(struct job *j)
+{
+	make_job(j, 1, 1, 8, 8);
+	j->cluster.gpu.arch_sm = 90;
+	j->cluster.node.pcie_GBps = 53.0;
+	j->cluster.net.nic_gbps = 400;
+}
+
 static void test_nccl_channels_from_nics(struct test_ctx *T)
 {
 	struct job j;
-	make_job(&j, 1, 1, 8, 8);
-	j.cluster.gpu.arch_sm = 90;
-	j.cluster.node.pcie_GBps = 53.0; /* Gen5 x16: the NIC's path carries its 50 GB/s */
-	j.cluster.net.nic_gbps = 400;
+	make_h100_job(&j);
 	struct nccl_comm one, full, node;
 	nccl_comm_from_cluster(&j.cluster, 48, 48, &one);  /* DP of TP 8: one GPU per node */
 	nccl_comm_from_cluster(&j.cluster, 64, 8, &full);
@@ -1261,9 +1268,7 @@ static void test_nccl_channels_from_nics(struct test_ctx *T)
 static void test_nccl_nic_behind_pcie(struct test_ctx *T)
 {
 	struct job j;
-	make_job(&j, 1, 1, 8, 8);
-	j.cluster.gpu.arch_sm = 90;
-	j.cluster.node.pcie_GBps = 53.0;
+	make_h100_job(&j);
 	j.cluster.net.nic_eff = 1.0;
 	struct nccl_comm c400, c800;
 	j.cluster.net.nic_gbps = 400;
@@ -1281,11 +1286,8 @@ static void test_nccl_nic_behind_pcie(struct test_ctx *T)
 static void test_nccl_p2p_channels(struct test_ctx *T)
 {
 	struct job j;
-	make_job(&j, 1, 1, 8, 8);
-	j.cluster.gpu.arch_sm = 90;
+	make_h100_job(&j);
 	j.cluster.node.nvlink_GBps = 370.8;
-	j.cluster.node.pcie_GBps = 53.0;
-	j.cluster.net.nic_gbps = 400;
 	j.cluster.net.nic_eff = 0.94;
 	const double ch = 370.8 / 16; /* GB/s a channel moves over NVLink */
 	struct nccl_comm node8, pair, cross2, dp8n, dp16n;
