@@ -1671,7 +1671,25 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 				     "for '%s' (eff.attn_kernels: %s)", r->c->name, u.akern_v,
 				     have[0] ? have : "none");
 	}
-	oprov(s, "attention_kernel", &u.akern, "the cluster's attention table (eff.attn)", "%s",
+	/* Unnamed, the kernel the code path runs, when the cluster has its table: Megatron-Core's
+	 * Transformer Engine prefers cuDNN's fused attention on Hopper+ (where the presets have
+	 * one; FlashAttention-2 below), PyTorch's SDPA (flash backend; cuDNN only opt-in through
+	 * 2.10), HF's flash_attention_2 and Megatron-DeepSpeed's flash-attn run FlashAttention-2 */
+	const char *akern_why = "the cluster's attention table (eff.attn)";
+	if (!u.akern.given && s->flash_attention && r->c && r->c->gpu.name[0]) {
+		static const char *const te[] = {"cudnn", "fa2"}, *const torch[] = {"fa2"};
+		bool mcore = s->framework == STRAT_MEGATRON;
+		const char *const *try = mcore ? te : torch;
+		for (int i = 0; i < (mcore ? 2 : 1) && !s->attention_kernel[0]; i++)
+			if (cluster_attn_kernel(r->c, try[i], NULL, 0))
+				snprintf(s->attention_kernel, sizeof(s->attention_kernel), "%s", try[i]);
+		if (s->attention_kernel[0])
+			akern_why = !strcmp(s->attention_kernel, "cudnn")
+					    ? "Transformer Engine prefers cuDNN's fused attention on Hopper+"
+				    : mcore ? "Transformer Engine runs FlashAttention-2 before Hopper"
+					    : "PyTorch SDPA's flash backend / flash-attn 2: FlashAttention-2";
+	}
+	oprov(s, "attention_kernel", &u.akern, akern_why, "%s",
 	      s->attention_kernel[0] ? s->attention_kernel : "-");
 	static const char *const unmodelled[] = { "collnetdirect", "collnetchain", NULL };
 	TW_CHECK(nccl_env(r, "nccl_algo", "NCCL_ALGO", u.nalgo.given ? u.nalgo_v : "", strat_nccl_algo_names,

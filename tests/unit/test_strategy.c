@@ -781,6 +781,40 @@ static void test_kernels_tf32(struct test_ctx *T)
 	fx_done(&f);
 }
 
+/* attention_kernel unnamed: the kernel the code path runs where the cluster has its table
+ * (Megatron-Core's Transformer Engine: cuDNN, else FlashAttention-2; PyTorch / HF code:
+ * FlashAttention-2), else the cluster's eff.attn; a named one stays; none without flash */
+static void test_attention_kernel_default(struct test_ctx *T)
+{
+	struct fx f;
+	fx_init(&f);
+	CHECK_OK(T, &f, run(&f, NULL, "{\"framework\":\"fsdp\",\"flash_attention\":true}", 8, NULL, 0));
+	CHECK_STR(T, f.s.attention_kernel, ""); /* the cluster has no named tables */
+	struct cluster_attn_kernel *k = f.c.eff.attn_kernels;
+	snprintf(k[0].name, CLUSTER_KERNEL_NAME, "fa2");
+	snprintf(k[1].name, CLUSTER_KERNEL_NAME, "cudnn");
+	k[0].t.n = k[1].t.n = 1, k[0].t.eff[0] = 0.33, k[1].t.eff[0] = 0.53;
+	f.c.eff.n_attn_kernels = 2;
+	CHECK_OK(T, &f, run(&f, NULL, "{\"framework\":\"fsdp\",\"flash_attention\":true}", 8, NULL, 0));
+	CHECK_STR(T, f.s.attention_kernel, "fa2");
+	CHECK_SRC(T, &f.s, "attention_kernel", "default");
+	CHECK_OK(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1}", "{\"tp\":2,\"flash_attention\":true}",
+			    8, NULL, 0));
+	CHECK_STR(T, f.s.attention_kernel, "fa2"); /* Megatron-DeepSpeed: flash-attn */
+	CHECK_OK(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"flash_attention\":true}", 8, NULL, 0));
+	CHECK_STR(T, f.s.attention_kernel, "cudnn");
+	CHECK_OK(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"flash_attention\":false}", 8, NULL, 0));
+	CHECK_STR(T, f.s.attention_kernel, "");
+	const char *set[] = {"attention_kernel=fa2"};
+	CHECK_OK(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"flash_attention\":true}", 8, set, 1));
+	CHECK_STR(T, f.s.attention_kernel, "fa2");
+	CHECK_SRC(T, &f.s, "attention_kernel", "set");
+	f.c.eff.n_attn_kernels = 1; /* an A100-like cluster: FlashAttention-2 only */
+	CHECK_OK(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"flash_attention\":true}", 8, NULL, 0));
+	CHECK_STR(T, f.s.attention_kernel, "fa2");
+	fx_done(&f);
+}
+
 /* nccl_algo / nccl_proto read as NCCL reads NCCL_ALGO / NCCL_PROTO: names in any case,
  * separated by commas, a leading '^' excludes; NCCL's algorithms the simulator lacks change
  * nothing; a set with nothing left, an unknown name or a stray comma is refused */
@@ -1183,6 +1217,7 @@ int main(void)
 	TEST_RUN(&t, test_ours);
 	TEST_RUN(&t, test_pipeline_split_layouts);
 	TEST_RUN(&t, test_kernels_tf32);
+	TEST_RUN(&t, test_attention_kernel_default);
 	TEST_RUN(&t, test_dropout_cross_entropy);
 	TEST_RUN(&t, test_nccl_algo_proto);
 	TEST_RUN(&t, test_presets);
