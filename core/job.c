@@ -55,7 +55,7 @@ enum tw_result job_load(const struct job_inputs *in, struct job *out, struct tw_
 
 static const char *const group_names[JOB_NUM_GROUPS] = {
 	"world", "tp", "cp", "dp", "dp_cp", "pp", "ep", "edp", "shard", "replica", "embedding",
-	"hpz", "node", "xnode", "shard_xnode",
+	"hpz", "node", "xnode", "shard_xnode", "etp",
 };
 
 const char *job_group_name(enum job_group g)
@@ -86,14 +86,25 @@ static int64_t dp_block(const struct job *j, int64_t g)
 	return g < 1 || g > j->strat.dp || j->strat.dp % g ? j->strat.dp : g;
 }
 
-/* Set coordinate m to index f of the ranks expert parallelism spans (dp, or dp x cp with cp
- * varying faster: strat_ep_cp). */
-static void ep_place(const struct job *j, struct job_coord *m, int64_t f)
+/* Expert groups are carved out of a stage's tp x dp x strat_ep_cp ranks (strat_ep_span), in
+ * rank order (tp fastest, then the folded cp, then dp), as Megatron-Core's expert rank
+ * generator orders them: expert_tp fastest, then ep, then the expert data-parallel replicas.
+ * With expert_tp = tp an expert group keeps its tp index. Index of coordinate c: */
+static int64_t ep_index(const struct job *j, const struct job_coord *c)
 {
 	int64_t fold = strat_ep_cp(&j->strat);
+	return c->tp + j->strat.tp * (c->cp % fold + fold * c->dp);
+}
+
+/* Set coordinate m to index q of those ranks. */
+static void ep_place(const struct job *j, struct job_coord *m, int64_t q)
+{
+	int64_t fold = strat_ep_cp(&j->strat);
+	m->tp = q % j->strat.tp;
+	q /= j->strat.tp;
 	if (fold > 1)
-		m->cp = f % fold;
-	m->dp = f / fold;
+		m->cp = q % fold;
+	m->dp = q / fold;
 }
 
 /* HYBRID_SHARD / MiCS shard group size: ranks that shard one replica (within dp). */
@@ -135,7 +146,9 @@ int64_t job_group_size(const struct job *j, enum job_group g)
 	case JOB_GROUP_EP:
 		return s->ep;
 	case JOB_GROUP_EDP:
-		return s->dp * strat_ep_cp(s) / (s->ep > 0 ? s->ep : 1);
+		return strat_ep_span(s) / ((s->ep > 0 ? s->ep : 1) * strat_expert_tp(s));
+	case JOB_GROUP_ETP:
+		return strat_expert_tp(s);
 	case JOB_GROUP_SHARD:
 	case JOB_GROUP_HPZ:
 	case JOB_GROUP_NODE:
@@ -162,8 +175,8 @@ int64_t job_group_members(const struct job *j, enum job_group g, int64_t rank, i
 	int64_t n = job_group_size(j, g), k = 0, self = 0;
 	if (g == JOB_GROUP_EMB && c.pp != 0 && c.pp != s->pp - 1)
 		n = 1; /* a middle stage holds no embedding: its own group */
-	int64_t ep = s->ep > 0 ? s->ep : 1, sh = block_of(j, g);
-	int64_t f = c.cp % strat_ep_cp(s) + strat_ep_cp(s) * c.dp; /* index among the EP-spanned */
+	int64_t ep = s->ep > 0 ? s->ep : 1, sh = block_of(j, g), et = strat_expert_tp(s);
+	int64_t q = ep_index(j, &c), qt = q % et, qe = q / et % ep, qd = q / (et * ep);
 	for (int64_t i = 0; i < n; i++) {
 		m = c;
 		switch (g) {
@@ -186,11 +199,14 @@ int64_t job_group_members(const struct job *j, enum job_group g, int64_t rank, i
 		case JOB_GROUP_PP:
 			m.pp = i;
 			break;
-		case JOB_GROUP_EP: /* ep consecutive ranks of those it spans */
-			ep_place(j, &m, (f / ep) * ep + i);
+		case JOB_GROUP_EP:
+			ep_place(j, &m, qt + et * (i + ep * qd));
 			break;
-		case JOB_GROUP_EDP: /* same position inside each ep block */
-			ep_place(j, &m, f % ep + i * ep);
+		case JOB_GROUP_EDP:
+			ep_place(j, &m, qt + et * (qe + ep * i));
+			break;
+		case JOB_GROUP_ETP:
+			ep_place(j, &m, i + et * (qe + ep * qd));
 			break;
 		case JOB_GROUP_SHARD:
 		case JOB_GROUP_HPZ:

@@ -57,6 +57,8 @@ enum job_group {
 	JOB_GROUP_SHARD_XNODE, /* the same place in every node of a MiCS shard group (its
 				* hierarchical gather's inter-node step; the intra-node one is
 				* JOB_GROUP_NODE) */
+	JOB_GROUP_ETP,      /* the experts' tensor-parallel group (expert_tp; the tp group's
+			     * ranks unless the expert groups are folded) */
 	JOB_NUM_GROUPS
 };
 const char *job_group_name(enum job_group g);

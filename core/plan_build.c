@@ -55,6 +55,7 @@ struct pb {
 
 	/* degrees and sizes */
 	int64_t tp, pp, dp, cp, ep, vp, nmicro, mb, seq, T; /* T: tokens per micro-batch here */
+	int64_t etp; /* the experts' tensor-parallel degree (strategy expert_tp) */
 	int64_t h, heads, kvh, hd, qd, kvd, f, V, E, topk, fe, fs, El;
 	int64_t vd, kvdv;       /* a value head's width and all of them (MLA: v_head_dim; else hd) */
 	bool swiglu, sp, ulysses, flash, rope, lora, ds, megatron, fsdp;
@@ -547,7 +548,7 @@ static void layer_params(const struct pb *b, int64_t l, int64_t *dense, int64_t 
 		d += b->E * b->h; /* router, replicated */
 		if (b->fs > 0)
 			d += mlp_w(b, b->fs) / b->tp + (m->shared_expert_gate ? b->h : 0);
-		e = b->El * mlp_w(b, b->fe) / b->tp;
+		e = b->El * mlp_w(b, b->fe) / b->etp;
 	} else {
 		d += mlp_w(b, b->f) / b->tp;
 	}
@@ -880,16 +881,21 @@ static struct act_sizes layer_act(const struct pb *b, int64_t l)
 	if (layer_moe(b, l)) {
 		rep += T * b->E * 4;
 		/* the experts' input: the permuted token copies; Megatron-Core's dispatcher
-		 * all-gathers them over TP, so each TP rank keeps all T x top-k */
-		if (moe_dispatch_sp(b))
-			whole += T * b->topk * h * ab;
+		 * all-gathers them over TP, so each TP rank keeps all T x top-k (folded experts:
+		 * the T / tp of each of the expert_tp ranks) */
+		int64_t xin = T * b->topk * h * ab;
+		if (b->etp != tp)
+			xin = xin / tp * b->etp;
+		if (moe_dispatch_sp(b) || b->etp != tp)
+			whole += xin;
 		else
-			rep += T * b->topk * h * ab;
+			rep += xin;
 		split += T * b->topk * mlpw * b->fe * ab + T * mlpw * b->fs * ab;
 		work = T * b->topk * (b->swiglu ? 2 : 1) * b->fe * ab;
 		if (rc_mod(b, STRAT_RC_MOE)) { /* all of the block but its input */
-			rc_rep += T * b->E * 4 + (moe_dispatch_sp(b) ? 0 : T * b->topk * h * ab);
-			rc_whole += moe_dispatch_sp(b) ? T * b->topk * h * ab : 0;
+			bool w = moe_dispatch_sp(b) || b->etp != tp;
+			rc_rep += T * b->E * 4 + (w ? 0 : xin);
+			rc_whole += w ? xin : 0;
 			rc_split += T * b->topk * mlpw * b->fe * ab + T * mlpw * b->fs * ab;
 		} else {
 			if (rc_mod(b, STRAT_RC_MOE_ACT)) /* the activation's output, fc2's input */
@@ -1683,8 +1689,15 @@ static void mlp_block(struct pb *b, int64_t l, bool bwd)
 	 * gather and reduce-scatter the sequence; otherwise every TP rank routes all T tokens
 	 * between the block's own gather and reduce-scatter. */
 	bool disp = moe_dispatch_sp(b);
-	int64_t Tr = disp ? T / tp : T; /* tokens this rank routes */
-	double load = (double)T * (double)b->topk; /* token copies the local experts process */
+	/* folded experts (expert_tp != tp): the rank routes its own T / tp tokens and the
+	 * experts' tensor-parallel group takes the place of TP around them */
+	bool fold = b->etp != tp;
+	int64_t Tr = disp || fold ? T / tp : T; /* tokens this rank routes */
+	int64_t et = fold ? b->etp : tp;      /* the experts' TP degree */
+	enum job_group eg = fold ? JOB_GROUP_ETP : JOB_GROUP_TP;
+	bool gath = fold ? et > 1 : disp;    /* tokens gathered over eg after the dispatch */
+	/* token copies the local experts process: every rank of eg brings its own */
+	double load = (double)(fold ? Tr * et : T) * (double)b->topk;
 	double rload = (double)Tr * (double)b->topk;
 	int64_t per = (int64_t)ceil(load / (double)b->El);
 	int64_t a2a = Tr * b->topk * b->h;
@@ -1693,7 +1706,7 @@ static void mlp_block(struct pb *b, int64_t l, bool bwd)
 		uint32_t r = gemm(b, "router", Tr, b->E, b->h, 1, 0, false);
 		/* without the dispatcher every TP rank runs the whole router: count a 1/tp share
 		 * as model FLOPs */
-		if (!(b->flags & PLAN_F_RECOMPUTE) && !disp)
+		if (!(b->flags & PLAN_F_RECOMPUTE) && !disp && !fold)
 			b->p->model_flops += 3.0 * b->p->ops[r].u.compute.flops / (double)tp;
 		else if (!(b->flags & PLAN_F_RECOMPUTE))
 			b->p->model_flops += 3.0 * b->p->ops[r].u.compute.flops;
@@ -1710,13 +1723,13 @@ static void mlp_block(struct pb *b, int64_t l, bool bwd)
 			}
 		elem(b, PLAN_K_PERMUTE, "permute", rload * b->h * b->ab * 2);
 		coll_tp(b, PLAN_ALL_TO_ALL, JOB_GROUP_EP, "a2a_dispatch", a2a);
-		if (disp)
-			coll_wait(b, PLAN_ALL_GATHER, JOB_GROUP_TP, "ag_dispatch", a2a);
-		gemm(b, "expert_fc1", per, wide * b->fe / tp, b->h, b->El, load, true);
-		act_op(b, "expert_act", load * b->fe / tp, false, 0);
-		gemm(b, "expert_fc2", per, b->h, b->fe / tp, b->El, load, true);
-		if (disp)
-			coll_wait(b, PLAN_REDUCE_SCATTER, JOB_GROUP_TP, "rs_combine", a2a);
+		if (gath)
+			coll_wait(b, PLAN_ALL_GATHER, eg, "ag_dispatch", a2a);
+		gemm(b, "expert_fc1", per, wide * b->fe / et, b->h, b->El, load, true);
+		act_op(b, "expert_act", load * b->fe / et, false, 0);
+		gemm(b, "expert_fc2", per, b->h, b->fe / et, b->El, load, true);
+		if (gath)
+			coll_wait(b, PLAN_REDUCE_SCATTER, eg, "rs_combine", a2a);
 		coll_tp(b, PLAN_ALL_TO_ALL, JOB_GROUP_EP, "a2a_combine", a2a);
 		elem(b, PLAN_K_PERMUTE, "unpermute", rload * b->h * b->ab * 2);
 		if (b->fs > 0)
@@ -1734,15 +1747,15 @@ static void mlp_block(struct pb *b, int64_t l, bool bwd)
 		}
 		elem(b, PLAN_K_PERMUTE, "unpermute_bwd", rload * b->h * b->ab * 2);
 		coll_tp(b, PLAN_ALL_TO_ALL, JOB_GROUP_EP, "a2a_combine_bwd", a2a);
-		if (disp) /* the reduce-scatter's backward */
-			coll_wait(b, PLAN_ALL_GATHER, JOB_GROUP_TP, "ag_combine_bwd", a2a);
-		gemm(b, "expert_fc2_bwd", per, b->h, b->fe / tp, b->El * (b->lora ? 1 : 2),
+		if (gath) /* the reduce-scatter's backward */
+			coll_wait(b, PLAN_ALL_GATHER, eg, "ag_combine_bwd", a2a);
+		gemm(b, "expert_fc2_bwd", per, b->h, b->fe / et, b->El * (b->lora ? 1 : 2),
 		     load * (b->lora ? 1 : 2), false);
-		act_op(b, "expert_act_bwd", load * b->fe / tp, true, 0);
-		gemm(b, "expert_fc1_bwd", per, wide * b->fe / tp, b->h, b->El * (b->lora ? 1 : 2),
+		act_op(b, "expert_act_bwd", load * b->fe / et, true, 0);
+		gemm(b, "expert_fc1_bwd", per, wide * b->fe / et, b->h, b->El * (b->lora ? 1 : 2),
 		     load * (b->lora ? 1 : 2), false);
-		if (disp) /* the all-gather's backward */
-			coll_wait(b, PLAN_REDUCE_SCATTER, JOB_GROUP_TP, "rs_dispatch_bwd", a2a);
+		if (gath) /* the all-gather's backward */
+			coll_wait(b, PLAN_REDUCE_SCATTER, eg, "rs_dispatch_bwd", a2a);
 		coll_tp(b, PLAN_ALL_TO_ALL, JOB_GROUP_EP, "a2a_dispatch_bwd", a2a);
 		elem(b, PLAN_K_PERMUTE, "permute_bwd", rload * b->h * b->ab * 2);
 		gemm(b, "router_bwd", Tr, b->E, b->h, b->lora ? 1 : 2, 0, false);
@@ -3133,13 +3146,14 @@ static enum tw_result check_job(const struct job *j, struct tw_err *err)
 		return tw_errf(err, TW_ERR_INVALID,
 			       "strategy.ep=%lld does not divide model.experts=%lld", (long long)s->ep,
 			       (long long)m->experts);
-	int64_t ep_span = s->dp * strat_ep_cp(s); /* the ranks expert groups are carved out of */
-	if (s->ep > 1 && ep_span % s->ep)
+	/* the ranks expert groups are carved out of, expert_tp of them at a time */
+	int64_t ep_span = strat_ep_span(s) / strat_expert_tp(s);
+	if (s->ep > 1 && (strat_ep_span(s) % strat_expert_tp(s) || ep_span % s->ep))
 		return tw_errf(err, TW_ERR_INVALID,
-			       "strategy.ep=%lld does not divide %s=%lld (expert groups are carved "
-			       "out of those ranks)",
-			       (long long)s->ep, ep_span == s->dp ? "dp" : "dp x cp",
-			       (long long)ep_span);
+			       "strategy.ep=%lld x expert_tp=%lld does not divide the %lld ranks of "
+			       "a stage the expert groups are carved out of",
+			       (long long)s->ep, (long long)strat_expert_tp(s),
+			       (long long)strat_ep_span(s));
 	if (s->framework == STRAT_DEEPSPEED && s->pp > 1 && s->zero_stage >= 2)
 		return tw_errf(err, TW_ERR_INVALID,
 			       "strategy: zero_optimization.stage=%d with pp=%lld: ZeRO-2 and ZeRO-3 "
@@ -3194,6 +3208,7 @@ static void setup(struct pb *b)
 	job_coord_of(j, b->rank, &b->c);
 	b->tp = s->tp, b->pp = s->pp, b->dp = s->dp, b->cp = s->cp;
 	b->ep = s->ep > 1 ? s->ep : 1;
+	b->etp = strat_expert_tp(s);
 	b->vp = s->schedule == STRAT_SCHED_INTERLEAVED && s->vp > 1 && s->pp > 1 ? s->vp : 1;
 	b->nmicro = s->grad_accum;
 	b->mb = s->micro_batch;

@@ -133,7 +133,7 @@ static bool is_path(const char *s)
 
 static const char *const our_keys[] = {
 	"name", "description", "note", "framework", "deepspeed_version", "tp", "pp", "cp", "cp_kind",
-	"ep", "vp", "sequence_parallel", "schedule", "recompute", "recompute_num_layers",
+	"ep", "expert_tp", "vp", "sequence_parallel", "schedule", "recompute", "recompute_num_layers",
 	"flash_attention", "fp8", "tf32", "kernels",
 	"precision", "optimizer", "distributed_optimizer", "fsdp", "lora", "seq_len", "micro_batch",
 	"global_batch", "grad_accum", "hf_trainer", "ds_config", "host_op_us",
@@ -419,7 +419,7 @@ static const char *const offload_names[] = {"none", "cpu", "nvme"};
 
 /* Values our file gives, kept until the defaults (which depend on the framework) are known. */
 struct ours {
-	struct oval framework, version, tp, pp, cp, cp_kind, kernels, ep, vp, sp, schedule,
+	struct oval framework, version, tp, pp, cp, cp_kind, kernels, ep, etp, vp, sp, schedule,
 		recompute, flash, fp8, tf32, precision, optimizer, distopt, fsdp_sharding, fsdp_group,
 		fsdp_version, fsdp_reduce, lora_rank, lora_targets, seq_len, host_op, ogr, opg, tpo, atp,
 		rnl, grb, fsl, lsl, afe, afl, rcm, hdrop, adrop, ce, akern, op2p, nalgo, nproto;
@@ -427,7 +427,7 @@ struct ours {
 	double host_op_v, hdrop_v, adrop_v;
 	int framework_i, schedule_i, recompute_i, cp_kind_i, kernels_i, precision_i, optimizer_i,
 		fsdp_i, fsdp_reduce_i, ce_i;
-	int64_t tp_v, pp_v, cp_v, ep_v, vp_v, seq_v, fsdp_group_v, fsdp_version_v, lora_rank_v,
+	int64_t tp_v, pp_v, cp_v, ep_v, etp_v, vp_v, seq_v, fsdp_group_v, fsdp_version_v, lora_rank_v,
 		rnl_v, fsl_v, lsl_v;
 	bool sp_v, flash_v, fp8_v, tf32_v, distopt_v;
 	char version_v[16], akern_v[16], nalgo_v[64], nproto_v[64];
@@ -570,6 +570,7 @@ static enum tw_result parse_ours(struct strat_rd *r, const cJSON *o, struct ours
 	TW_CHECK(oenum(r, o, NULL, "cp_kind", cp_kind_names, &u->cp_kind_i, &u->cp_kind));
 	TW_CHECK(oenum(r, o, NULL, "kernels", kernels_names, &u->kernels_i, &u->kernels));
 	TW_CHECK(oint(r, o, NULL, "ep", 1, MAX_DEGREE, &u->ep_v, &u->ep));
+	TW_CHECK(oint(r, o, NULL, "expert_tp", 1, MAX_DEGREE, &u->etp_v, &u->etp));
 	TW_CHECK(oint(r, o, NULL, "vp", 1, MAX_DEGREE, &u->vp_v, &u->vp));
 	TW_CHECK(obool(r, o, NULL, "sequence_parallel", &u->sp_v, &u->sp));
 	TW_CHECK(oenum(r, o, NULL, "schedule", schedule_names, &u->schedule_i, &u->schedule));
@@ -955,6 +956,8 @@ static enum tw_result resolve_degrees(struct strat_rd *r, const struct strat_inp
 
 	s->ep = u->ep.given ? u->ep_v : 1;
 	oprov(s, "ep", &u->ep, "no expert parallel", "%" PRId64, s->ep);
+	s->expert_tp = u->etp.given ? u->etp_v : s->tp;
+	oprov(s, "expert_tp", &u->etp, "tp (Megatron-Core's default)", "%" PRId64, s->expert_tp);
 	s->vp = u->vp.given ? u->vp_v : 1;
 	oprov(s, "vp", &u->vp, "no virtual pipeline stages", "%" PRId64, s->vp);
 
@@ -1039,13 +1042,23 @@ static enum tw_result check_framework(struct strat_rd *r, const struct ours *u)
 			     s->vp, sched);
 	if (s->vp > 1 && s->pp < 2)
 		return sfail(r, "vp", "vp=%" PRId64 " needs pp > 1 (pp=%" PRId64 ")", s->vp, s->pp);
-	if (s->ep <= 1 || (s->dp * strat_ep_cp(s)) % s->ep == 0)
+	if (s->expert_tp != s->tp && s->framework != STRAT_MEGATRON)
+		return sfail(r, "expert_tp",
+			     "expert_tp=%" PRId64 " differs from tp=%" PRId64 ": a separate expert "
+			     "tensor-parallel degree is Megatron-Core's (framework is %s)",
+			     s->expert_tp, s->tp, fw_name(s->framework));
+	if (s->expert_tp != s->tp && strat_ep_span(s) % (s->expert_tp * s->ep))
+		return sfail(r, "expert_tp",
+			     "expert_tp x ep = %" PRId64 " x %" PRId64 " does not divide tp x dp x cp = %"
+			     PRId64 " (Megatron-Core folds the expert groups over a stage's ranks)",
+			     s->expert_tp, s->ep, strat_ep_span(s));
+	if (s->ep <= 1 || (s->dp * strat_ep_cp(s)) % s->ep == 0 || s->expert_tp != s->tp)
 		return TW_OK;
 	if (s->framework == STRAT_MEGATRON)
 		return sfail(r, "ep",
 			     "strategy.ep=%" PRId64 " does not divide dp x cp=%" PRId64
 			     " (Megatron-Core forms expert-parallel groups from data- and "
-			     "context-parallel ranks)",
+			     "context-parallel ranks unless expert_tp folds them over tp as well)",
 			     s->ep, s->dp * s->cp);
 	return sfail(r, "ep",
 		     "strategy.ep=%" PRId64 " does not divide dp=%" PRId64
@@ -1122,11 +1135,12 @@ static enum tw_result check_model(struct strat_rd *r)
 		return sfail(r, "tp",
 			     "strategy.tp=%" PRId64 " does not divide model.ffn_hidden=%" PRId64 " (%s)",
 			     s->tp, m->ffn_hidden, mn);
-	if (m->experts > 0 && m->expert_ffn_hidden > 0 && m->expert_ffn_hidden % s->tp)
-		return sfail(r, "tp",
-			     "strategy.tp=%" PRId64 " does not divide model.expert_ffn_hidden=%" PRId64
+	if (m->experts > 0 && m->expert_ffn_hidden > 0 && m->expert_ffn_hidden % s->expert_tp)
+		return sfail(r, s->expert_tp == s->tp ? "tp" : "expert_tp",
+			     "strategy.%s=%" PRId64 " does not divide model.expert_ffn_hidden=%" PRId64
 			     " (%s): experts are tensor-parallel like the MLP",
-			     s->tp, m->expert_ffn_hidden, mn);
+			     s->expert_tp == s->tp ? "tp" : "expert_tp", s->expert_tp,
+			     m->expert_ffn_hidden, mn);
 	if (m->layers > 0 && s->pp > m->layers)
 		return sfail(r, "pp",
 			     "strategy.pp=%" PRId64 " is larger than model.layers=%" PRId64
@@ -1224,7 +1238,7 @@ static void put_degree_placeholders(struct strategy *s)
 {
 	/* fix the print order: identity, degrees, batch first */
 	static const char *const order[] = {"framework", "deepspeed_version", "gpus", "tp", "pp",
-					    "cp", "cp_kind", "dp", "ep", "vp", "sequence_parallel",
+					    "cp", "cp_kind", "dp", "ep", "expert_tp", "vp", "sequence_parallel",
 					    "schedule", "train_batch_size",
 					    "train_micro_batch_size_per_gpu",
 					    "gradient_accumulation_steps", "micro_batch", "grad_accum",
@@ -1521,6 +1535,12 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 			     "(Megatron-Core: \"When using expert parallelism and tensor parallelism, "
 			     "sequence parallelism must be used\")",
 			     s->ep, s->tp);
+	/* folded experts route the rank's own share of the sequence (T / tp) */
+	if (s->expert_tp != s->tp && s->tp > 1 && !s->sequence_parallel)
+		return sfail(r, "sequence_parallel,expert_tp",
+			     "expert_tp=%" PRId64 " with tp=%" PRId64 " needs sequence_parallel true "
+			     "(the experts' groups are folded over the sequence-parallel ranks)",
+			     s->expert_tp, s->tp);
 	if (s->framework == STRAT_FSDP && s->fsdp_sharding == STRAT_FSDP_HYBRID_SHARD && s->ep > 1)
 		return sfail(r, "ep",
 			     "strategy.ep=%" PRId64 " with FSDP HYBRID_SHARD is not modelled (experts "
@@ -1800,6 +1820,16 @@ int64_t strat_ep_cp(const struct strategy *s)
 	return s->framework == STRAT_MEGATRON && s->cp > 1 ? s->cp : 1;
 }
 
+int64_t strat_expert_tp(const struct strategy *s)
+{
+	return s->expert_tp > 0 ? s->expert_tp : s->tp;
+}
+
+int64_t strat_ep_span(const struct strategy *s)
+{
+	return s->tp * s->dp * strat_ep_cp(s);
+}
+
 struct cJSON *strategy_to_json(const struct strategy *s)
 {
 	cJSON *o = cJSON_CreateObject();
@@ -1813,6 +1843,7 @@ struct cJSON *strategy_to_json(const struct strategy *s)
 	cJSON_AddStringToObject(d, "cp_kind", cp_kind_names[s->cp_kind]);
 	cJSON_AddNumberToObject(d, "dp", (double)s->dp);
 	cJSON_AddNumberToObject(d, "ep", (double)s->ep);
+	cJSON_AddNumberToObject(d, "expert_tp", (double)s->expert_tp);
 	cJSON_AddNumberToObject(d, "vp", (double)s->vp);
 	cJSON_AddBoolToObject(o, "sequence_parallel", s->sequence_parallel);
 	cJSON_AddStringToObject(o, "schedule", schedule_names[s->schedule]);

@@ -75,6 +75,10 @@ struct strategy {
 
 	/* degrees; dp is derived: gpus / (tp * pp * cp) */
 	int64_t gpus, tp, pp, dp, cp, ep, vp;
+	/* Megatron-Core's --expert-tensor-parallel-size: the experts' TP degree (tp by default).
+	 * Another value folds the expert groups over the tp x cp x dp ranks of a stage (MoE
+	 * parallel folding): etp fastest, then ep, then the expert data-parallel replicas */
+	int64_t expert_tp;
 	enum strat_cp_kind cp_kind;
 	bool sequence_parallel;     /* Megatron SP (with tp) */
 	enum strat_schedule schedule;
@@ -247,5 +251,10 @@ void strategy_chunk_layers(const struct strategy *s, int64_t layers, int64_t sta
  * varying faster), so cp; DeepSpeed and FSDP from data-parallel ranks alone, so 1. Expert
  * groups are carved from dp x strat_ep_cp ranks. */
 int64_t strat_ep_cp(const struct strategy *s);
+/* The ranks of one pipeline stage expert groups are carved out of: tp x dp x strat_ep_cp;
+ * expert_tp x ep divides it and the rest are the expert data-parallel replicas. */
+int64_t strat_ep_span(const struct strategy *s);
+/* expert_tp, or tp where a strategy built by hand left it 0 */
+int64_t strat_expert_tp(const struct strategy *s);
 
 #endif

@@ -1381,7 +1381,8 @@ enum tw_result sim_run_plans(const struct job *j, const struct sim_options *opt,
 	 * and expert groups too (at most SIM_MAX_PEERS_RECORDED more ranks) */
 	if (j->cluster.n_stragglers > 0) {
 		static const enum job_group pg[] = { JOB_GROUP_TP, JOB_GROUP_CP, JOB_GROUP_DP,
-						     JOB_GROUP_DP_CP, JOB_GROUP_EP, JOB_GROUP_EDP };
+						     JOB_GROUP_DP_CP, JOB_GROUP_EP, JOB_GROUP_EDP,
+						     JOB_GROUP_ETP };
 		int64_t added = 0;
 		for (int64_t k = 0; k < e->nsr && added < SIM_MAX_PEERS_RECORDED; k++) {
 			const struct srank *st = &e->sr[k];

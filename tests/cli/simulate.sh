@@ -96,6 +96,22 @@ f=$(jget "$tmp/f.json" 'd["sim"]["step_ns"]')
 check "simulate: symmetric == full step time ($s ns vs $f ns)" "[ -n '$s' ] && [ '$s' = '$f' ]"
 check "simulate: full mode simulates every rank" "[ \"\$(jget '$tmp/f.json' 'd[\"sim\"][\"ranks_simulated\"]')\" = 64 ]"
 
+# MoE parallel folding: the same step in both modes, and with expert_tp 1 the expert
+# all-to-all stays inside a node (tp 2 x dp 4 of a stage) where expert_tp = tp spreads it over
+# two nodes' dp ranks: a higher bus bandwidth
+fold="-m mixtral-8x7b -c dgx-h100 --gpus 64 -s examples/strategies/megatron-175b.json --set tp=2
+	--set pp=4 --set ep=8 --set sequence_parallel=true --set global_batch=64 --json"
+"$TWIN" simulate $fold --set expert_tp=1 >"$tmp/fs.json" 2>>"$err"
+"$TWIN" simulate $fold --set expert_tp=1 --full >"$tmp/ff.json" 2>>"$err"
+"$TWIN" simulate $fold >"$tmp/f2.json" 2>>"$err"
+s=$(jget "$tmp/fs.json" 'd["sim"]["step_ns"]')
+f=$(jget "$tmp/ff.json" 'd["sim"]["step_ns"]')
+check "simulate: expert_tp 1, symmetric == full step time ($s ns vs $f ns)" "[ -n '$s' ] && [ '$s' = '$f' ]"
+a1=$(jget "$tmp/fs.json" 'round(d["analysis"]["collectives"]["all_to_all"]["busbw_GBps"])')
+a2=$(jget "$tmp/f2.json" 'round(d["analysis"]["collectives"]["all_to_all"]["busbw_GBps"])')
+check "simulate: expert_tp 1 keeps the all-to-all in a node ($a1 GB/s vs $a2 GB/s across nodes)" \
+	"[ -n '$a1' ] && [ -n '$a2' ] && [ '$a1' -gt \$(( 2 * $a2 )) ]"
+
 # a straggler GPU (half speed) slows the step in full mode
 "$TWIN" simulate -m gpt3-175b -c dgx-a100-80g --gpus 64 -s examples/strategies/megatron-175b.json \
 	--set global_batch=64 --full --json \

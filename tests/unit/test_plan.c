@@ -1081,6 +1081,95 @@ static void test_moe_megatron_dispatcher(struct test_ctx *t)
 	free(j);
 }
 
+/* MoE parallel folding (Megatron-Core expert_tp != tp): the expert groups are carved out of a
+ * stage's tp x dp ranks in rank order, expert_tp fastest, then ep, then the replicas. With tp 2,
+ * dp 8, ep 8, expert_tp 1 on 16 GPUs an expert group is the 8 ranks of a node (both tp ranks
+ * of 4 dp ranks) and each expert has 2 replicas; each rank routes its own T/tp tokens, runs
+ * whole experts and gathers nothing over TP. With tp 4, expert_tp 2 the dispatched tokens are
+ * gathered over the expert TP group. Work per rank, hence model FLOPs, do not change. */
+static void test_moe_expert_folding(struct test_ctx *t)
+{
+	struct job *j = fx_job(16);
+	fx_moe(j);
+	fx_megatron(j);
+	fx_degrees(j, 2, 1, 1, 2, 1);
+	j->strat.sequence_parallel = true;
+	j->strat.ep = 8;
+	struct plan_mem m2, m1;
+	bool ok = fx_mem(j, 0, &m2);
+	j->strat.expert_tp = 1;
+	ok = ok && fx_mem(j, 0, &m1);
+	CHECK_EQ_INT(t, job_group_size(j, JOB_GROUP_EDP), 2);
+	CHECK_EQ_INT(t, job_group_size(j, JOB_GROUP_ETP), 1);
+	int64_t ep[8], edp[2], idx;
+	job_group_members(j, JOB_GROUP_EP, 5, ep, &idx);
+	job_group_members(j, JOB_GROUP_EDP, 5, edp, &idx);
+	for (int i = 0; i < 8; i++)
+		CHECK_EQ_INT(t, ep[i], i);
+	CHECK_EQ_INT(t, edp[0], 5);
+	CHECK_EQ_INT(t, edp[1], 13);
+	int seen[16] = { 0 };
+	for (int64_t r = 0; r < 16; r++)
+		seen[job_group_color(j, JOB_GROUP_EP, r)]++;
+	CHECK_EQ_INT(t, seen[0], 8);
+	CHECK_EQ_INT(t, seen[8], 8);
+	/* whole experts: twice the expert weights of expert_tp 2 */
+	if (ok)
+		CHECK(t, m1.max_cat[GPU][PLAN_MEM_PARAMS] > m2.max_cat[GPU][PLAN_MEM_PARAMS]);
+	double want = formula_flops_per_token(&j->model, j->seq) * (double)j->tokens_per_step;
+	CHECK_NEAR(t, sum_model_flops(j), want, 1e-9);
+	struct plan p;
+	int64_t tok = 2 * 1024 / 2 * 2 * 1024; /* T/tp tokens x top-2 x hidden */
+	if (build(j, 0, &p)) {
+		int a2a = 0, etp = 0, fc1 = 0;
+		for (size_t i = 0; i < p.nops; i++) {
+			const struct plan_op *o = &p.ops[i];
+			if (o->kind == PLAN_COMPUTE && !strcmp(o->name, "expert_fc1")) {
+				fc1++;
+				CHECK_EQ_INT(t, o->u.compute.n, 2 * 512); /* the whole expert: gate, up */
+			}
+			if (o->kind != PLAN_COLL)
+				continue;
+			if (o->u.coll.coll == PLAN_ALL_TO_ALL && o->u.coll.group == JOB_GROUP_EP) {
+				a2a++;
+				CHECK_EQ_INT(t, o->u.coll.count, tok);
+			}
+			etp += o->u.coll.group == JOB_GROUP_ETP ||
+			       (o->u.coll.group == JOB_GROUP_TP && o->u.coll.count == tok);
+		}
+		CHECK_EQ_INT(t, a2a, 4 * 4);
+		CHECK_EQ_INT(t, etp, 0);
+		CHECK_EQ_INT(t, fc1, 4);
+		plan_release(&p);
+	}
+	fx_degrees(j, 4, 1, 1, 2, 1); /* tp 4, dp 4: ep 4 x expert_tp 2 over 16 ranks */
+	j->strat.ep = 4;
+	j->strat.expert_tp = 2;
+	CHECK_EQ_INT(t, job_group_size(j, JOB_GROUP_EDP), 2);
+	int64_t et[2];
+	job_group_members(j, JOB_GROUP_ETP, 3, et, &idx);
+	CHECK_EQ_INT(t, et[0], 2);
+	CHECK_EQ_INT(t, et[1], 3);
+	want = formula_flops_per_token(&j->model, j->seq) * (double)j->tokens_per_step;
+	CHECK_NEAR(t, sum_model_flops(j), want, 1e-9);
+	tok = 2 * 1024 / 4 * 2 * 1024;
+	if (build(j, 0, &p)) {
+		int ag = 0, rs = 0;
+		for (size_t i = 0; i < p.nops; i++) {
+			const struct plan_op *o = &p.ops[i];
+			if (o->kind != PLAN_COLL || o->u.coll.group != JOB_GROUP_ETP)
+				continue;
+			CHECK_EQ_INT(t, o->u.coll.count, tok);
+			ag += o->u.coll.coll == PLAN_ALL_GATHER;
+			rs += o->u.coll.coll == PLAN_REDUCE_SCATTER;
+		}
+		CHECK_EQ_INT(t, ag, 4 * 2); /* dispatch forward, combine's backward */
+		CHECK_EQ_INT(t, rs, 4 * 2);
+		plan_release(&p);
+	}
+	free(j);
+}
+
 /* With expert parallelism the routed experts' states shard over their data-parallel group:
  * dp / ep replicas of each expert. Each rank then holds as much of them as without it (E/ep
  * experts over dp/ep ranks), and their grads and updated weights move over that group. */
@@ -2822,6 +2911,7 @@ int main(void)
 	TEST_RUN(&t, test_flops_moe);
 	TEST_RUN(&t, test_moe_expert_sharding);
 	TEST_RUN(&t, test_moe_megatron_dispatcher);
+	TEST_RUN(&t, test_moe_expert_folding);
 	TEST_RUN(&t, test_coll_seq_match);
 	TEST_RUN(&t, test_tied_embedding_grads);
 	TEST_RUN(&t, test_p2p_match);

@@ -815,6 +815,38 @@ static void test_attention_kernel_default(struct test_ctx *T)
 	fx_done(&f);
 }
 
+/* expert_tp (Megatron-Core's --expert-tensor-parallel-size): tp unless given; another value
+ * is Megatron's only, needs sequence parallelism with tp > 1, must leave expert_tp x ep
+ * dividing a stage's tp x dp x cp ranks and divide the experts' width */
+static void test_expert_tp(struct test_ctx *T)
+{
+	struct fx f;
+	fx_init(&f);
+	f.m.experts = 8, f.m.top_k = 2, f.m.expert_ffn_hidden = 512, f.m.moe_layer_freq = 1;
+	const char *mg = "{\"framework\":\"megatron\",\"tp\":2,\"sequence_parallel\":true,\"ep\":8}";
+	CHECK_OK(T, &f, run(&f, NULL, mg, 64, NULL, 0));
+	CHECK_EQ_INT(T, f.s.expert_tp, 2);
+	CHECK_SRC(T, &f.s, "expert_tp", "default");
+	const char *one[] = {"expert_tp=1"};
+	CHECK_OK(T, &f, run(&f, NULL, mg, 64, one, 1));
+	CHECK_EQ_INT(T, f.s.expert_tp, 1);
+	CHECK_EQ_INT(T, strat_ep_span(&f.s), 64);
+	/* ep 8 over dp 4 is refused unless the groups fold over tp as well */
+	CHECK_FAILS(T, &f, run(&f, NULL, mg, 8, NULL, 0), "does not divide dp x cp=4");
+	CHECK_OK(T, &f, run(&f, NULL, mg, 16, one, 1));
+	const char *two[] = {"expert_tp=2"};
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"tp\":1,\"ep\":8}", 8, two, 1),
+		    "expert_tp x ep = 2 x 8 does not divide tp x dp x cp = 8");
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"tp\":2}", 8, one, 1),
+		    "expert_tp=1 with tp=2 needs sequence_parallel true");
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"framework\":\"fsdp\"}", 8, two, 1),
+		    "a separate expert tensor-parallel degree is Megatron-Core's");
+	const char *three[] = {"expert_tp=3"};
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"framework\":\"megatron\"}", 6, three, 1),
+		    "strategy.expert_tp=3 does not divide model.expert_ffn_hidden=512");
+	fx_done(&f);
+}
+
 /* nccl_algo / nccl_proto read as NCCL reads NCCL_ALGO / NCCL_PROTO: names in any case,
  * separated by commas, a leading '^' excludes; NCCL's algorithms the simulator lacks change
  * nothing; a set with nothing left, an unknown name or a stray comma is refused */
@@ -1218,6 +1250,7 @@ int main(void)
 	TEST_RUN(&t, test_pipeline_split_layouts);
 	TEST_RUN(&t, test_kernels_tf32);
 	TEST_RUN(&t, test_attention_kernel_default);
+	TEST_RUN(&t, test_expert_tp);
 	TEST_RUN(&t, test_dropout_cross_entropy);
 	TEST_RUN(&t, test_nccl_algo_proto);
 	TEST_RUN(&t, test_presets);
