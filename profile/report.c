@@ -25,7 +25,7 @@ static const struct row rows[] = {
 	R("stall_comm_ns", "  waiting on communication", stall_comm_ns),
 	R("stall_copy_ns", "  waiting on copies", stall_copy_ns),
 	R("stall_host_ns", "  host-side gaps", stall_host_ns),
-	R("bubble_ns", "pipeline bubble", bubble_ns),
+	R("bubble_ns", "pipeline bubble (in idle)", bubble_ns),
 	R("optimizer_ns", "optimizer", optimizer_ns),
 	R("busy_ns", "GPU busy (union)", busy_ns),
 };
@@ -147,6 +147,9 @@ void prof_analysis_print(FILE *f, const struct prof_analysis *a)
 				trace_cat_name(c), s->mean_count, s->bytes, ms(s->time_ns),
 				ms(s->exposed_ns), alg, bus, how);
 		}
+		if (a->coll[TRACE_P2P].count > 0) /* NCCL's send/recv kernels wait for the peer */
+			fprintf(f, "(p2p time runs from a send's or receive's post to its end, "
+				   "waiting for the peer included, as its kernel does)\n");
 	}
 	fprintf(f, "\n");
 	if (a->hw_flops > 0)

@@ -104,9 +104,9 @@ fold="-m mixtral-8x7b -c dgx-h100 --gpus 64 -s examples/strategies/megatron-175b
 "$TWIN" simulate $fold --set expert_tp=1 >"$tmp/fs.json" 2>>"$err"
 "$TWIN" simulate $fold --set expert_tp=1 --full >"$tmp/ff.json" 2>>"$err"
 "$TWIN" simulate $fold >"$tmp/f2.json" 2>>"$err"
-s=$(jget "$tmp/fs.json" 'd["sim"]["step_ns"]')
-f=$(jget "$tmp/ff.json" 'd["sim"]["step_ns"]')
-check "simulate: expert_tp 1, symmetric == full step time ($s ns vs $f ns)" "[ -n '$s' ] && [ '$s' = '$f' ]"
+fs=$(jget "$tmp/fs.json" 'd["sim"]["step_ns"]')
+ff=$(jget "$tmp/ff.json" 'd["sim"]["step_ns"]')
+check "simulate: expert_tp 1, symmetric == full step time ($fs ns vs $ff ns)" "[ -n '$fs' ] && [ '$fs' = '$ff' ]"
 a1=$(jget "$tmp/fs.json" 'round(d["analysis"]["collectives"]["all_to_all"]["busbw_GBps"])')
 a2=$(jget "$tmp/f2.json" 'round(d["analysis"]["collectives"]["all_to_all"]["busbw_GBps"])')
 check "simulate: expert_tp 1 keeps the all-to-all in a node ($a1 GB/s vs $a2 GB/s across nodes)" \
