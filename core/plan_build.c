@@ -878,6 +878,10 @@ static struct act_sizes layer_act(const struct pb *b, int64_t l)
 	int64_t rc_rep = 0, rc_split = 0, rc_whole = 0;
 	if (rc_mod(b, STRAT_RC_LAYERNORM))
 		rc_rep += separate_norms(b, l) * T * h * ab;
+	/* MLA's up projections with RoPE (mla_up_proj): their q, k and v, attention's inputs,
+	 * are dropped once attention has run and made again for its backward */
+	if (rc_mod(b, STRAT_RC_MLA_UP) && b->m->kv_lora_rank > 0)
+		rc_split += T * ab * (b->qd + b->kvd + b->kvdv);
 	if (layer_moe(b, l)) {
 		rep += T * b->E * 4;
 		/* the experts' input: the permuted token copies; Megatron-Core's dispatcher
@@ -2188,6 +2192,14 @@ static void modules_recompute(struct pb *b, int64_t l)
 	int64_t T = b->T, tp = b->tp;
 	bool moe = layer_moe(b, l);
 	double tne = (double)(b->sp ? T / tp : T) * b->h;
+	if (rc_mod(b, STRAT_RC_MLA_UP) && b->m->kv_lora_rank > 0) { /* q, k, v again */
+		struct mla_dims d = mla_dims(b);
+		gemm(b, d.ql > 0 ? "q_up_recompute" : "q_proj_recompute", T, d.H * d.qk,
+		     d.ql > 0 ? d.ql : b->h, 1, 0, true);
+		gemm(b, "kv_up_recompute", T, d.H * (d.nope + d.v), d.kl, 1, 0, true);
+		if (b->rope)
+			rope_op(b, "rope_recompute");
+	}
 	int norms = rc_mod(b, STRAT_RC_LAYERNORM) ? separate_norms(b, l) : 0;
 	if (norms == 2)
 		norm_op(b, "norm1_recompute", tne, false, 0);

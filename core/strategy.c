@@ -480,10 +480,9 @@ static enum tw_result parse_lora_targets(struct strat_rd *r, const cJSON *lora, 
 	return TW_OK;
 }
 
-/* Megatron-Core's --recompute-modules names, in STRAT_RC_* bit order; "mla_up_proj" is
- * refused as not modelled */
+/* Megatron-Core's --recompute-modules names, in STRAT_RC_* bit order */
 static const char *const rc_module_names[] = {"core_attn", "mlp", "moe_act", "shared_experts",
-					      "layernorm", "moe"};
+					      "layernorm", "moe", "mla_up_proj"};
 #define RC_NMODULES (sizeof(rc_module_names) / sizeof(*rc_module_names))
 
 const char *strat_rc_module_name(int i)
@@ -503,7 +502,8 @@ static enum tw_result parse_rc_modules(struct strat_rd *r, const cJSON *o, unsig
 	if (!cJSON_IsArray(t) || cJSON_GetArraySize(t) == 0)
 		return tw_errf(r->err, TW_ERR_INVALID,
 			       "%s: recompute_modules: must be a non-empty array of module names "
-			       "(core_attn, mlp, moe_act, shared_experts, layernorm, moe)", label);
+			       "(core_attn, mlp, moe_act, shared_experts, layernorm, moe, mla_up_proj)",
+			       label);
 	*out = 0;
 	const cJSON *e;
 	cJSON_ArrayForEach(e, t)
@@ -515,11 +515,9 @@ static enum tw_result parse_rc_modules(struct strat_rd *r, const cJSON *o, unsig
 				hit = i;
 		if (hit == RC_NMODULES)
 			return tw_errf(r->err, TW_ERR_INVALID,
-				       "%s: recompute_modules: %s %s (modelled: core_attn, mlp, moe_act, "
-				       "shared_experts, layernorm, moe)", label, n,
-				       !strcmp(n, "mla_up_proj")
-					       ? "is Megatron-Core's but not modelled"
-					       : "is not a module Megatron-Core recomputes");
+				       "%s: recompute_modules: %s is not a module Megatron-Core recomputes "
+				       "(core_attn, mlp, moe_act, shared_experts, layernorm, moe, "
+				       "mla_up_proj)", label, n);
 		*out |= 1u << hit;
 	}
 	ov->given = true;

@@ -39,7 +39,7 @@ enum { STRAT_LORA_Q = 1, STRAT_LORA_K = 2, STRAT_LORA_V = 4, STRAT_LORA_O = 8,
  * (the default), a dense layer's MLP, the MoE experts' activation function, the shared experts,
  * the norms that are modules of their own, an MoE layer whole */
 enum { STRAT_RC_CORE_ATTN = 1, STRAT_RC_MLP = 2, STRAT_RC_MOE_ACT = 4, STRAT_RC_SHARED = 8,
-       STRAT_RC_LAYERNORM = 16, STRAT_RC_MOE = 32 };
+       STRAT_RC_LAYERNORM = 16, STRAT_RC_MOE = 32, STRAT_RC_MLA_UP = 64 };
 
 enum strat_src { STRAT_SRC_DEFAULT = 0, STRAT_SRC_FILE, STRAT_SRC_DERIVED, STRAT_SRC_SET,
 		 STRAT_SRC_OPTION };

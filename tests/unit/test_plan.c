@@ -2149,6 +2149,26 @@ static void test_recompute_modules(struct test_ctx *t)
 	CHECK_EQ_INT(t, base.act - f.act, want);
 	CHECK_EQ_INT(t, f.rc, want);
 	CHECK_NEAR(t, f.model, base.model, 1e-12);
+	/* mla_up_proj: MLA's q, k and v (16 heads x 192 each for q and k, x 128 for v, over tp 2)
+	 * leave the saved activations and are made again by the up projections and RoPE: their
+	 * GEMMs' FLOPs once more per layer; a model without MLA has nothing to drop */
+	j->strat.recompute_modules = STRAT_RC_CORE_ATTN | STRAT_RC_MLA_UP;
+	ok = rc_figs(j, &f);
+	CHECK(t, ok && f.act == base.act && f.rc == -1);
+	struct model *m = &j->model;
+	m->kv_lora_rank = 512, m->q_lora_rank = 768, m->kv_heads = 16; /* MLA: a k, v per head */
+	m->qk_nope_head_dim = 128, m->qk_rope_head_dim = 64, m->v_head_dim = 128;
+	j->strat.recompute_modules = STRAT_RC_CORE_ATTN;
+	ok = rc_figs(j, &base);
+	j->strat.recompute_modules = STRAT_RC_CORE_ATTN | STRAT_RC_MLA_UP;
+	ok = ok && rc_figs(j, &f);
+	CHECK(t, ok);
+	want = T * ab * 16 * (192 + 192 + 128) / 2;
+	CHECK_EQ_INT(t, base.act - f.act, want);
+	CHECK_EQ_INT(t, f.rc, want);
+	CHECK_NEAR(t, f.model, base.model, 1e-12);
+	double up = 2.0 * T * (768.0 * 16 * 192 + 512.0 * 16 * (128 + 128)) / 2;
+	CHECK_NEAR(t, f.hw - base.hw, (double)m->layers * up, 1e-6);
 	free(j);
 }
 

@@ -1122,7 +1122,7 @@ static void test_ours(struct test_ctx *T)
 					 "[\"mlp\"]}", 8, NULL, 0),
 		    "needs framework megatron");
 	static const char *const bad_modules[][2] = {
-		{"[\"mla_up_proj\"]", "mla_up_proj is Megatron-Core's but not modelled"},
+		{"[\"qkv\"]", "qkv is not a module Megatron-Core recomputes"},
 		{"[\"attention\"]", "attention is not a module Megatron-Core recomputes"},
 		{"[]", "must be a non-empty array"}};
 	for (size_t i = 0; i < sizeof(bad_modules) / sizeof(*bad_modules); i++) {
