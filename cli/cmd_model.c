@@ -71,6 +71,9 @@ static void print_text(const struct model *m, const struct model_params *p,
 	if (model_is_moe(m)) {
 		printf("moe          %lld experts x %lld wide, top-%lld", (long long)m->experts,
 		       (long long)m->expert_ffn_hidden, (long long)m->top_k);
+		if (m->router_groups)
+			printf(" from the best %lld of %lld groups", (long long)m->router_group_topk,
+			       (long long)m->router_groups);
 		if (m->shared_experts)
 			printf(", %lld shared (%lld wide)", (long long)m->shared_experts,
 			       (long long)m->shared_ffn_hidden);

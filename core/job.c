@@ -55,7 +55,7 @@ enum tw_result job_load(const struct job_inputs *in, struct job *out, struct tw_
 
 static const char *const group_names[JOB_NUM_GROUPS] = {
 	"world", "tp", "cp", "dp", "dp_cp", "pp", "ep", "edp", "shard", "replica", "embedding",
-	"hpz", "node", "xnode", "shard_xnode", "etp",
+	"hpz", "node", "xnode", "shard_xnode", "etp", "ep_node", "ep_xnode",
 };
 
 const char *job_group_name(enum job_group g)
@@ -127,6 +127,26 @@ static int64_t block_of(const struct job *j, enum job_group g)
 							       : shard_size(j);
 }
 
+/* The expert group's members per node, L, where every node it spans holds L of them in a run
+ * (members ascend with the rank); else the group's size. Expert groups are laid out alike, so
+ * rank 0's says it for all. */
+static int64_t ep_per_node(const struct job *j)
+{
+	int64_t ep = j->strat.ep > 1 ? j->strat.ep : 1, stackbuf[64];
+	int64_t *m = ep <= 64 ? stackbuf : tw_malloc((size_t)ep * sizeof(int64_t));
+	job_group_members(j, JOB_GROUP_EP, 0, m, NULL);
+	int64_t L = 1;
+	while (L < ep && job_node_of(j, m[L]) == job_node_of(j, m[0]))
+		L++;
+	bool even = ep % L == 0;
+	for (int64_t i = 0; even && i < ep; i++)
+		even = job_node_of(j, m[i]) == job_node_of(j, m[i - i % L]) &&
+		       (i % L || i == 0 || job_node_of(j, m[i]) != job_node_of(j, m[i - 1]));
+	if (m != stackbuf)
+		free(m);
+	return even ? L : ep;
+}
+
 int64_t job_group_size(const struct job *j, enum job_group g)
 {
 	const struct strategy *s = &j->strat;
@@ -149,6 +169,10 @@ int64_t job_group_size(const struct job *j, enum job_group g)
 		return strat_ep_span(s) / ((s->ep > 0 ? s->ep : 1) * strat_expert_tp(s));
 	case JOB_GROUP_ETP:
 		return strat_expert_tp(s);
+	case JOB_GROUP_EP_NODE:
+		return s->ep > 1 ? ep_per_node(j) : 1;
+	case JOB_GROUP_EP_XNODE:
+		return s->ep > 1 ? s->ep / ep_per_node(j) : 1;
 	case JOB_GROUP_SHARD:
 	case JOB_GROUP_HPZ:
 	case JOB_GROUP_NODE:
@@ -177,6 +201,7 @@ int64_t job_group_members(const struct job *j, enum job_group g, int64_t rank, i
 		n = 1; /* a middle stage holds no embedding: its own group */
 	int64_t ep = s->ep > 0 ? s->ep : 1, sh = block_of(j, g), et = strat_expert_tp(s);
 	int64_t q = ep_index(j, &c), qt = q % et, qe = q / et % ep, qd = q / (et * ep);
+	int64_t run = g == JOB_GROUP_EP_NODE || g == JOB_GROUP_EP_XNODE ? ep_per_node(j) : 1;
 	for (int64_t i = 0; i < n; i++) {
 		m = c;
 		switch (g) {
@@ -207,6 +232,12 @@ int64_t job_group_members(const struct job *j, enum job_group g, int64_t rank, i
 			break;
 		case JOB_GROUP_ETP:
 			ep_place(j, &m, i + et * (qe + ep * qd));
+			break;
+		case JOB_GROUP_EP_NODE: /* the run of expert ranks the rank's node holds */
+			ep_place(j, &m, qt + et * (qe / run * run + i + ep * qd));
+			break;
+		case JOB_GROUP_EP_XNODE: /* the same place in every node's run */
+			ep_place(j, &m, qt + et * (qe % run + i * run + ep * qd));
 			break;
 		case JOB_GROUP_SHARD:
 		case JOB_GROUP_HPZ:

@@ -59,6 +59,10 @@ enum job_group {
 				* JOB_GROUP_NODE) */
 	JOB_GROUP_ETP,      /* the experts' tensor-parallel group (expert_tp; the tp group's
 			     * ranks unless the expert groups are folded) */
+	JOB_GROUP_EP_NODE,  /* the members of the expert group on the rank's node */
+	JOB_GROUP_EP_XNODE, /* those at the rank's place among its node's, one per node (DeepEP's
+			     * network stage); where the nodes hold unequal shares of the group,
+			     * EP_NODE is the whole group and EP_XNODE the rank alone */
 	JOB_NUM_GROUPS
 };
 const char *job_group_name(enum job_group g);

@@ -320,6 +320,22 @@ enum tw_result model_validate(const struct model *m, const char *file, struct tw
 		TW_CHECK(in_range(err, file, "moe_layer_freq", m->moe_layer_freq, 0, m->layers));
 		if (moe_layer_count(m) == 0)
 			return bad(err, file, "moe_layer_freq", "no layer is an MoE layer");
+		if (m->router_groups > 0) {
+			TW_CHECK(in_range(err, file, "router_groups", m->router_groups, 1, m->experts));
+			if (m->experts % m->router_groups)
+				return bad(err, file, "router_groups",
+					   "%lld does not divide experts (%lld)",
+					   (long long)m->router_groups, (long long)m->experts);
+			TW_CHECK(in_range(err, file, "router_group_topk", m->router_group_topk, 1,
+					  m->router_groups));
+			if (m->top_k > m->router_group_topk * (m->experts / m->router_groups))
+				return bad(err, file, "router_group_topk",
+					   "%lld groups of %lld experts hold fewer than top_k (%lld)",
+					   (long long)m->router_group_topk,
+					   (long long)(m->experts / m->router_groups), (long long)m->top_k);
+		} else if (m->router_group_topk != 0) {
+			return bad(err, file, "router_group_topk", "needs router_groups");
+		}
 	} else {
 		const char *f = m->experts < 0		 ? "experts"
 				: m->top_k		 ? "top_k"
@@ -328,6 +344,7 @@ enum tw_result model_validate(const struct model *m, const char *file, struct tw
 				: m->shared_ffn_hidden	 ? "shared_ffn_hidden"
 				: m->dense_layers	 ? "dense_layers"
 				: m->router_bias	 ? "router_bias"
+				: m->router_groups	 ? "router_groups"
 				: m->shared_expert_gate ? "shared_expert_gate"
 							 : NULL;
 		if (f)
@@ -353,8 +370,8 @@ static const char *const schema_keys[] = {
 	"biases", "qkv_bias", "out_bias", "mlp_bias", "norm_bias", "parallel_attn",
 	"norms_per_layer", "embed_norm", "proj_dim", "final_norm", "experts", "top_k",
 	"expert_ffn_hidden", "shared_experts", "shared_ffn_hidden", "dense_layers",
-	"moe_layer_freq", "router_bias", "shared_expert_gate", "q_lora_rank", "kv_lora_rank",
-	"qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "hidden_dropout", "attention_dropout",
+	"moe_layer_freq", "router_bias", "router_groups", "router_group_topk", "shared_expert_gate",
+	"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "hidden_dropout", "attention_dropout",
 	NULL};
 
 static enum tw_result need(const struct json_ctx *c, const cJSON *obj, const char *key,
@@ -482,6 +499,8 @@ enum tw_result model_from_json(const struct cJSON *obj, const char *file, struct
 	if (present && m.experts == 0)
 		return json_fail(&c, "moe_layer_freq", "MoE fields need experts > 0");
 	TW_CHECK(json_get_bool(&c, obj, "router_bias", &m.router_bias, NULL));
+	TW_CHECK(opt_int(&c, obj, "router_groups", 1, &m.router_groups));
+	TW_CHECK(opt_int(&c, obj, "router_group_topk", 1, &m.router_group_topk));
 	TW_CHECK(json_get_bool(&c, obj, "shared_expert_gate", &m.shared_expert_gate, NULL));
 	if (m.experts > 0 && m.shared_experts > 0 && m.shared_ffn_hidden == 0)
 		m.shared_ffn_hidden = m.shared_experts * m.expert_ffn_hidden; /* DeepSeek's rule */
@@ -563,6 +582,10 @@ struct cJSON *model_to_json(const struct model *m)
 		NUM("dense_layers", m->dense_layers);
 		NUM("moe_layer_freq", m->moe_layer_freq);
 		BOOL("router_bias", m->router_bias);
+		if (m->router_groups > 0) {
+			NUM("router_groups", m->router_groups);
+			NUM("router_group_topk", m->router_group_topk);
+		}
 		BOOL("shared_expert_gate", m->shared_expert_gate);
 	}
 	if (is_mla(m)) {
@@ -757,6 +780,16 @@ static enum tw_result hf_deepseek(const struct json_ctx *c, const cJSON *o, stru
 	/* the shared experts are one MLP of n_shared times the expert width */
 	m->shared_ffn_hidden = m->shared_experts * m->expert_ffn_hidden;
 	m->router_bias = v3; /* e_score_correction_bias, one per routed expert */
+	/* group-limited routing: V3's class defaults to 8 groups, the best 4; V2's to none
+	 * (null), and V2-Lite's config says 1 of 1, which limits nothing */
+	const cJSON *ng = cJSON_GetObjectItemCaseSensitive(o, "n_group");
+	const cJSON *tg = cJSON_GetObjectItemCaseSensitive(o, "topk_group");
+	if (!(ng && cJSON_IsNull(ng)) && !(tg && cJSON_IsNull(tg))) {
+		TW_CHECK(hf_int(c, o, NAMES("n_group"), v3 ? 8 : 1, 1, &m->router_groups));
+		TW_CHECK(hf_int(c, o, NAMES("topk_group"), v3 ? 4 : 1, 1, &m->router_group_topk));
+	}
+	if (m->router_group_topk >= m->router_groups)
+		m->router_groups = m->router_group_topk = 0;
 	return TW_OK;
 }
 

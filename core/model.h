@@ -51,6 +51,11 @@ struct model {
 	int64_t dense_layers;        /* first k layers are dense (DeepSeek first_k_dense_replace) */
 	int64_t moe_layer_freq;      /* every n-th layer is MoE (Qwen2-MoE decoder_sparse_step), 1 */
 	bool router_bias;            /* DeepSeek-V3 e_score_correction_bias */
+	/* group-limited routing (DeepSeek n_group / topk_group, Megatron-Core
+	 * --moe-router-num-groups / --moe-router-group-topk): the experts form router_groups
+	 * equal groups and a token's top_k come from its best router_group_topk groups;
+	 * 0: no limit */
+	int64_t router_groups, router_group_topk;
 	bool shared_expert_gate;     /* Qwen2-MoE h x 1 sigmoid gate */
 
 	/* MLA (kv_lora_rank == 0: ordinary attention) */

@@ -10,7 +10,7 @@
 static const char *const kind_names[PLAN_NUM_KINDS] = {"compute", "coll", "p2p", "copy", "alloc",
 						      "free"};
 static const char *const stream_names[PLAN_NUM_STREAMS] = {"compute", "comm", "comm_tp", "p2p",
-							  "copy_in", "copy_out", "host"};
+							  "copy_in", "copy_out", "host", "comm_ep"};
 static const char *const kernel_names[PLAN_NUM_KERNELS] = {
 	"gemm", "attn", "elemwise", "norm", "softmax", "embed", "loss", "optim", "permute"};
 static const char *const coll_names[PLAN_NUM_COLLS] = {"all_gather", "reduce_scatter",

@@ -23,6 +23,7 @@ enum plan_stream {
 	PLAN_STREAM_COPY_IN,   /* H2D, NVMe->host */
 	PLAN_STREAM_COPY_OUT,  /* D2H, host->NVMe */
 	PLAN_STREAM_HOST,      /* host CPU work: CPU optimizer */
+	PLAN_STREAM_COMM_EP,   /* DeepEP's NVLink stage, beside its network stage on COMM_TP */
 	PLAN_NUM_STREAMS
 };
 

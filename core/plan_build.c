@@ -56,6 +56,10 @@ struct pb {
 	/* degrees and sizes */
 	int64_t tp, pp, dp, cp, ep, vp, nmicro, mb, seq, T; /* T: tokens per micro-batch here */
 	int64_t etp; /* the experts' tensor-parallel degree (strategy expert_tp) */
+	/* DeepEP (moe_dispatcher deepep, the expert group over several nodes): a routed token's
+	 * expected nodes (its own included) and expert ranks, what its two stages send per token;
+	 * 0: one all-to-all over the expert group */
+	double ep_nodes, ep_ranks;
 	int64_t h, heads, kvh, hd, qd, kvd, f, V, E, topk, fe, fs, El;
 	int64_t vd, kvdv;       /* a value head's width and all of them (MLA: v_head_dim; else hd) */
 	bool swiglu, sp, ulysses, flash, rope, lora, ds, megatron, fsdp;
@@ -1656,6 +1660,60 @@ static void shared_fwd(struct pb *b)
 		tp_exit(b, false);
 }
 
+/* C(a, k) / C(b, k): the odds that k draws without replacement from b all fall in a given a */
+static double choose_ratio(int64_t a, int64_t b, int64_t k)
+{
+	double r = 1;
+	for (int64_t i = 0; i < k && r > 0; i++)
+		r = a - i <= 0 ? 0 : r * (double)(a - i) / (double)(b - i);
+	return r;
+}
+
+static double lchoose(int64_t n, int64_t k)
+{
+	return lgamma((double)n + 1) - lgamma((double)k + 1) - lgamma((double)(n - k) + 1);
+}
+
+/* Expected units (nodes, or ranks) a token's top-k experts span, among n units of E/n experts
+ * each: the k fall uniformly on the experts its router may choose, all of them, or those of
+ * its best m of g equal groups when groups and units nest (a unit holds g/n groups, or a group
+ * spans n/g units); otherwise the limit is left out */
+static double experts_reach(int64_t E, int64_t k, int64_t n, int64_t g, int64_t m)
+{
+	int64_t per = E / n;
+	if (g <= 1 || m >= g || (g % n && n % g))
+		return (double)n * (1 - choose_ratio(E - per, E, k));
+	int64_t sz = E / g, pool = m * sz; /* the chosen groups' experts */
+	if (g % n) /* a group spans n/g units: a unit is reachable when its group is chosen */
+		return (double)n * ((double)m / (double)g) * (1 - choose_ratio(pool - per, pool, k));
+	int64_t K = g / n; /* groups per unit, c of them among the chosen (hypergeometric odds) */
+	double p = 0;
+	for (int64_t c = 1; c <= K && c <= m; c++)
+		if (m - c <= g - K)
+			p += exp(lchoose(K, c) + lchoose(g - K, m - c) - lchoose(g, m)) *
+			     (1 - choose_ratio(pool - c * sz, pool, k));
+	return (double)n * p;
+}
+
+/* The expert group's all-to-all of count elements (Tr routed tokens of this rank): one
+ * collective, or DeepEP's two stages side by side, each token once to every node it reaches
+ * (the rank at its place there, on COMM_TP) and the copies on to their expert ranks over
+ * NVLink (COMM_EP); what follows waits for both */
+static void ep_a2a(struct pb *b, const char *net, const char *nvl, int64_t count, int64_t Tr)
+{
+	if (b->ep_nodes <= 0) {
+		coll_tp(b, PLAN_ALL_TO_ALL, JOB_GROUP_EP, net, count);
+		return;
+	}
+	double tok = (double)Tr * (double)b->h;
+	uint32_t x = coll(b, PLAN_ALL_TO_ALL, JOB_GROUP_EP_XNODE, PLAN_STREAM_COMM_TP, net,
+			  (int64_t)llround(tok * b->ep_nodes), b->pdt, b->last_compute);
+	uint32_t y = coll(b, PLAN_ALL_TO_ALL, JOB_GROUP_EP_NODE, PLAN_STREAM_COMM_EP, nvl,
+			  (int64_t)llround(tok * b->ep_ranks), b->pdt, b->last_compute);
+	wait_on(b, x);
+	wait_on(b, y);
+}
+
 /* MLP or MoE block between the second norm and the residual. */
 static void mlp_block(struct pb *b, int64_t l, bool bwd)
 {
@@ -1726,7 +1784,7 @@ static void mlp_block(struct pb *b, int64_t l, bool bwd)
 				b->p->ops[w].flags |= PLAN_F_HOSTWAIT;
 			}
 		elem(b, PLAN_K_PERMUTE, "permute", rload * b->h * b->ab * 2);
-		coll_tp(b, PLAN_ALL_TO_ALL, JOB_GROUP_EP, "a2a_dispatch", a2a);
+		ep_a2a(b, "a2a_dispatch", "a2a_dispatch_nvl", a2a, Tr);
 		if (gath)
 			coll_wait(b, PLAN_ALL_GATHER, eg, "ag_dispatch", a2a);
 		gemm(b, "expert_fc1", per, wide * b->fe / et, b->h, b->El, load, true);
@@ -1734,7 +1792,7 @@ static void mlp_block(struct pb *b, int64_t l, bool bwd)
 		gemm(b, "expert_fc2", per, b->h, b->fe / et, b->El, load, true);
 		if (gath)
 			coll_wait(b, PLAN_REDUCE_SCATTER, eg, "rs_combine", a2a);
-		coll_tp(b, PLAN_ALL_TO_ALL, JOB_GROUP_EP, "a2a_combine", a2a);
+		ep_a2a(b, "a2a_combine", "a2a_combine_nvl", a2a, Tr);
 		elem(b, PLAN_K_PERMUTE, "unpermute", rload * b->h * b->ab * 2);
 		if (b->fs > 0)
 			shared_fwd(b);
@@ -1750,7 +1808,7 @@ static void mlp_block(struct pb *b, int64_t l, bool bwd)
 				gemm(b, "shared_fc1_bwd", T, wide * b->fs / tp, b->h, g, 0, false);
 		}
 		elem(b, PLAN_K_PERMUTE, "unpermute_bwd", rload * b->h * b->ab * 2);
-		coll_tp(b, PLAN_ALL_TO_ALL, JOB_GROUP_EP, "a2a_combine_bwd", a2a);
+		ep_a2a(b, "a2a_combine_bwd", "a2a_combine_bwd_nvl", a2a, Tr);
 		if (gath) /* the reduce-scatter's backward */
 			coll_wait(b, PLAN_ALL_GATHER, eg, "ag_combine_bwd", a2a);
 		gemm(b, "expert_fc2_bwd", per, b->h, b->fe / et, b->El * (b->lora ? 1 : 2),
@@ -1760,7 +1818,7 @@ static void mlp_block(struct pb *b, int64_t l, bool bwd)
 		     load * (b->lora ? 1 : 2), false);
 		if (gath) /* the all-gather's backward */
 			coll_wait(b, PLAN_REDUCE_SCATTER, eg, "rs_dispatch_bwd", a2a);
-		coll_tp(b, PLAN_ALL_TO_ALL, JOB_GROUP_EP, "a2a_dispatch_bwd", a2a);
+		ep_a2a(b, "a2a_dispatch_bwd", "a2a_dispatch_bwd_nvl", a2a, Tr);
 		elem(b, PLAN_K_PERMUTE, "permute_bwd", rload * b->h * b->ab * 2);
 		gemm(b, "router_bwd", Tr, b->E, b->h, b->lora ? 1 : 2, 0, false);
 	}
@@ -3221,6 +3279,13 @@ static void setup(struct pb *b)
 	b->tp = s->tp, b->pp = s->pp, b->dp = s->dp, b->cp = s->cp;
 	b->ep = s->ep > 1 ? s->ep : 1;
 	b->etp = strat_expert_tp(s);
+	b->ep_nodes = b->ep_ranks = 0;
+	int64_t xn = job_group_size(j, JOB_GROUP_EP_XNODE);
+	if (s->moe_dispatcher == STRAT_DISPATCH_DEEPEP && xn > 1 && m->experts > 0) {
+		int64_t k = m->top_k > 0 ? m->top_k : 1;
+		b->ep_nodes = experts_reach(m->experts, k, xn, m->router_groups, m->router_group_topk);
+		b->ep_ranks = experts_reach(m->experts, k, b->ep, m->router_groups, m->router_group_topk);
+	}
 	b->vp = s->schedule == STRAT_SCHED_INTERLEAVED && s->vp > 1 && s->pp > 1 ? s->vp : 1;
 	b->nmicro = s->grad_accum;
 	b->mb = s->micro_batch;

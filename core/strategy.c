@@ -141,7 +141,8 @@ static const char *const our_keys[] = {
 	"async_tensor_model_parallel_allreduce", "grad_reduce_in_bf16",
 	"first_stage_layers", "last_stage_layers", "account_for_embedding_in_pipeline_split",
 	"account_for_loss_in_pipeline_split", "recompute_modules", "hidden_dropout",
-	"attention_dropout", "cross_entropy", "attention_kernel", "nccl_algo", "nccl_proto", NULL};
+	"attention_dropout", "cross_entropy", "attention_kernel", "nccl_algo", "nccl_proto",
+	"moe_dispatcher", NULL};
 
 static bool is_our_key(const char *k)
 {
@@ -410,6 +411,7 @@ const char *strat_kernels_name(enum strat_kernels k)
 	return k == STRAT_KERNELS_EAGER ? kernels_names[1] : kernels_names[0];
 }
 static const char *const ce_names[] = {"unfused", "fused", NULL};
+static const char *const dispatcher_names[] = {"alltoall", "deepep", NULL};
 static const char *const precision_names[] = {"fp32", "bf16", "fp16", NULL};
 static const enum tw_dtype precision_types[] = {TW_FP32, TW_BF16, TW_FP16};
 static const char *const optimizer_names[] = {"adamw", "adam", "sgd", "lion", "adagrad", NULL};
@@ -422,11 +424,11 @@ struct ours {
 	struct oval framework, version, tp, pp, cp, cp_kind, kernels, ep, etp, vp, sp, schedule,
 		recompute, flash, fp8, tf32, precision, optimizer, distopt, fsdp_sharding, fsdp_group,
 		fsdp_version, fsdp_reduce, lora_rank, lora_targets, seq_len, host_op, ogr, opg, tpo, atp,
-		rnl, grb, fsl, lsl, afe, afl, rcm, hdrop, adrop, ce, akern, op2p, nalgo, nproto;
+		rnl, grb, fsl, lsl, afe, afl, rcm, hdrop, adrop, ce, akern, op2p, nalgo, nproto, disp;
 	bool ogr_v, opg_v, tpo_v, atp_v, grb_v, afe_v, afl_v, op2p_v;
 	double host_op_v, hdrop_v, adrop_v;
 	int framework_i, schedule_i, recompute_i, cp_kind_i, kernels_i, precision_i, optimizer_i,
-		fsdp_i, fsdp_reduce_i, ce_i;
+		fsdp_i, fsdp_reduce_i, ce_i, disp_i;
 	int64_t tp_v, pp_v, cp_v, ep_v, etp_v, vp_v, seq_v, fsdp_group_v, fsdp_version_v, lora_rank_v,
 		rnl_v, fsl_v, lsl_v;
 	bool sp_v, flash_v, fp8_v, tf32_v, distopt_v;
@@ -583,6 +585,7 @@ static enum tw_result parse_ours(struct strat_rd *r, const cJSON *o, struct ours
 	TW_CHECK(onum(r, o, NULL, "hidden_dropout", 0, 1, &u->hdrop_v, &u->hdrop));
 	TW_CHECK(onum(r, o, NULL, "attention_dropout", 0, 1, &u->adrop_v, &u->adrop));
 	TW_CHECK(oenum(r, o, NULL, "cross_entropy", ce_names, &u->ce_i, &u->ce));
+	TW_CHECK(oenum(r, o, NULL, "moe_dispatcher", dispatcher_names, &u->disp_i, &u->disp));
 	c.file = strat_label(r, STRAT_TREE_OURS, "attention_kernel");
 	TW_CHECK(json_get_str(&c, o, "attention_kernel", u->akern_v, sizeof(u->akern_v),
 			      &u->akern.given));
@@ -1482,6 +1485,10 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 	s->hidden_dropout = u.hdrop.given ? u.hdrop_v + 0.0 : hdrop; /* + 0.0: -0 is 0 */
 	s->attention_dropout = u.adrop.given ? u.adrop_v + 0.0 : adrop;
 	s->cross_entropy = u.ce.given ? (enum strat_ce)u.ce_i : STRAT_CE_UNFUSED;
+	s->moe_dispatcher = u.disp.given ? (enum strat_dispatcher)u.disp_i : STRAT_DISPATCH_ALLTOALL;
+	if (s->moe_dispatcher == STRAT_DISPATCH_DEEPEP && s->ep < 2)
+		return sfail(r, "moe_dispatcher", "moe_dispatcher deepep routes tokens between expert-"
+			     "parallel ranks: it needs ep > 1 (ep=%" PRId64 ")", s->ep);
 	if (s->framework == STRAT_DEEPSPEED && s->pp > 1 && s->zero_stage == 1 && s->overlap_comm) {
 		s->overlap_comm = false;
 		strat_prov(s, "zero_optimization.overlap_comm", STRAT_SRC_DERIVED,
@@ -1677,6 +1684,8 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 	oprov(s, "hidden_dropout", &u.hdrop, drop_why, "%g", s->hidden_dropout);
 	oprov(s, "attention_dropout", &u.adrop, drop_why, "%g", s->attention_dropout);
 	oprov(s, "cross_entropy", &u.ce, "the model code's own loss", "%s", ce_names[s->cross_entropy]);
+	oprov(s, "moe_dispatcher", &u.disp, "one all-to-all over the expert group", "%s",
+	      dispatcher_names[s->moe_dispatcher]);
 	if (u.akern.given) {
 		snprintf(s->attention_kernel, sizeof(s->attention_kernel), "%s", u.akern_v);
 		if (!s->flash_attention)
@@ -1909,6 +1918,7 @@ struct cJSON *strategy_to_json(const struct strategy *s)
 	cJSON_AddNumberToObject(a, "hidden_dropout", s->hidden_dropout);
 	cJSON_AddNumberToObject(a, "attention_dropout", s->attention_dropout);
 	cJSON_AddStringToObject(a, "cross_entropy", ce_names[s->cross_entropy]);
+	cJSON_AddStringToObject(a, "moe_dispatcher", dispatcher_names[s->moe_dispatcher]);
 	cJSON_AddStringToObject(a, "attention_kernel", s->attention_kernel);
 	cJSON_AddStringToObject(o, "nccl_algo", s->nccl_algo);
 	cJSON_AddStringToObject(o, "nccl_proto", s->nccl_proto);

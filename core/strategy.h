@@ -28,6 +28,10 @@ enum strat_cp_kind { STRAT_CP_RING = 0 /* Megatron context parallel */, STRAT_CP
  * RoPE as several kernels each, with fp32 intermediates (docs/plan.md, "Eager ops"). */
 enum strat_kernels { STRAT_KERNELS_FUSED = 0, STRAT_KERNELS_EAGER };
 enum strat_ce { STRAT_CE_UNFUSED = 0, STRAT_CE_FUSED };
+/* how routed tokens reach the experts: one all-to-all over the expert group, or DeepEP's
+ * (Megatron-Core's flex dispatcher): once to each node a token reaches, over the network to the
+ * rank in the same place there, and on over NVLink, the two stages pipelined */
+enum strat_dispatcher { STRAT_DISPATCH_ALLTOALL = 0, STRAT_DISPATCH_DEEPEP };
 enum strat_optimizer { STRAT_OPT_ADAMW = 0, STRAT_OPT_ADAM, STRAT_OPT_SGD, STRAT_OPT_LION,
 		       STRAT_OPT_ADAGRAD };
 
@@ -181,6 +185,7 @@ struct strategy {
 	 * writes the logits' gradient in place of the 16-bit logits: Transformer Engine's and
 	 * Liger's, flash-attn's with inplace_backward) */
 	enum strat_ce cross_entropy;
+	enum strat_dispatcher moe_dispatcher;
 	/* NCCL_ALGO / NCCL_PROTO as the job's environment sets them: the algorithms and protocols
 	 * they take away from NCCL's tuner, bit i = strat_nccl_algo_names[i] /
 	 * strat_nccl_proto_names[i] (0: NCCL's default, all of them); the text as given */

@@ -227,8 +227,8 @@ static enum tw_result cuda_open_in(struct cu *c, struct tw_err *err)
 	TW_CHECK(dev_scratch(c, &c->ein, s->elem_bytes / 2 + 64, err));
 	TW_CHECK(dev_scratch(c, &c->eout, s->elem_bytes / 2 + 64, err));
 	/* collectives: one pair per stream that carries them, so concurrent ones do not share */
-	const int coll_st[] = {PLAN_STREAM_COMM, PLAN_STREAM_COMM_TP};
-	for (int i = 0; i < 2; i++) {
+	const int coll_st[] = {PLAN_STREAM_COMM, PLAN_STREAM_COMM_TP, PLAN_STREAM_COMM_EP};
+	for (int i = 0; i < 3; i++) {
 		TW_CHECK(dev_scratch(c, &c->cin[coll_st[i]], s->coll_in, err));
 		TW_CHECK(dev_scratch(c, &c->cout[coll_st[i]], s->coll_out, err));
 	}

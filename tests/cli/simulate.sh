@@ -112,6 +112,16 @@ a2=$(jget "$tmp/f2.json" 'round(d["analysis"]["collectives"]["all_to_all"]["busb
 check "simulate: expert_tp 1 keeps the all-to-all in a node ($a1 GB/s vs $a2 GB/s across nodes)" \
 	"[ -n '$a1' ] && [ -n '$a2' ] && [ '$a1' -gt \$(( 2 * $a2 )) ]"
 
+# DeepEP: the same expert groups (expert_tp = tp, each over two nodes) dispatched once per node
+# a token reaches and on over NVLink: a shorter step than one all-to-all, the same in both modes
+"$TWIN" simulate $fold --set moe_dispatcher=deepep >"$tmp/ds.json" 2>>"$err"
+"$TWIN" simulate $fold --set moe_dispatcher=deepep --full >"$tmp/df.json" 2>>"$err"
+ds=$(jget "$tmp/ds.json" 'd["sim"]["step_ns"]')
+df=$(jget "$tmp/df.json" 'd["sim"]["step_ns"]')
+d2=$(jget "$tmp/f2.json" 'd["sim"]["step_ns"]')
+check "simulate: moe_dispatcher deepep, symmetric == full step time ($ds ns vs $df ns)" "[ -n '$ds' ] && [ '$ds' = '$df' ]"
+check "simulate: moe_dispatcher deepep is faster across nodes ($ds ns < $d2 ns)" "[ -n '$ds' ] && [ -n '$d2' ] && [ '$ds' -lt '$d2' ]"
+
 # a straggler GPU (half speed) slows the step in full mode
 "$TWIN" simulate -m gpt3-175b -c dgx-a100-80g --gpus 64 -s examples/strategies/megatron-175b.json \
 	--set global_batch=64 --full --json \

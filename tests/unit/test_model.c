@@ -189,6 +189,38 @@ static void test_opt_offset_and_proj(struct test_ctx *t)
 	CHECK_EQ_INT(t, p.total, before - 2 * 4096);
 }
 
+/* Group-limited routing: DeepSeek-V3's config (n_group 8, topk_group 4) and our preset agree;
+ * V2's 8 / 3 is read too; the groups must divide the experts and hold top_k */
+static void test_router_groups(struct test_ctx *t)
+{
+	struct model m;
+	for (int hf = 0; hf < 2; hf++)
+		if (load(t, "deepseek-v3", hf, &m)) {
+			CHECK_EQ_INT(t, m.router_groups, 8);
+			CHECK_EQ_INT(t, m.router_group_topk, 4);
+		}
+	if (load(t, "deepseek-v2", true, &m)) {
+		CHECK_EQ_INT(t, m.router_groups, 8);
+		CHECK_EQ_INT(t, m.router_group_topk, 3);
+	}
+	if (!load(t, "deepseek-v3", false, &m))
+		return;
+	struct tw_err err = {0};
+	m.router_groups = 7;
+	CHECK(t, model_validate(&m, "x", &err) != TW_OK);
+	CHECK_STR_CONTAINS(t, err.msg, "router_groups: 7 does not divide experts (256)");
+	tw_err_clear(&err);
+	m.router_groups = 64, m.router_group_topk = 1; /* 4 experts cannot hold a top-8 */
+	CHECK(t, model_validate(&m, "x", &err) != TW_OK);
+	CHECK_STR_CONTAINS(t, err.msg, "hold fewer than top_k (8)");
+	tw_err_clear(&err);
+	m.router_groups = 0;
+	CHECK(t, model_validate(&m, "x", &err) != TW_OK);
+	CHECK_STR_CONTAINS(t, err.msg, "router_group_topk: needs router_groups");
+	m.router_group_topk = 0;
+	CHECK_EQ_INT(t, model_validate(&m, "x", &err), TW_OK);
+}
+
 static void test_moe_layers(struct test_ctx *t)
 {
 	struct model m;
@@ -550,6 +582,7 @@ int main(void)
 	TEST_RUN(&t, test_gpt2_closed_form);
 	TEST_RUN(&t, test_opt_offset_and_proj);
 	TEST_RUN(&t, test_moe_layers);
+	TEST_RUN(&t, test_router_groups);
 	TEST_RUN(&t, test_qwen2_moe_shared_gate);
 	TEST_RUN(&t, test_falcon_mqa);
 	TEST_RUN(&t, test_flops_megatron_relation);

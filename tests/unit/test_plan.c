@@ -1170,6 +1170,70 @@ static void test_moe_expert_folding(struct test_ctx *t)
 	free(j);
 }
 
+/* DeepEP (moe_dispatcher deepep): at tp 2, ep 8 on two 8-GPU nodes an expert group is 4 ranks
+ * on each node; a token goes once to each node it reaches (the rank at its place there) and
+ * on over NVLink. 8 experts, top-2, 4 per node: a token reaches 2 (1 - C(4,2)/C(8,2)) = 11/7
+ * nodes and 2 ranks; with 2 router groups of which 1 is chosen (a group a node) 1 node. Both
+ * stages run side by side (COMM_TP, COMM_EP); the flat dispatcher is one all-to-all. */
+static void test_moe_deepep(struct test_ctx *t)
+{
+	struct job *j = fx_job(16);
+	fx_moe(j);
+	fx_megatron(j);
+	fx_degrees(j, 2, 1, 1, 1, 1);
+	j->strat.sequence_parallel = true;
+	j->strat.ep = 8;
+	j->strat.moe_dispatcher = STRAT_DISPATCH_DEEPEP;
+	CHECK_EQ_INT(t, job_group_size(j, JOB_GROUP_EP_NODE), 4);
+	CHECK_EQ_INT(t, job_group_size(j, JOB_GROUP_EP_XNODE), 2);
+	int64_t nd[4], xn[2], idx;
+	job_group_members(j, JOB_GROUP_EP_NODE, 6, nd, &idx);
+	job_group_members(j, JOB_GROUP_EP_XNODE, 6, xn, &idx);
+	for (int i = 0; i < 4; i++)
+		CHECK_EQ_INT(t, nd[i], 2 * i);
+	CHECK_EQ_INT(t, xn[0], 6);
+	CHECK_EQ_INT(t, xn[1], 14);
+	CHECK_EQ_INT(t, idx, 0);
+	int64_t tok = 1024 / 2 * 1024; /* T/tp tokens x hidden */
+	for (int grouped = 0; grouped < 2; grouped++) {
+		j->model.router_groups = grouped ? 2 : 0, j->model.router_group_topk = grouped;
+		struct plan p;
+		if (!build(j, 0, &p))
+			continue;
+		int net = 0, nvl = 0, flat = 0;
+		for (size_t i = 0; i < p.nops; i++) {
+			const struct plan_op *o = &p.ops[i];
+			if (o->kind != PLAN_COLL || o->u.coll.coll != PLAN_ALL_TO_ALL)
+				continue;
+			if (o->u.coll.group == JOB_GROUP_EP_XNODE) {
+				net++;
+				CHECK_EQ_INT(t, o->stream, PLAN_STREAM_COMM_TP);
+				CHECK_EQ_INT(t, o->u.coll.count,
+					     grouped ? tok : llround((double)tok * 11.0 / 7.0));
+			}
+			if (o->u.coll.group == JOB_GROUP_EP_NODE) {
+				nvl++;
+				CHECK_EQ_INT(t, o->stream, PLAN_STREAM_COMM_EP);
+				CHECK_EQ_INT(t, o->u.coll.count, 2 * tok);
+			}
+			flat += o->u.coll.group == JOB_GROUP_EP;
+		}
+		CHECK_EQ_INT(t, net, 4 * 4);
+		CHECK_EQ_INT(t, nvl, 4 * 4);
+		CHECK_EQ_INT(t, flat, 0);
+		plan_release(&p);
+	}
+	/* an expert group within one node: the flat all-to-all */
+	fx_degrees(j, 1, 1, 1, 1, 1);
+	CHECK_EQ_INT(t, job_group_size(j, JOB_GROUP_EP_XNODE), 1);
+	struct plan p;
+	if (build(j, 0, &p)) {
+		CHECK_EQ_INT(t, count_coll(&p, PLAN_ALL_TO_ALL, JOB_GROUP_EP, -1), 4 * 4);
+		plan_release(&p);
+	}
+	free(j);
+}
+
 /* With expert parallelism the routed experts' states shard over their data-parallel group:
  * dp / ep replicas of each expert. Each rank then holds as much of them as without it (E/ep
  * experts over dp/ep ranks), and their grads and updated weights move over that group. */
@@ -2932,6 +2996,7 @@ int main(void)
 	TEST_RUN(&t, test_moe_expert_sharding);
 	TEST_RUN(&t, test_moe_megatron_dispatcher);
 	TEST_RUN(&t, test_moe_expert_folding);
+	TEST_RUN(&t, test_moe_deepep);
 	TEST_RUN(&t, test_coll_seq_match);
 	TEST_RUN(&t, test_tied_embedding_grads);
 	TEST_RUN(&t, test_p2p_match);

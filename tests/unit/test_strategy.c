@@ -844,6 +844,14 @@ static void test_expert_tp(struct test_ctx *T)
 	const char *three[] = {"expert_tp=3"};
 	CHECK_FAILS(T, &f, run(&f, NULL, "{\"framework\":\"megatron\"}", 6, three, 1),
 		    "strategy.expert_tp=3 does not divide model.expert_ffn_hidden=512");
+	/* moe_dispatcher: alltoall unless given; deepep needs expert parallelism */
+	CHECK_OK(T, &f, run(&f, NULL, mg, 64, NULL, 0));
+	CHECK_EQ_INT(T, f.s.moe_dispatcher, STRAT_DISPATCH_ALLTOALL);
+	const char *dee[] = {"moe_dispatcher=deepep"};
+	CHECK_OK(T, &f, run(&f, NULL, mg, 64, dee, 1));
+	CHECK_EQ_INT(T, f.s.moe_dispatcher, STRAT_DISPATCH_DEEPEP);
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"framework\":\"megatron\"}", 8, dee, 1),
+		    "it needs ep > 1 (ep=1)");
 	fx_done(&f);
 }
 
