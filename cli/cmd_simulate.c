@@ -80,11 +80,13 @@ static bool timeline_fit(const struct trace *t, struct plan_fit *f)
 	if (peak > f->gpu_capacity) {
 		f->fits = false;
 		f->short_bytes = peak - f->gpu_capacity;
+		/* "once its streams overlap" only where the op-order walk alone fits */
+		bool walk_fits = walk * gib <= (double)f->gpu_capacity;
 		snprintf(f->verdict, sizeof(f->verdict),
-			 "does not fit once its streams overlap: needs %.2f GiB more (the simulated "
-			 "timeline peaks at %.2f GiB of %.2f GiB; twin memory's op-order walk %.2f)",
-			 (double)f->short_bytes / gib, (double)peak / gib,
-			 (double)f->gpu_capacity / gib, walk);
+			 "does not fit%s: needs %.2f GiB more (the simulated timeline peaks at %.2f "
+			 "GiB of %.2f GiB; twin memory's op-order walk %.2f)",
+			 walk_fits ? " once its streams overlap" : "", (double)f->short_bytes / gib,
+			 (double)peak / gib, (double)f->gpu_capacity / gib, walk);
 	}
 	return true;
 }
@@ -153,6 +155,7 @@ static cJSON *to_json(const struct job *j, const struct sim_options *o, const st
 	cJSON_AddNumberToObject(out, "nodes", j->nodes);
 	cJSON_AddStringToObject(out, "mode", st->full ? "full" : "symmetric");
 	cJSON_AddStringToObject(out, "model_code", strat_kernels_name(j->strat.kernels));
+	cJSON_AddItemToObject(out, "strategy", strategy_to_json(&j->strat)); /* degrees, batch, ... */
 	cJSON_AddNumberToObject(out, "step_time_s", s->step_s);
 	cJSON_AddNumberToObject(out, "tokens_per_s", s->tokens_s);
 	cJSON_AddNumberToObject(out, "samples_per_s", s->samples_s);
@@ -169,6 +172,13 @@ static cJSON *to_json(const struct job *j, const struct sim_options *o, const st
 	cJSON_AddNumberToObject(mem, "gpu_bytes", (double)f->gpu_total);
 	cJSON_AddNumberToObject(mem, "capacity_bytes", (double)f->gpu_capacity);
 	cJSON_AddNumberToObject(mem, "short_bytes", (double)(f->short_bytes > 0 ? f->short_bytes : 0));
+	/* which memory short_bytes is short of */
+	if (f->short_bytes > 0)
+		cJSON_AddStringToObject(mem, "short_of", f->host_short ? "host" : "gpu");
+	else
+		cJSON_AddNullToObject(mem, "short_of");
+	cJSON_AddNumberToObject(mem, "host_bytes", (double)f->host_bytes);
+	cJSON_AddNumberToObject(mem, "host_capacity_bytes", (double)f->host_capacity);
 	cJSON_AddStringToObject(mem, "verdict", f->verdict);
 	cJSON *sim = cJSON_AddObjectToObject(out, "sim");
 	cJSON_AddNumberToObject(sim, "events", (double)st->events);

@@ -673,6 +673,26 @@ void cluster_list_presets(const char *topologies_dir, char *buf, size_t len)
 	json_list_dir(topologies_dir, buf, len);
 }
 
+/* A value a --set gave is named as the --set's, not the file's: "FILE: key...: rule" becomes
+ * "--set key=value: key...: rule" for the last --set of that field or one above it. */
+static void blame_set(const char *path, const char *const *sets, int nsets, struct tw_err *err)
+{
+	size_t plen = strlen(path);
+	if (strncmp(err->msg, path, plen) || strncmp(err->msg + plen, ": ", 2))
+		return;
+	const char *field = err->msg + plen + 2;
+	for (int i = nsets - 1; i >= 0; i--) {
+		const char *eq = strchr(sets[i], '=');
+		size_t k = eq ? (size_t)(eq - sets[i]) : 0;
+		if (!k || strncmp(field, sets[i], k) || !strchr(":.[", field[k]))
+			continue;
+		char m[sizeof(err->msg)];
+		snprintf(m, sizeof(m), "--set %s: %s", sets[i], field);
+		snprintf(err->msg, sizeof(err->msg), "%s", m);
+		return;
+	}
+}
+
 enum tw_result cluster_load(const char *name_or_path, const char *topologies_dir,
 			    const char *const *sets, int nsets, struct cluster *out,
 			    struct tw_err *err)
@@ -706,6 +726,8 @@ enum tw_result cluster_load(const char *name_or_path, const char *topologies_dir
 	cJSON_Delete(root);
 	if (rc == TW_OK)
 		rc = cluster_validate(out, path, err);
+	if (rc != TW_OK)
+		blame_set(path, sets, nsets, err);
 	return rc;
 }
 

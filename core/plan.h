@@ -230,6 +230,9 @@ struct plan_fit {
 	int64_t rank;         /* its representative rank */
 	int64_t gpu_total;    /* its GPU bytes (peak + context + fragmentation) */
 	int64_t gpu_capacity; /* bytes per GPU */
+	bool host_short;      /* its shortfall is host memory (the GPU fits) */
+	int64_t host_bytes;   /* its host memory per GPU, bytes */
+	int64_t host_capacity; /* host memory per GPU, bytes (0: not limited) */
 	char verdict[256];    /* its verdict */
 };
 enum tw_result plan_job_fit(const struct job *j, struct plan_fit *out, struct tw_err *err);

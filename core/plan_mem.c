@@ -131,6 +131,9 @@ enum tw_result plan_job_fit(const struct job *j, struct plan_fit *out, struct tw
 			out->rank = reps[i];
 			out->gpu_total = m.gpu_total;
 			out->gpu_capacity = m.gpu_capacity;
+			out->host_short = s > 0 && m.gpu_total <= m.gpu_capacity;
+			out->host_bytes = m.peak[PLAN_DEV_HOST];
+			out->host_capacity = m.host_capacity;
 			snprintf(out->verdict, sizeof(out->verdict), "%s", v);
 		}
 	}

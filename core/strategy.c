@@ -1202,6 +1202,11 @@ static enum tw_result check_model(struct strat_rd *r)
 			     "strategy.ep=%" PRId64 " does not divide model.experts=%" PRId64 " (%s)",
 			     s->ep, m->experts, mn);
 	int64_t seq = s->seq_len;
+	if (m->pos == MODEL_POS_LEARNED && m->max_pos > 0 && seq > m->max_pos)
+		return sfail(r, "seq_len",
+			     "seq_len=%" PRId64 " is longer than %s's learned position table "
+			     "(max_position=%" PRId64 "): positions past it have no embedding",
+			     seq, mn, m->max_pos);
 	if (s->cp > 1 && s->cp_kind == STRAT_CP_RING && seq % (2 * s->cp))
 		return sfail(r, "cp",
 			     "strategy.cp=%" PRId64 ": seq_len=%" PRId64

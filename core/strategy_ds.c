@@ -21,6 +21,20 @@ struct sec {
 	bool strict;
 };
 
+
+/* The label of the first of keys a --set gave (its "--set k=v"), else dflt: a rule between
+ * several keys names the one the command line changed */
+static const char *ds_label_of(const struct strat_rd *r, const char *const *keys, const char *dflt)
+{
+	for (int i = 0; keys[i]; i++)
+		if (strat_find_set(r, STRAT_TREE_DS, keys[i]))
+			return strat_label(r, STRAT_TREE_DS, keys[i]);
+	return dflt;
+}
+
+static const char *const batch_keys[] = {"train_batch_size", "train_micro_batch_size_per_gpu",
+					 "gradient_accumulation_steps", NULL};
+
 static void full_path(const struct sec *x, const char *key, char *out, size_t len)
 {
 	if (x->prefix)
@@ -906,11 +920,12 @@ enum tw_result strat_ds_parse(struct strat_rd *r, const cJSON *ds)
 	} else {
 		dprov(r, "bf16.enabled", STRAT_SRC_DEFAULT, dd, "false");
 	}
+	static const char *const half_keys[] = {"fp16.enabled", "bf16.enabled", NULL};
 	if (fp16 && bf16)
 		return tw_errf(r->err, TW_ERR_INVALID,
 			       "%s: fp16.enabled, bf16.enabled: bfloat16 and fp16 modes cannot be "
 			       "simultaneously enabled",
-			       r->ds_file);
+			       ds_label_of(r, half_keys, r->ds_file));
 	r->ds_fp16 = fp16;
 	r->ds_bf16 = bf16;
 	s->param_dtype = fp16 ? TW_FP16 : bf16 ? TW_BF16 : TW_FP32;
@@ -1265,7 +1280,7 @@ enum tw_result strat_ds_batch(struct strat_rd *r)
 			       "train_batch_size is not equal to micro_batch_per_gpu * "
 			       "gradient_acc_step * world_size %" PRId64 " != %" PRId64 " * %" PRId64
 			       " * %" PRId64,
-			       f, tb, mb, gas, dp);
+			       ds_label_of(r, batch_keys, f), tb, mb, gas, dp);
 	s->global_batch = tb;
 	s->micro_batch = mb;
 	s->grad_accum = gas;

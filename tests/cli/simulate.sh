@@ -86,6 +86,14 @@ check "simulate: a job that does not fit says so" "grep -q '^memory  *rank 0 doe
 check "simulate --json: memory.fits false with the shortfall" \
 	"[ \"\$(jget '$tmp/oom.json' 'not d[\"memory\"][\"fits\"] and d[\"memory\"][\"short_bytes\"] == d[\"memory\"][\"gpu_bytes\"] - d[\"memory\"][\"capacity_bytes\"] > 0')\" = True ]"
 
+# a host-memory shortfall says so in the JSON, with the host's bytes; the resolved strategy too
+"$TWIN" simulate -m gpt3-175b -c dgx-h200 --gpus 8 --ds-config examples/ds_configs/zero3-offload.json \
+	--json >"$tmp/host.json" 2>>"$err"
+hs=$(jget "$tmp/host.json" 'd["memory"]["short_of"] == "host" and d["memory"]["gpu_bytes"] < d["memory"]["capacity_bytes"] and d["memory"]["host_bytes"] - d["memory"]["host_capacity_bytes"] == d["memory"]["short_bytes"]')
+check "simulate --json: a host shortfall is short_of host, over the host's capacity" "[ '$hs' = True ]"
+hd=$(jget "$tmp/host.json" 'd["strategy"]["degrees"]["dp"] == 8 and d["strategy"]["batch"]["seq_len"] == 2048')
+check "simulate --json: the strategy's degrees and batch" "[ '$hd' = True ]"
+
 # symmetric and full mode agree to the nanosecond on a symmetric job
 "$TWIN" simulate -m gpt3-175b -c dgx-a100-80g --gpus 64 -s examples/strategies/megatron-175b.json \
 	--set global_batch=64 --json >"$tmp/s.json" 2>"$err"
