@@ -654,7 +654,8 @@ bool nccl_eval(const struct nccl_comm *cm, enum plan_coll c, double S, int a, in
 		fill = (2.0 + 2.0 * log2i((double)N)) * it * nch / (1000.0 * alg);
 	} else {
 		/* the first chunk of a channel crosses every step before data streams */
-		double chunk = fmin(step_bytes[p], S / (nc * (double)n));
+		/* a ring slice is S / (channels x ranks); a tree pipelines its channel's whole share */
+		double chunk = fmin(step_bytes[p], S / (nc * (a == NCCL_TREE ? 1.0 : (double)n)));
 		double fill_steps = a == NCCL_TREE ? 2.0 * (log2i((double)N) + (double)ppn)
 				    : a == NCCL_PAT  ? (double)log2i((double)N) /* aggregated tree levels */
 						     : nsteps;

@@ -312,6 +312,18 @@ static void test_nccl_bandwidth(struct test_ctx *T)
 	CHECK_NEAR(T, r.algbw_GBps, 376.0 * 32.0 / 62.0, 1e-9);
 	CHECK(T, nccl_busbw_factor(PLAN_ALL_REDUCE, 8) == 14.0 / 8.0);
 	CHECK(T, nccl_size(PLAN_ALL_GATHER, 100, 8) == 800);
+	/* a tree pipelines each channel's whole share (a ring steps through 1/n slices): its
+	 * first chunk, min(512 KiB, S / channels), crosses 2 (log2 nodes + ppn) steps, the same
+	 * whatever the rank count, so more nodes never fill it faster */
+	struct nccl_result t4, t16;
+	c = h100_comm(4, 8);
+	CHECK(T, nccl_eval(&c, PLAN_ALL_REDUCE, 64.0 * (1 << 20), NCCL_TREE, NCCL_SIMPLE, &t4));
+	double ch = fmin(524288.0, 64.0 * (1 << 20) / (double)c.nch);
+	double bw_ch = fmin(c.intra_GBps, c.inter_GBps) / (double)c.nch; /* 64 MiB: all channels */
+	CHECK_NEAR(T, t4.fill_us, 2.0 * (2.0 + 8.0) * ch / (1000.0 * bw_ch), 1e-9);
+	c = h100_comm(16, 8);
+	CHECK(T, nccl_eval(&c, PLAN_ALL_REDUCE, 64.0 * (1 << 20), NCCL_TREE, NCCL_SIMPLE, &t16));
+	CHECK(T, t16.fill_us >= t4.fill_us && t16.time_us >= t4.time_us);
 }
 
 /* ---- max-min fair sharing ---- */
