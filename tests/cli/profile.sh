@@ -46,7 +46,7 @@ check "export round trip keeps the straggler" num "$d/b.json" late_ns 10000
 # --- a simulated run's trace imports back with its FLOPs (model vs recomputed), the NCCL
 # algorithm of its collectives and the layer / micro-batch tags
 "$TWIN" simulate -m gpt2-124m -c dgx-a100-80g --gpus 8 -s examples/strategies/megatron-175b.json \
-	--set tp=2 --set pp=2 --set global_batch=8 --json --trace "$d/sim.json" >"$d/s.json" 2>"$d/e"
+	--set tp=2 --set pp=2 --set global_batch=8 --set seq_len=1024 --json --trace "$d/sim.json" >"$d/s.json" 2>"$d/e"
 "$TWIN" profile import --kineto "$d/sim.json" --name simback --db "$d/sim.db" >"$d/o" 2>"$d/e"
 "$TWIN" profile analyze simback --db "$d/sim.db" --json >"$d/sb.json" 2>"$d/e"
 cat >"$d/cmp.py" <<'EOF'
