@@ -133,6 +133,9 @@ int cli_memory_report(const struct job *j, bool json, struct cJSON **take, struc
 		cJSON_AddStringToObject(root, "model", j->model.name);
 		cJSON_AddStringToObject(root, "cluster", j->cluster.name);
 		cJSON_AddNumberToObject(root, "gpus", (double)j->gpus);
+		cJSON_AddStringToObject(root, "gpu", j->cluster.gpu.name);
+		/* what the text's strategy and batch lines say: degrees, batch, precision, ... */
+		cJSON_AddItemToObject(root, "strategy", strategy_to_json(&j->strat));
 		roles = cJSON_AddArrayToObject(root, "roles");
 	} else {
 		header(j);
