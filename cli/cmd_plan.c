@@ -30,7 +30,8 @@ static void usage(FILE *f)
 		"op AC), megatron's interleaved schedule (vp = 2..8 model chunks of\n"
 		"whole layers per stage, micro-batches a multiple of pp) and context parallelism\n"
 		"from 8192 tokens (cp = 2, 4, 8), expert parallelism for MoE models (ep divides dp,\n"
-		"megatron dp x cp, and the experts), and optimizer offload to CPU when nothing\n"
+		"megatron dp x cp, and the experts; megatron at tp > 1 also with expert_tp 1, the\n"
+		"expert groups folded over tp x dp x cp), and optimizer offload to CPU when nothing\n"
 		"fits on the GPUs.\n"
 		"What does not fit in GPU memory is dropped; the rest is simulated and ranked by\n"
 		"step time. Candidates NCCL could not run with the strategy's nccl_algo /\n"
@@ -47,7 +48,7 @@ static void usage(FILE *f)
 		"                          strategy (tp, pp, recompute, seq_len) as F.strategy.json;\n"
 		"                          use both: --ds-config F -s F.strategy.json (deepspeed only)\n"
 		"      --set PATH=VALUE    cluster or strategy override; tp=, pp=, vp=, cp=, ep=,\n"
-		"                          micro_batch=, zero_optimization.stage=, recompute=,\n"
+		"                          expert_tp=, micro_batch=, zero_optimization.stage=, recompute=,\n"
 		"                          recompute_num_layers= pin that dimension (a strategy. or\n"
 		"                          ds_config. prefix too); the batch, framework and\n"
 		"                          zero_optimization object are refused; e.g.\n"
@@ -84,10 +85,13 @@ static double gib(int64_t b)
 static void cand_desc(enum strat_framework f, const struct search_cand *c, char *buf, size_t len)
 {
 	char rl[32];
-	snprintf(buf, len, "tp %lld pp %lld%s vp %lld cp %lld dp %lld ep %lld micro %lld %s recompute %s%s",
+	char et[32] = "";
+	if (c->etp > 0)
+		snprintf(et, sizeof(et), " expert_tp %lld", (long long)c->etp);
+	snprintf(buf, len, "tp %lld pp %lld%s vp %lld cp %lld dp %lld ep %lld%s micro %lld %s recompute %s%s",
 		 (long long)c->tp, (long long)c->pp, c->split_el ? " (embedding and loss counted)" : "",
 		 (long long)c->vp, (long long)c->cp, (long long)c->dp,
-		 (long long)c->ep,
+		 (long long)c->ep, et,
 		 (long long)c->micro,
 		 search_cand_shard(f, c), recompute_label(c, rl, sizeof(rl)),
 		 c->offload == STRAT_OFFLOAD_CPU ? " offload cpu" : "");
@@ -99,18 +103,20 @@ static void print_text(const struct job *base, const struct search_space *sp,
 	printf("twin plan: %s on %lld x %s (%s), global batch %lld x %lld tokens\n\n",
 	       base->model.name, (long long)base->gpus, base->cluster.name,
 	       framework_name(sp->framework), (long long)sp->global_batch, (long long)seq);
-	printf("%-4s %3s %3s %2s %2s %4s %3s %5s %4s  %-13s %-9s %-7s %10s %12s %6s  %s\n", "#",
+	printf("%-4s %3s %3s %2s %2s %4s %4s %5s %4s  %-13s %-9s %-7s %10s %12s %6s  %s\n", "#",
 	       "tp", "pp", "vp", "cp", "dp", "ep", "micro", "gas", "zero/shard", "recompute", "offload", "step (s)", "tok/s/GPU",
 	       "MFU", "peak/capacity GiB");
-	bool any_el = false;
+	bool any_el = false, any_et = false;
 	for (int i = 0; i < r->ntop; i++) {
 		const struct search_cand *c = &r->top[i];
-		char rl[32], pp[24];
+		char rl[32], pp[24], ep[24];
 		snprintf(pp, sizeof(pp), "%lld%s", (long long)c->pp, c->split_el ? "*" : "");
+		snprintf(ep, sizeof(ep), "%lld%s", (long long)c->ep, c->etp > 0 ? "+" : "");
 		any_el |= c->split_el;
-		printf("%-4d %3lld %3s %2lld %2lld %4lld %3lld %5lld %4lld  %-13s %-9s %-7s %10.4f %12.1f %5.1f%%  %.1f/%.1f\n",
+		any_et |= c->etp > 0;
+		printf("%-4d %3lld %3s %2lld %2lld %4lld %4s %5lld %4lld  %-13s %-9s %-7s %10.4f %12.1f %5.1f%%  %.1f/%.1f\n",
 		       i + 1, (long long)c->tp, pp, (long long)c->vp, (long long)c->cp,
-		       (long long)c->dp, (long long)c->ep,
+		       (long long)c->dp, ep,
 		       (long long)c->micro, (long long)c->grad_accum,
 		       search_cand_shard(sp->framework, c), recompute_label(c, rl, sizeof(rl)),
 		       c->offload == STRAT_OFFLOAD_CPU ? "cpu" : "-", (double)c->step_ns * 1e-9,
@@ -119,6 +125,9 @@ static void print_text(const struct job *base, const struct search_space *sp,
 	if (any_el)
 		printf("* pp splits the layers with the embedding and the loss counted as a layer each "
 		       "(account_for_embedding/loss_in_pipeline_split)\n");
+	if (any_et)
+		printf("+ the experts' own tensor parallelism (expert_tp, MoE parallel folding): expert "
+		       "groups over tp x dp x cp\n");
 	printf("\ncandidates %lld (rejected by the resolver %lld, skipped %lld, duplicates %lld), fit %lld, "
 	       "simulated %lld (pruned by bound %lld, over capacity in the timeline %lld)%s\n",
 	       (long long)r->candidates, (long long)r->rejected, (long long)r->skipped,
@@ -142,6 +151,7 @@ static cJSON *cand_json(enum strat_framework f, const struct search_cand *c)
 	cJSON_AddNumberToObject(o, "cp", (double)c->cp);
 	cJSON_AddNumberToObject(o, "dp", (double)c->dp);
 	cJSON_AddNumberToObject(o, "ep", (double)c->ep);
+	cJSON_AddNumberToObject(o, "expert_tp", (double)(c->etp > 0 ? c->etp : c->tp));
 	cJSON_AddNumberToObject(o, "micro_batch", (double)c->micro);
 	cJSON_AddNumberToObject(o, "grad_accum", (double)c->grad_accum);
 	cJSON_AddNumberToObject(o, "zero_stage", c->zero);

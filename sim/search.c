@@ -22,7 +22,7 @@ void search_space_init(struct search_space *s)
 	memset(s, 0, sizeof(*s));
 	s->framework = STRAT_DEEPSPEED;
 	s->pin_tp = s->pin_pp = s->pin_micro = s->pin_zero = s->pin_recompute = s->pin_vp = s->pin_ep =
-		s->pin_cp = s->pin_recompute_layers = -1;
+		s->pin_cp = s->pin_recompute_layers = s->pin_etp = -1;
 	s->top = 5;
 }
 
@@ -145,6 +145,8 @@ static void cand_sets(const struct job *base, const struct search_space *sp, str
 	/* expert and context parallelism are strategy paths in every vocabulary (1: not set) */
 	if (c->ep > 1)
 		add_set(c, "ep=%lld", (long long)c->ep);
+	if (c->etp > 0)
+		add_set(c, "expert_tp=%lld", (long long)c->etp);
 	if (c->cp > 1)
 		add_set(c, "cp=%lld", (long long)c->cp);
 	add_set(c, "recompute=%s", strat_recompute_name(c->recompute));
@@ -200,6 +202,7 @@ static const struct {
 	{"pp", offsetof(struct search_space, pin_pp)},
 	{"vp", offsetof(struct search_space, pin_vp)},
 	{"ep", offsetof(struct search_space, pin_ep)},
+	{"expert_tp", offsetof(struct search_space, pin_etp)},
 	{"cp", offsetof(struct search_space, pin_cp)},
 	{"micro_batch", offsetof(struct search_space, pin_micro)},
 	{"train_micro_batch_size_per_gpu", offsetof(struct search_space, pin_micro)},
@@ -399,7 +402,7 @@ static void keep_top(struct search_result *res, int top, const struct search_can
 /* One task of the memory filter: every recompute and micro-batch choice of one (tp, pp, zero,
  * offload). Tasks run on worker threads; their results are merged in task order. */
 struct task {
-	int64_t tp, pp, dp, ep, cp;
+	int64_t tp, pp, dp, ep, cp, etp;
 	bool split_el; /* pp splits layers + the embedding and the loss (Megatron) */
 	int zero;
 	bool zeropp, use_mics;
@@ -568,6 +571,7 @@ static void run_task(struct shared *sh, struct task *t)
 				c.split_el = t->split_el;
 				c.dp = t->dp;
 				c.ep = t->ep;
+				c.etp = t->etp;
 				c.cp = t->cp;
 				c.vp = vps[v];
 				c.micro = t->mics[k];
@@ -849,6 +853,10 @@ enum tw_result search_run(const struct job *base, const struct search_space *spa
 			       "--set ep=%lld: expert parallelism needs an MoE model whose expert count "
 			       "it divides (model.experts=%lld)",
 			       (long long)sp.pin_ep, (long long)m->experts);
+	if (sp.pin_etp > 0 && (sp.framework != STRAT_MEGATRON || m->experts <= 0))
+		return tw_errf(err, TW_ERR_INVALID,
+			       "--set expert_tp=%lld: the experts' own tensor-parallel degree needs "
+			       "--framework megatron and an MoE model", (long long)sp.pin_etp);
 	if (npp == 0)
 		return tw_errf(err, TW_ERR_INVALID,
 			       "no pipeline degree fits: pp must divide model.layers=%lld%s and --gpus "
@@ -964,9 +972,25 @@ enum tw_result search_run(const struct job *base, const struct search_space *spa
 					zhi = 1;
 				else if (sp.framework == STRAT_DEEPSPEED && pp > 1)
 					zhi = 1; /* ZeRO-2/3 are incompatible with DeepSpeed's pipeline */
-				int64_t dp = gpus / (tp * pp * cp), eps[MAX_DIVS];
+				int64_t dp = gpus / (tp * pp * cp), eps[2 * MAX_DIVS], etps[2 * MAX_DIVS];
 				int nep = ep_choices(&sp, m,
 						     sp.framework == STRAT_MEGATRON ? dp * cp : dp, eps);
+				for (int e = 0; e < nep; e++)
+					etps[e] = 0;
+				/* Megatron-Core MoE at tp > 1: the experts' TP at 1 too, their groups
+				 * folded over tp x dp x cp (ep > 1); a pinned expert_tp alone */
+				int64_t fet = sp.pin_etp > 0 ? sp.pin_etp : 1;
+				bool fold = sp.framework == STRAT_MEGATRON && m->experts > 0 && fet != tp &&
+					    (sp.pin_etp > 0 || tp > 1) && (tp * dp * cp) % fet == 0;
+				if (sp.pin_etp > 0 && sp.pin_etp != tp)
+					nep = 0;
+				if (fold) {
+					int64_t fe[MAX_DIVS];
+					int nf = ep_choices(&sp, m, tp * dp * cp / fet, fe);
+					for (int e = 0; e < nf; e++)
+						if (fe[e] > 1)
+							eps[nep] = fe[e], etps[nep++] = fet;
+				}
 				for (int e = 0; e < nep; e++) {
 					for (int z = zlo; z <= zhi; z++)
 					for (int var = 0; var < 3; var++) {
@@ -989,6 +1013,7 @@ enum tw_result search_run(const struct job *base, const struct search_space *spa
 						t->split_el = pp_el[b];
 						t->dp = dp;
 						t->ep = eps[e];
+						t->etp = etps[e];
 						t->cp = cp;
 						t->zero = z;
 						t->zeropp = var == 1;

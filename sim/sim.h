@@ -79,6 +79,8 @@ struct search_space {
 	int64_t pin_tp, pin_pp, pin_micro, pin_zero, pin_recompute, pin_vp, pin_ep, pin_cp;
 	                             /* -1: search */
 	int64_t pin_recompute_layers; /* recompute_num_layers=N pins full recompute of N layers */
+	int64_t pin_etp;             /* expert_tp=K (megatron MoE); -1: tp, and 1 as well
+					(MoE parallel folding) where tp > 1 */
 	int top;                     /* candidates kept, best first (default 5) */
 	bool exhaustive;             /* simulate every fitting candidate (no bound pruning) */
 	int threads;                 /* worker threads, 0: one per online CPU (at most
@@ -98,6 +100,8 @@ struct search_cand {
 	int64_t tp, pp, dp, micro, grad_accum;
 	int64_t vp;                  /* model chunks per stage: 1 plain 1F1B, > 1 interleaved */
 	int64_t ep;                  /* expert parallel degree (within dp), 1 for dense models */
+	int64_t etp;                 /* megatron MoE: expert_tp when not tp (the expert groups
+					folded over tp x dp x cp); 0: tp */
 	int64_t cp;                  /* context parallel degree (Megatron ring attention) */
 	int zero;                    /* deepspeed: ZeRO stage; megatron: 1 with the distributed
 					optimizer; fsdp: 3 FULL_SHARD, 2 SHARD_GRAD_OP, 0 NO_SHARD */

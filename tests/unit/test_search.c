@@ -353,7 +353,8 @@ static void test_moe_recompute_modules(struct test_ctx *T)
 }
 
 /* Expert parallelism for MoE models: ep divides dp (Megatron: dp x cp) and the expert count,
- * candidates resolve to it, ep= pins; dense models keep ep 1. */
+ * or, Megatron at tp > 1 with the experts' TP at 1 (MoE parallel folding), tp x dp x cp;
+ * candidates resolve to it, ep= and expert_tp= pin; dense models keep ep 1. */
 static void test_expert_parallel(struct test_ctx *T)
 {
 	struct job *base = load_base("mixtral-8x7b", "dgx-h100", 16);
@@ -372,18 +373,29 @@ static void test_expert_parallel(struct test_ctx *T)
 	int with_ep = 0;
 	for (int i = 0; i < r.ntop; i++) {
 		const struct search_cand *c = &r.top[i];
-		CHECK_EQ_INT(T, (c->dp * c->cp) % c->ep, 0); /* Megatron-Core's layout */
+		int64_t et = c->etp > 0 ? c->etp : c->tp; /* Megatron-Core's layouts */
+		if (c->etp > 0)
+			CHECK_EQ_INT(T, (c->tp * c->dp * c->cp) % (et * c->ep), 0);
+		else
+			CHECK_EQ_INT(T, (c->dp * c->cp) % c->ep, 0);
 		CHECK_EQ_INT(T, base->model.experts % c->ep, 0);
 		with_ep += c->ep > 1;
 		struct job *j = TW_NEW(struct job);
-		if (search_job(base, &sp, c, j, &err) == TW_OK)
+		if (search_job(base, &sp, c, j, &err) == TW_OK) {
 			CHECK_EQ_INT(T, j->strat.ep, c->ep);
+			CHECK_EQ_INT(T, j->strat.expert_tp, et);
+		}
 		free(j);
 	}
 	CHECK(T, with_ep > 0);
+	CHECK_EQ_INT(T, r.rejected, 0);
 	search_result_release(&r);
 	const char *pinned[] = { "micro_batch=1", "recompute=full", "pp=2", "vp=1", "ep=2" };
 	expect_all(T, base, &sp, pinned, 5, offsetof(struct search_cand, ep), 2, true);
+	/* expert_tp=1 pinned at tp 2: every candidate folds, ep up to tp x dp (8 here) */
+	const char *fold[] = { "micro_batch=1", "recompute=full", "pp=2", "vp=1", "tp=2",
+			       "expert_tp=1" };
+	expect_all(T, base, &sp, fold, 6, offsetof(struct search_cand, etp), 1, true);
 	/* FSDP (torchtitan-style EP) tries it too; DeepSpeed never with ZeRO-3 ("MoE not
 	 * supported with Stage 3"), so no candidate is rejected by the resolver for it */
 	for (int f = 0; f < 2; f++) {
