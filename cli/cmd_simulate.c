@@ -76,12 +76,12 @@ static bool timeline_fit(const struct trace *t, struct plan_fit *f)
 		return false;
 	const double gib = (double)TW_GIB;
 	double walk = (double)f->gpu_total / gib;
+	/* "once its streams overlap" only where the op-order walk alone fits */
+	bool walk_fits = f->gpu_total <= f->gpu_capacity;
 	f->gpu_total = peak, f->rank = rank;
 	if (peak > f->gpu_capacity) {
 		f->fits = false;
 		f->short_bytes = peak - f->gpu_capacity;
-		/* "once its streams overlap" only where the op-order walk alone fits */
-		bool walk_fits = walk * gib <= (double)f->gpu_capacity;
 		snprintf(f->verdict, sizeof(f->verdict),
 			 "does not fit%s: needs %.2f GiB more (the simulated timeline peaks at %.2f "
 			 "GiB of %.2f GiB; twin memory's op-order walk %.2f)",

@@ -371,8 +371,8 @@ static const char *const schema_keys[] = {
 	"norms_per_layer", "embed_norm", "proj_dim", "final_norm", "experts", "top_k",
 	"expert_ffn_hidden", "shared_experts", "shared_ffn_hidden", "dense_layers",
 	"moe_layer_freq", "router_bias", "router_groups", "router_group_topk", "shared_expert_gate",
-	"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "hidden_dropout", "attention_dropout",
-	NULL};
+	"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
+	"hidden_dropout", "attention_dropout", NULL};
 
 static enum tw_result need(const struct json_ctx *c, const cJSON *obj, const char *key,
 			   int64_t *out)

@@ -3280,8 +3280,10 @@ static void setup(struct pb *b)
 	b->ep = s->ep > 1 ? s->ep : 1;
 	b->etp = strat_expert_tp(s);
 	b->ep_nodes = b->ep_ranks = 0;
-	int64_t xn = job_group_size(j, JOB_GROUP_EP_XNODE);
-	if (s->moe_dispatcher == STRAT_DISPATCH_DEEPEP && xn > 1 && m->experts > 0) {
+	/* the expert group's layout over nodes is only looked up for DeepEP */
+	int64_t xn = s->moe_dispatcher == STRAT_DISPATCH_DEEPEP && m->experts > 0
+			     ? job_group_size(j, JOB_GROUP_EP_XNODE) : 1;
+	if (xn > 1) {
 		int64_t k = m->top_k > 0 ? m->top_k : 1;
 		b->ep_nodes = experts_reach(m->experts, k, xn, m->router_groups, m->router_group_topk);
 		b->ep_ranks = experts_reach(m->experts, k, b->ep, m->router_groups, m->router_group_topk);

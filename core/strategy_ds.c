@@ -21,7 +21,6 @@ struct sec {
 	bool strict;
 };
 
-
 /* The label of the first of keys a --set gave (its "--set k=v"), else dflt: a rule between
  * several keys names the one the command line changed */
 static const char *ds_label_of(const struct strat_rd *r, const char *const *keys, const char *dflt)
