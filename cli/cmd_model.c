@@ -16,7 +16,8 @@ static const char model_help[] =
 	"MODEL is a preset name (twin model list), a path to a model JSON (docs/model.md), or a\n"
 	"path to a Hugging Face config.json. Examples:\n"
 	"  twin model show llama2-7b --seq 4096\n"
-	"  twin model show gpt2-124m            # GPT-2's dropout 0.1, applied by eager model code\n\n"
+	"  twin model show gpt2-124m            # GPT-2's dropout 0.1, applied by eager model code\n"
+	"  twin model show gpt-oss-120b/config.json  # sliding windows: fewer attention FLOPs\n\n"
 	"Options:\n"
 	"  --seq N     sequence length for the attention FLOPs (default: the model's seq_len)\n"
 	"  --json      machine-readable output\n"
@@ -88,6 +89,26 @@ static void print_text(const struct model *m, const struct model_params *p,
 		       (long long)m->q_lora_rank, (long long)m->kv_lora_rank,
 		       (long long)m->qk_nope_head_dim, (long long)m->qk_rope_head_dim,
 		       (long long)m->v_head_dim);
+	if (m->sliding_window > 0 || m->qk_norm || m->attn_sinks) {
+		printf("attention   ");
+		const char *sep = " ";
+		if (m->sliding_window > 0) {
+			printf(" sliding window %lld tokens on %lld of %lld layers",
+			       (long long)m->sliding_window, (long long)model_windowed_layers(m),
+			       (long long)m->layers);
+			if (m->full_every > 0)
+				printf(" (full attention where layer %% %lld == %lld)",
+				       (long long)m->full_every, (long long)m->full_first);
+			sep = ", ";
+		}
+		if (m->qk_norm) {
+			printf("%sq/k norms", sep);
+			sep = ", ";
+		}
+		if (m->attn_sinks)
+			printf("%ssinks", sep);
+		printf("\n");
+	}
 	if (m->dropout_given) /* what eager HF modules apply unless the strategy says otherwise */
 		printf("dropout      hidden %g, attention %g (the config's; eager model code)\n",
 		       m->hidden_dropout, m->attention_dropout);
@@ -106,8 +127,8 @@ static void print_text(const struct model *m, const struct model_params *p,
 	       short_count((double)p->total, s, sizeof(s)));
 	printf("  %-12s %21s  (%s per token)\n", "active", tw_fmt_thousands(p->active, b, sizeof(b)),
 	       short_count((double)p->active, s, sizeof(s)));
-	printf("\nFLOPs per token, forward (seq %lld, causal attention = half of s x s)\n",
-	       (long long)seq);
+	printf("\nFLOPs per token, forward (seq %lld, causal attention = half of s x s%s)\n",
+	       (long long)seq, m->sliding_window > 0 ? ", less in a window" : "");
 	printf("  %-16s %12.4g\n", "attention linear", f->attn_linear);
 	printf("  %-16s %12.4g\n", "attention core", f->attn_core);
 	printf("  %-16s %12.4g\n", model_is_moe(m) ? "mlp (dense)" : "mlp", f->mlp);

@@ -103,6 +103,10 @@ static int64_t attn_extra(const struct model *m, struct acc *a)
 		n = add(a, mul(a, m->heads, m->head_dim), mul3(a, 2, m->kv_heads, m->head_dim));
 	if (m->out_bias)
 		n = add(a, n, m->hidden);
+	if (m->qk_norm) /* one RMSNorm weight over head_dim for the queries, one for the keys */
+		n = add(a, n, mul(a, 2, m->head_dim));
+	if (m->attn_sinks)
+		n = add(a, n, m->heads);
 	return n;
 }
 
@@ -197,6 +201,41 @@ void model_count(const struct model *m, struct model_params *out)
 	count(m, out, &a);
 }
 
+/* ---- sliding windows ------------------------------------------------------------------------ */
+
+bool model_layer_windowed(const struct model *m, int64_t layer)
+{
+	if (m->sliding_window <= 0)
+		return false;
+	return !(m->full_every > 0 && layer % m->full_every == m->full_first);
+}
+
+/* closed form, as moe_layer_count: layers l < L with l % p == r number (L - 1 - r) / p + 1 */
+int64_t model_windowed_layers(const struct model *m)
+{
+	if (m->sliding_window <= 0 || m->layers <= 0)
+		return 0;
+	int64_t p = m->full_every, r = m->full_first;
+	if (p <= 0)
+		return m->layers;
+	return m->layers - (r < m->layers ? (m->layers - 1 - r) / p + 1 : 0);
+}
+
+/* Query i (1-based) sees min(i, w) keys; summed over s queries that is w s - w(w - 1)/2, taken
+ * as its continuous form w s - w^2/2 so that a window of s tokens is plain causal, s^2 / 2. */
+static double window_frac(double s, double w)
+{
+	if (w <= 0 || w >= s)
+		return 0.5;
+	return w / s * (1.0 - w / (2.0 * s));
+}
+
+double model_attn_frac(const struct model *m, int64_t layer, int64_t seq)
+{
+	return model_layer_windowed(m, layer) ? window_frac((double)seq, (double)m->sliding_window)
+					      : 0.5;
+}
+
 /* ---- FLOPs --------------------------------------------------------------------------------- */
 
 void model_flops_fwd(const struct model *m, int64_t seq, struct model_flops *out)
@@ -207,7 +246,8 @@ void model_flops_fwd(const struct model *m, int64_t seq, struct model_flops *out
 	double n_moe = (double)moe_layer_count(m), n_dense = L - n_moe;
 	/* a GEMM with a k x n weight costs 2 k n FLOPs per token (multiply + add) */
 	out->attn_linear = L * 2.0 * (double)attn_matrices(m, &a);
-	/* Q K^T and A V: 2 s d each per head per token for the full s x s; causal halves it */
+	/* Q K^T and A V: 2 s d each per head per token for the full s x s; causal halves it, a
+	 * sliding window keeps the share window_frac of it */
 	double dqk, dv;
 	if (is_mla(m)) {
 		dqk = (double)(m->qk_nope_head_dim + m->qk_rope_head_dim);
@@ -215,7 +255,9 @@ void model_flops_fwd(const struct model *m, int64_t seq, struct model_flops *out
 	} else {
 		dqk = dv = (double)m->head_dim;
 	}
-	out->attn_core = L * (double)m->heads * (2.0 * s * dqk + 2.0 * s * dv) / 2.0;
+	double nwin = (double)model_windowed_layers(m);
+	double pairs = (L - nwin) * 0.5 + nwin * window_frac(s, (double)m->sliding_window);
+	out->attn_core = pairs * (double)m->heads * (2.0 * s * dqk + 2.0 * s * dv);
 	out->mlp = n_dense * 2.0 * (double)mlp_matrices(m, m->ffn_hidden, &a);
 	if (model_is_moe(m)) {
 		double per = (double)m->top_k * (double)mlp_matrices(m, m->expert_ffn_hidden, &a);
@@ -305,6 +347,17 @@ enum tw_result model_validate(const struct model *m, const char *file, struct tw
 	else if (m->max_pos != 0)
 		return bad(err, file, "max_position", "only a learned position table has rows");
 	TW_CHECK(in_range(err, file, "norms_per_layer", m->norms_per_layer, 0, 4));
+	TW_CHECK(in_range(err, file, "sliding_window", m->sliding_window, 0, D));
+	TW_CHECK(in_range(err, file, "full_attention_every", m->full_every, 0, m->layers));
+	if ((m->full_every > 0 || m->full_first > 0) && m->sliding_window == 0)
+		return bad(err, file, "full_attention_every", "needs sliding_window > 0");
+	if (m->full_every == 1)
+		return bad(err, file, "full_attention_every",
+			   "1 makes every layer full attention; leave sliding_window out instead");
+	if (m->full_every > 0)
+		TW_CHECK(in_range(err, file, "full_attention_first", m->full_first, 0, m->full_every - 1));
+	else if (m->full_first != 0)
+		return bad(err, file, "full_attention_first", "needs full_attention_every");
 	TW_CHECK(in_range(err, file, "proj_dim", m->proj_dim, 0, D));
 	if (model_is_moe(m)) {
 		TW_CHECK(in_range(err, file, "experts", m->experts, 1, D));
@@ -372,7 +425,8 @@ static const char *const schema_keys[] = {
 	"expert_ffn_hidden", "shared_experts", "shared_ffn_hidden", "dense_layers",
 	"moe_layer_freq", "router_bias", "router_groups", "router_group_topk", "shared_expert_gate",
 	"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
-	"hidden_dropout", "attention_dropout", NULL};
+	"hidden_dropout", "attention_dropout", "sliding_window", "full_attention_every",
+	"full_attention_first", "qk_norm", "attention_sinks", NULL};
 
 static enum tw_result need(const struct json_ctx *c, const cJSON *obj, const char *key,
 			   int64_t *out)
@@ -487,6 +541,16 @@ enum tw_result model_from_json(const struct cJSON *obj, const char *file, struct
 	TW_CHECK(json_get_num(&c, obj, "attention_dropout", 0, 1, &m.attention_dropout, &ad));
 	m.dropout_given = hd || ad;
 
+	TW_CHECK(opt_int(&c, obj, "sliding_window", 1, &m.sliding_window));
+	TW_CHECK(opt_int(&c, obj, "full_attention_every", 2, &m.full_every));
+	/* the last layer of each run by default (Gemma 3, GPT-OSS) */
+	m.full_first = m.full_every > 0 ? m.full_every - 1 : 0;
+	TW_CHECK(json_get_int(&c, obj, "full_attention_first", 0, MODEL_MAX_DIM, &m.full_first, &present));
+	if (present && m.full_every == 0)
+		return json_fail(&c, "full_attention_first", "needs full_attention_every");
+	TW_CHECK(json_get_bool(&c, obj, "qk_norm", &m.qk_norm, NULL));
+	TW_CHECK(json_get_bool(&c, obj, "attention_sinks", &m.attn_sinks, NULL));
+
 	TW_CHECK(opt_int(&c, obj, "experts", 1, &m.experts));
 	TW_CHECK(opt_int(&c, obj, "top_k", 1, &m.top_k));
 	TW_CHECK(opt_int(&c, obj, "expert_ffn_hidden", 1, &m.expert_ffn_hidden));
@@ -568,6 +632,17 @@ struct cJSON *model_to_json(const struct model *m)
 	if (m->proj_dim)
 		NUM("proj_dim", m->proj_dim);
 	BOOL("final_norm", !m->no_final_norm);
+	if (m->sliding_window > 0) {
+		NUM("sliding_window", m->sliding_window);
+		if (m->full_every > 0) {
+			NUM("full_attention_every", m->full_every);
+			NUM("full_attention_first", m->full_first);
+		}
+	}
+	if (m->qk_norm)
+		BOOL("qk_norm", true);
+	if (m->attn_sinks)
+		BOOL("attention_sinks", true);
 	if (m->dropout_given) {
 		NUM("hidden_dropout", m->hidden_dropout);
 		NUM("attention_dropout", m->attention_dropout);
@@ -692,6 +767,95 @@ static enum tw_result hf_llama_like(const struct json_ctx *c, const cJSON *o,
 	return TW_OK;
 }
 
+/* Qwen's mlp_only_layers: dense layers at arbitrary positions, which twin does not model */
+static enum tw_result hf_no_mlp_only_layers(const struct json_ctx *c, const cJSON *o)
+{
+	const cJSON *only = cJSON_GetObjectItemCaseSensitive(o, "mlp_only_layers");
+	if (only && !cJSON_IsNull(only) && (!cJSON_IsArray(only) || cJSON_GetArraySize(only) > 0))
+		return json_fail(c, "mlp_only_layers", "must be an empty list (dense layers at "
+						     "arbitrary positions are not supported)");
+	return TW_OK;
+}
+
+/* Which layers attend through a window, from HF's layer_types ("sliding_attention" /
+ * "full_attention" per layer): all, none, or a period with one full layer (the smallest p and
+ * phase r with full exactly where l % p == r). */
+static enum tw_result hf_layer_types(const struct json_ctx *c, const cJSON *lt, struct model *m)
+{
+	int n = cJSON_GetArraySize(lt);
+	if (!cJSON_IsArray(lt) || n != m->layers)
+		return json_fail(c, "layer_types", "must be a list of num_hidden_layers (%lld) names",
+				 (long long)m->layers);
+	int first_full = -1, fulls = 0;
+	for (int i = 0; i < n; i++) {
+		const char *t = cJSON_GetStringValue(cJSON_GetArrayItem(lt, i));
+		bool full = t && !strcmp(t, "full_attention");
+		if (!full && !(t && !strcmp(t, "sliding_attention")))
+			return json_fail(c, "layer_types", "item %d: must be \"sliding_attention\" or "
+							   "\"full_attention\"", i);
+		if (full && fulls++ == 0)
+			first_full = i;
+	}
+	if (fulls == n) { /* no layer uses the window */
+		m->sliding_window = 0;
+		return TW_OK;
+	}
+	if (fulls == 0)
+		return TW_OK; /* every layer windowed */
+	for (int p = first_full + 1; p <= n; p++) {
+		bool ok = p >= 2;
+		for (int i = 0; i < n && ok; i++) {
+			const char *t = cJSON_GetStringValue(cJSON_GetArrayItem(lt, i));
+			ok = !strcmp(t, "full_attention") == (i % p == first_full);
+		}
+		if (ok) {
+			m->full_every = p;
+			m->full_first = first_full;
+			return TW_OK;
+		}
+	}
+	return json_fail(c, "layer_types", "full attention must recur every p-th layer "
+					   "(twin models a periodic pattern)");
+}
+
+/* Sliding-window attention: sliding_window (null: none; dflt when absent), gated by
+ * use_sliding_window where the family has it (Qwen: the window runs on layers from
+ * max_window_layers on), with the layers from layer_types, Gemma 3's sliding_window_pattern
+ * (the last of each run of p is global) or every_default (0: all layers). */
+static enum tw_result hf_window(const struct json_ctx *c, const cJSON *o, int64_t dflt,
+				bool gated, int64_t every_default, struct model *m)
+{
+	bool use = true;
+	if (gated)
+		TW_CHECK(hf_bool(c, o, "use_sliding_window", false, &use));
+	const cJSON *sw = cJSON_GetObjectItemCaseSensitive(o, "sliding_window");
+	if (!use || (sw && cJSON_IsNull(sw)))
+		return TW_OK;
+	TW_CHECK(hf_int(c, o, NAMES("sliding_window"), dflt, 0, &m->sliding_window));
+	if (m->sliding_window == 0)
+		return TW_OK;
+	const cJSON *lt = cJSON_GetObjectItemCaseSensitive(o, "layer_types");
+	if (lt && !cJSON_IsNull(lt))
+		return hf_layer_types(c, lt, m);
+	if (gated) {
+		int64_t from = 0;
+		TW_CHECK(hf_int(c, o, NAMES("max_window_layers"), 28, 0, &from));
+		if (from >= m->layers)
+			m->sliding_window = 0;
+		else if (from > 0)
+			return json_fail(c, "max_window_layers", "windows on the layers from %lld on only: "
+				"twin models all layers or a periodic pattern", (long long)from);
+		return TW_OK;
+	}
+	int64_t p = every_default;
+	TW_CHECK(hf_int(c, o, NAMES("sliding_window_pattern"), p, 1, &p));
+	if (p == 1)
+		m->sliding_window = 0; /* every layer global */
+	else if (p > 1)
+		m->full_every = p, m->full_first = p - 1;
+	return TW_OK;
+}
+
 static enum tw_result hf_llama(const struct json_ctx *c, const cJSON *o, struct model *m)
 {
 	static const struct hf_llama_defaults d = {32000, 4096, 11008, 32, 32, 0, 2048, false};
@@ -701,14 +865,88 @@ static enum tw_result hf_llama(const struct json_ctx *c, const cJSON *o, struct 
 static enum tw_result hf_mistral(const struct json_ctx *c, const cJSON *o, struct model *m)
 {
 	static const struct hf_llama_defaults d = {32000, 4096, 14336, 32, 32, 8, 131072, false};
-	return hf_llama_like(c, o, &d, m);
+	TW_CHECK(hf_llama_like(c, o, &d, m));
+	return hf_window(c, o, 4096, false, 0, m); /* MistralConfig's window: 4096 */
 }
 
 static enum tw_result hf_qwen2(const struct json_ctx *c, const cJSON *o, struct model *m)
 {
 	/* q/k/v always carry a bias in Qwen2's modelling code; o_proj has none */
 	static const struct hf_llama_defaults d = {151936, 4096, 22016, 32, 32, 0, 32768, true};
-	return hf_llama_like(c, o, &d, m);
+	TW_CHECK(hf_llama_like(c, o, &d, m));
+	return hf_window(c, o, 4096, true, 0, m);
+}
+
+/* Qwen3: Qwen2 without the q/k/v bias, with an RMSNorm over each query and key head and a
+ * head_dim of its own (the configuration class's default: 128) */
+static enum tw_result hf_qwen3(const struct json_ctx *c, const cJSON *o, struct model *m)
+{
+	static const struct hf_llama_defaults d = {151936, 4096, 22016, 32, 32, 0, 32768, false};
+	TW_CHECK(hf_llama_like(c, o, &d, m));
+	TW_CHECK(hf_int(c, o, NAMES("head_dim"), 128, 1, &m->head_dim));
+	m->qk_norm = true;
+	return hf_window(c, o, 4096, true, 0, m);
+}
+
+/* Qwen3-MoE: Qwen3's attention (head_dim from hidden / heads unless given), Qwen2-MoE's
+ * sparse layers without a shared expert */
+static enum tw_result hf_qwen3_moe(const struct json_ctx *c, const cJSON *o, struct model *m)
+{
+	static const struct hf_llama_defaults d = {151936, 2048, 6144, 24, 32, 4, 32768, false};
+	TW_CHECK(hf_llama_like(c, o, &d, m));
+	m->qk_norm = true;
+	TW_CHECK(hf_int(c, o, NAMES("num_experts"), 128, 1, &m->experts));
+	TW_CHECK(hf_int(c, o, NAMES("num_experts_per_tok"), 8, 1, &m->top_k));
+	TW_CHECK(hf_int(c, o, NAMES("moe_intermediate_size"), 768, 1, &m->expert_ffn_hidden));
+	TW_CHECK(hf_int(c, o, NAMES("decoder_sparse_step"), 1, 1, &m->moe_layer_freq));
+	TW_CHECK(hf_no_mlp_only_layers(c, o));
+	return hf_window(c, o, 4096, true, 0, m);
+}
+
+/* GPT-OSS: every layer MoE (intermediate_size is an expert's width), biases on attention and
+ * on the experts and router, a sink logit per head, windows of 128 on alternate layers */
+static enum tw_result hf_gpt_oss(const struct json_ctx *c, const cJSON *o, struct model *m)
+{
+	static const struct hf_llama_defaults d = {201088, 2880, 2880, 36, 64, 8, 131072, false};
+	TW_CHECK(hf_llama_like(c, o, &d, m));
+	TW_CHECK(hf_int(c, o, NAMES("head_dim"), 64, 1, &m->head_dim));
+	bool ab = true;
+	TW_CHECK(hf_bool(c, o, "attention_bias", true, &ab));
+	m->qkv_bias = m->out_bias = ab;
+	TW_CHECK(hf_int(c, o, NAMES("num_local_experts", "num_experts"), 128, 1, &m->experts));
+	TW_CHECK(hf_int(c, o, NAMES("num_experts_per_tok", "experts_per_token"), 4, 1, &m->top_k));
+	m->expert_ffn_hidden = m->ffn_hidden;
+	m->moe_layer_freq = 1;
+	m->mlp_bias = true;    /* gate_up_proj_bias and down_proj_bias of each expert */
+	m->router_bias = true; /* the router is a linear with a bias */
+	m->attn_sinks = true;
+	/* GptOssConfig's layer_types default: sliding on even layers, full on odd ones */
+	return hf_window(c, o, 128, false, 2, m);
+}
+
+/* Gemma 2 and 3 (text): GeGLU MLP (gated like SwiGLU), four RMSNorms per layer (before and
+ * after attention and MLP), tied embeddings, head_dim 256 by default; Gemma 2 alternates
+ * windowed and global layers, Gemma 3 has one global layer in six and q/k norms */
+static enum tw_result hf_gemma(const struct json_ctx *c, const cJSON *o, struct model *m, bool v3)
+{
+	static const struct hf_llama_defaults d2 = {256000, 2304, 9216, 26, 8, 4, 8192, false};
+	static const struct hf_llama_defaults d3 = {262208, 2304, 9216, 26, 8, 4, 131072, false};
+	TW_CHECK(hf_llama_like(c, o, v3 ? &d3 : &d2, m));
+	TW_CHECK(hf_int(c, o, NAMES("head_dim"), 256, 1, &m->head_dim));
+	TW_CHECK(hf_bool(c, o, "tie_word_embeddings", true, &m->tied_embeddings));
+	m->norms_per_layer = 4;
+	m->qk_norm = v3;
+	return hf_window(c, o, 4096, false, v3 ? 6 : 2, m);
+}
+
+static enum tw_result hf_gemma2(const struct json_ctx *c, const cJSON *o, struct model *m)
+{
+	return hf_gemma(c, o, m, false);
+}
+
+static enum tw_result hf_gemma3_text(const struct json_ctx *c, const cJSON *o, struct model *m)
+{
+	return hf_gemma(c, o, m, true);
 }
 
 static enum tw_result hf_mixtral(const struct json_ctx *c, const cJSON *o, struct model *m)
@@ -719,7 +957,7 @@ static enum tw_result hf_mixtral(const struct json_ctx *c, const cJSON *o, struc
 	TW_CHECK(hf_int(c, o, NAMES("num_experts_per_tok"), 2, 1, &m->top_k));
 	m->expert_ffn_hidden = m->ffn_hidden; /* every layer is MoE; experts are w1, w2, w3 */
 	m->moe_layer_freq = 1;
-	return TW_OK;
+	return hf_window(c, o, 0, false, 0, m); /* MixtralConfig's window: none */
 }
 
 static enum tw_result hf_qwen2_moe(const struct json_ctx *c, const cJSON *o, struct model *m)
@@ -735,10 +973,7 @@ static enum tw_result hf_qwen2_moe(const struct json_ctx *c, const cJSON *o, str
 	TW_CHECK(hf_int(c, o, NAMES("shared_expert_intermediate_size"), 5632, 0,
 			&m->shared_ffn_hidden));
 	TW_CHECK(hf_int(c, o, NAMES("decoder_sparse_step"), 1, 1, &m->moe_layer_freq));
-	const cJSON *only = cJSON_GetObjectItemCaseSensitive(o, "mlp_only_layers");
-	if (only && !cJSON_IsNull(only) && (!cJSON_IsArray(only) || cJSON_GetArraySize(only) > 0))
-		return json_fail(c, "mlp_only_layers", "must be an empty list (dense layers at "
-						     "arbitrary positions are not supported)");
+	TW_CHECK(hf_no_mlp_only_layers(c, o));
 	if (m->shared_ffn_hidden > 0) {
 		m->shared_experts = 1;
 		m->shared_expert_gate = true; /* sigmoid gate h x 1 on the shared expert */
@@ -938,8 +1173,13 @@ static const struct hf_family hf_families[] = {
 	{"llama", "llama", hf_llama},
 	{"mistral", "mistral", hf_mistral},
 	{"qwen2", "qwen2", hf_qwen2},
+	{"qwen3", "qwen3", hf_qwen3},
 	{"mixtral", "mixtral", hf_mixtral},
 	{"qwen2_moe", "qwen2_moe", hf_qwen2_moe},
+	{"qwen3_moe", "qwen3_moe", hf_qwen3_moe},
+	{"gpt_oss", "gpt_oss", hf_gpt_oss},
+	{"gemma2", "gemma2", hf_gemma2},
+	{"gemma3_text", "gemma3", hf_gemma3_text},
 	{"deepseek_v2", "deepseek_v2", hf_deepseek_v2},
 	{"deepseek_v3", "deepseek_v3", hf_deepseek_v3},
 	{"gpt2", "gpt2", hf_gpt2},
@@ -962,10 +1202,14 @@ static enum tw_result hf_import(const cJSON *o, const char *file, struct model *
 	for (size_t i = 0; i < N_HF_FAMILIES && !fam; i++)
 		if (!strcmp(type, hf_families[i].model_type))
 			fam = &hf_families[i];
+	if (!fam && !strcmp(type, "gemma3"))
+		return json_fail(&c, "model_type", "'gemma3' is the multimodal model: twin models its "
+				 "language model, so give its text_config (model_type gemma3_text) as the config");
 	if (!fam)
 		return json_fail(&c, "model_type",
-				 "'%s' is not supported (supported: llama, mistral, qwen2, mixtral, "
-				 "qwen2_moe, deepseek_v2, deepseek_v3, gpt2, gpt_neox, falcon, bloom, opt)",
+				 "'%s' is not supported (supported: llama, mistral, qwen2, qwen3, mixtral, "
+				 "qwen2_moe, qwen3_moe, gpt_oss, gemma2, gemma3_text, deepseek_v2, "
+				 "deepseek_v3, gpt2, gpt_neox, falcon, bloom, opt)",
 				 type);
 	struct model m;
 	memset(&m, 0, sizeof(m));

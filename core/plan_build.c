@@ -302,13 +302,18 @@ static int torch_softmax(const struct pb *b, int64_t heads, int64_t sq, int64_t 
 
 /* Fused attention. Forward: 2*b*heads*s_q*s_kv*(d_qk + d_v) FLOPs (QK^T and AV; MLA's value
  * heads are narrower than its query-key heads), halved when causal. Backward: 2x forward,
- * and 2.5x with flash attention (it recomputes QK^T). */
+ * and 2.5x with flash attention (it recomputes QK^T). A sliding window keeps its share of the
+ * sequence's pairs (model_attn_frac; a context-parallel round or a query slice takes the
+ * whole sequence's share): flash kernels skip the blocks outside it, unfused attention
+ * computes the whole score matrix and masks it (sim/compute.c). */
 static uint32_t attn(struct pb *b, const char *name, int64_t heads, int64_t sq, int64_t skv,
 		     bool bwd)
 {
-	double fwd = 2.0 * (double)b->mb * (double)heads * (double)sq * (double)skv *
-		     (double)(b->hd + b->vd) * 0.5;
-	double flops = bwd ? fwd * (b->flash ? 2.5 : 2.0) : fwd;
+	double all = 2.0 * (double)b->mb * (double)heads * (double)sq * (double)skv *
+		     (double)(b->hd + b->vd);
+	double fwd = all * model_attn_frac(b->m, b->layer, b->seq);
+	double run = b->flash ? fwd : all * 0.5;
+	double flops = bwd ? run * (b->flash ? 2.5 : 2.0) : run;
 	double bytes = (double)b->mb * (double)heads * (double)(b->hd + b->vd) *
 		       ((double)sq + (double)skv) * b->ab * (bwd ? 2.0 : 1.0);
 	uint32_t id = compute(b, PLAN_K_ATTN, name, flops, bytes, PLAN_STREAM_COMPUTE);
@@ -863,8 +868,11 @@ static struct act_sizes layer_act(const struct pb *b, int64_t l)
 	/* replicated across TP ranks without SP: two norm inputs, QKV and fc1 inputs, and with
 	 * hidden dropout its two masks (1 byte each) = 10 sbh for 16-bit activations */
 	int64_t rep = T * h * (4 * ab + (b->s->hidden_dropout > 0 ? 2 : 0));
-	/* split by TP: q, k, v, out-proj input (8 sbh for MHA) */
+	/* split by TP: q, k, v, out-proj input (8 sbh for MHA); q_norm and k_norm keep their
+	 * inputs too */
 	int64_t split = T * ab * (b->qd + b->kvd + b->kvdv + attn_out_w(b));
+	if (b->m->qk_norm)
+		split += T * ab * (b->qd + b->kvd);
 	int64_t mlpw = b->swiglu ? 3 : 2; /* gelu: act in + fc2 in; swiglu: gate, up, fc2 in */
 	/* eager ops keep more: an RMSNorm its fp32 copy of the input (pow's and the rsqrt mul's
 	 * saved tensor) in place of the input itself, SwiGLU the silu output for the product */
@@ -1888,6 +1896,17 @@ static void col_bwd(struct pb *b, const char *const name[3], int64_t m, int64_t 
 /* RoPE on q and k. Fused (Megatron, TE, compiled): read and write them (2 ab per element).
  * Eager (HF's q * cos + rotate_half(q) * sin, per q and k: neg, cat, two muls, add): 10 ab
  * in 10 kernels; backward alike. */
+/* Qwen3's and Gemma 3's q_norm and k_norm: an RMSNorm over each head of the local queries and
+ * keys, between the QKV projection and RoPE */
+static void qk_norm_ops(struct pb *b, bool bwd)
+{
+	if (!b->m->qk_norm)
+		return;
+	double t = (double)b->T / (double)b->tp;
+	norm_op(b, bwd ? "q_norm_bwd" : "q_norm", t * (double)b->qd, bwd, 0);
+	norm_op(b, bwd ? "k_norm_bwd" : "k_norm", t * (double)b->kvd, bwd, 0);
+}
+
 static void rope_op(struct pb *b, const char *name)
 {
 	const struct model *m = b->m;
@@ -2009,6 +2028,7 @@ static void layer_fwd_ops(struct pb *b, int64_t l)
 	} else {
 		tp_enter(b, false);
 		gemm(b, "qkv", T, (b->qd + 2 * b->kvd) / tp, h, 1, 0, true);
+		qk_norm_ops(b, false);
 	}
 	lora_gemm(b, l, true, false);
 	sub_out(b, l, 0);
@@ -2068,6 +2088,7 @@ static void layer_bwd_ops(struct pb *b, int64_t l)
 	if (m->kv_lora_rank > 0) {
 		mla_bwd(b, g);
 	} else {
+		qk_norm_ops(b, true);
 		col_bwd(b, qkv_bwd_names, T, (b->qd + 2 * b->kvd) / tp, h, g);
 	}
 	norm_op(b, "norm1_bwd", tne, true,
@@ -2224,6 +2245,7 @@ static void layer_op_recompute(struct pb *b)
 	for (; i < n && strcmp(names[i], "out_proj"); i++)
 		if (i % 2)
 			gemm(b, names[i], T, w[i], h, 1, 0, true);
+	qk_norm_ops(b, false);
 	if (b->rope)
 		rope_op(b, "rope");
 	if (!b->flash)

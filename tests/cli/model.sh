@@ -97,3 +97,19 @@ usage "list takes no arguments" "unknown argument 'x'" model list x
 # "NAME.json" that is not in the working directory falls back to the preset file
 "$TWIN" model show llama2-7b.json | grep -q "total  *6,738,415,616"
 check "model show llama2-7b.json finds the preset" test $? -eq 0
+
+# sliding windows: GPT-OSS's config windows half its layers; the text says so, the JSON round
+# trip keeps it, and the windowed model's attention core is below the same model's without
+"$TWIN" model show tests/fixtures/hf/gpt-oss-120b.json >"$tmp/go"
+check "gpt-oss shows 116,829,156,672" grep -q "total  *116,829,156,672" "$tmp/go"
+check "gpt-oss shows its windows" grep -q "sliding window 128 tokens on 18 of 36 layers" "$tmp/go"
+"$TWIN" model show tests/fixtures/hf/gpt-oss-120b.json --json >"$tmp/goj"
+python3 -c 'import json,sys; m=json.load(open(sys.argv[1]))["model"]; json.dump(m, open(sys.argv[2],"w")); m.pop("sliding_window"); m.pop("full_attention_every"); m.pop("full_attention_first"); json.dump(m, open(sys.argv[3],"w"))' \
+	"$tmp/goj" "$tmp/go_rt.json" "$tmp/go_full.json"
+w=$("$TWIN" model show "$tmp/go_rt.json" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["flops_per_token"]["attn_core_fwd"])')
+f=$("$TWIN" model show "$tmp/go_full.json" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["flops_per_token"]["attn_core_fwd"])')
+w0=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["flops_per_token"]["attn_core_fwd"])' "$tmp/goj")
+check "the window survives the JSON round trip" test "$w" = "$w0"
+# 18 full layers at 1/2 of s x s and 18 at (128/4096)(1 - 128/8192): 0.5308 of the full model's
+check "windows cut GPT-OSS's attention core to 0.53 of full" \
+	python3 -c "import sys; r=$w/$f; sys.exit(0 if abs(r - (0.5 + 128/4096*(1-128/8192))/1.0) < 1e-9 else 1)"

@@ -3,6 +3,7 @@
  * repository root (tests/run.sh does; TWIN_HOME overrides). */
 #include <cjson/cJSON.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "core/core.h"
 #include "test.h"
@@ -446,6 +447,21 @@ static void test_schema_errors(struct test_ctx *t)
 		{"{\"layers\":2,\"hidden\":64,\"heads\":4,\"ffn_hidden\":8,\"vocab\":100,\"seq_len\":16,"
 		 "\"max_position\":32}",
 		 "m.json: max_position: only allowed with"},
+		{"{\"layers\":2,\"hidden\":64,\"heads\":4,\"ffn_hidden\":8,\"vocab\":100,\"seq_len\":16,"
+		 "\"full_attention_every\":2}",
+		 "m.json: full_attention_every: needs sliding_window > 0"},
+		{"{\"layers\":2,\"hidden\":64,\"heads\":4,\"ffn_hidden\":8,\"vocab\":100,\"seq_len\":16,"
+		 "\"sliding_window\":8,\"full_attention_first\":1}",
+		 "m.json: full_attention_first: needs full_attention_every"},
+		{"{\"layers\":4,\"hidden\":64,\"heads\":4,\"ffn_hidden\":8,\"vocab\":100,\"seq_len\":16,"
+		 "\"sliding_window\":8,\"full_attention_every\":2,\"full_attention_first\":2}",
+		 "m.json: full_attention_first: must be in [0, 1], got 2"},
+		{"{\"layers\":4,\"hidden\":64,\"heads\":4,\"ffn_hidden\":8,\"vocab\":100,\"seq_len\":16,"
+		 "\"sliding_window\":8,\"full_attention_every\":1}",
+		 "m.json: full_attention_every: must be in [2,"},
+		{"{\"layers\":4,\"hidden\":64,\"heads\":4,\"ffn_hidden\":8,\"vocab\":100,\"seq_len\":16,"
+		 "\"sliding_window\":0}",
+		 "m.json: sliding_window: must be in [1,"},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct model m;
@@ -538,6 +554,154 @@ static void test_dropout(struct test_ctx *t)
 	cJSON_Delete(o);
 }
 
+
+/* Qwen3, Qwen3-MoE, GPT-OSS and Gemma 2/3 configs: the per-layer attention by hand, totals
+ * against the model cards */
+static void test_hf_newer_families(struct test_ctx *t)
+{
+	struct model m;
+	struct model_params p = {0};
+	if (load(t, "qwen3-8b", true, &m)) {
+		model_count(&m, &p);
+		/* q 32 x 128, k and v 8 x 128 on h 4096, o back; q_norm and k_norm over head_dim */
+		CHECK_EQ_INT(t, p.attn_per_layer, 4096LL * (4096 + 2 * 1024) + 4096LL * 4096 + 2 * 128);
+		CHECK(t, m.qk_norm && !m.qkv_bias && m.sliding_window == 0);
+	}
+	if (load(t, "gpt-oss-120b", true, &m)) {
+		model_count(&m, &p);
+		/* h 2880, q 64 x 64, k and v 8 x 64, biases on all four, a sink per head */
+		CHECK_EQ_INT(t, p.attn_per_layer,
+			     2880LL * (4096 + 1024) + 4096LL * 2880 + (4096 + 1024) + 2880 + 64);
+		/* per expert gate, up, down and their biases; the router with its bias */
+		CHECK_EQ_INT(t, p.expert_params, 3LL * 2880 * 2880 + 2 * 2880 + 2880);
+		CHECK_EQ_INT(t, p.moe_per_layer, 128 * p.expert_params + 2880LL * 128 + 128);
+		CHECK_EQ_INT(t, m.seq_len, 4096); /* YaRN's original context */
+		CHECK_EQ_INT(t, m.sliding_window, 128);
+		CHECK_EQ_INT(t, m.full_every, 2);
+		CHECK_EQ_INT(t, m.full_first, 1);
+	}
+	CHECK_NEAR(t, total(t, "gpt-oss-120b", true), 116.83e9, 0.0005);
+	CHECK_NEAR(t, total(t, "qwen3-8b", true), 8.2e9, 0.005);
+	CHECK_NEAR(t, total(t, "qwen3-30b-a3b", true), 30.5e9, 0.005);
+	CHECK_NEAR(t, active(t, "qwen3-30b-a3b", true), 3.3e9, 0.02);
+	CHECK_NEAR(t, total(t, "gemma2-27b", true), 27.2e9, 0.005);
+	if (load(t, "gemma2-27b", true, &m)) {
+		CHECK(t, m.tied_embeddings && m.norms_per_layer == 4 && !m.qk_norm);
+		CHECK(t, m.sliding_window == 4096 && m.full_every == 2 && m.full_first == 1);
+	}
+	if (load(t, "gemma3-27b-text", true, &m)) {
+		CHECK(t, m.qk_norm && m.sliding_window == 1024 && m.full_every == 6 && m.full_first == 5);
+		CHECK_EQ_INT(t, model_windowed_layers(&m), 62 - 10); /* layers 5, 11, ..., 59 global */
+	}
+}
+
+/* A sliding window's FLOPs: query i sees min(i, w) keys, w s - w^2/2 pairs in all */
+static void test_sliding_window_flops(struct test_ctx *t)
+{
+	struct model m, full;
+	struct tw_err err = {0};
+	const char *base = "{\"layers\":12,\"hidden\":1024,\"heads\":16,\"ffn_hidden\":4096,"
+			   "\"vocab\":1000,\"seq_len\":8192";
+	char text[512];
+	snprintf(text, sizeof(text), "%s}", base);
+	CHECK(t, parse(text, &full, &err) == TW_OK);
+	snprintf(text, sizeof(text), "%s,\"sliding_window\":1024,\"full_attention_every\":6}", base);
+	CHECK(t, parse(text, &m, &err) == TW_OK);
+	CHECK_EQ_INT(t, m.full_first, 5);
+	CHECK_EQ_INT(t, model_windowed_layers(&m), 10);
+	CHECK(t, model_layer_windowed(&m, 0) && !model_layer_windowed(&m, 5) &&
+		     !model_layer_windowed(&m, 11) && model_layer_windowed(&m, 6));
+	struct model_flops f, g;
+	model_flops_fwd(&m, 8192, &f);
+	model_flops_fwd(&full, 8192, &g);
+	/* per token and layer: 16 heads x 2 x 64 x 2 (QK^T and AV) x the keys a query sees */
+	double per_key = 16.0 * 2 * 64 * 2, s = 8192, w = 1024;
+	CHECK_NEAR(t, g.attn_core, 12 * per_key * s / 2, 1e-12);
+	CHECK_NEAR(t, f.attn_core, 2 * per_key * s / 2 + 10 * per_key * (w - w * w / (2 * s)), 1e-12);
+	CHECK_NEAR(t, f.total - f.attn_core, g.total - g.attn_core, 1e-12);
+	/* a window as long as the sequence is plain causal attention */
+	model_flops_fwd(&m, 1024, &f);
+	model_flops_fwd(&full, 1024, &g);
+	CHECK_NEAR(t, f.attn_core, g.attn_core, 1e-12);
+	CHECK_NEAR(t, model_attn_frac(&m, 0, 8192), (1.0 / 8) * (1 - 1.0 / 16), 1e-12);
+	CHECK_NEAR(t, model_attn_frac(&m, 5, 8192), 0.5, 1e-12);
+	/* every layer windowed; the phase past the last layer leaves all of them windowed */
+	snprintf(text, sizeof(text), "%s,\"sliding_window\":1024}", base);
+	CHECK(t, parse(text, &m, &err) == TW_OK);
+	CHECK_EQ_INT(t, model_windowed_layers(&m), 12);
+	m.full_every = 16, m.full_first = 13;
+	CHECK_EQ_INT(t, model_windowed_layers(&m), 12);
+}
+
+/* HF's layer_types and the Qwen gate, into a window and its period */
+static void test_hf_layer_types(struct test_ctx *t)
+{
+	static const struct {
+		const char *extra;
+		int64_t window, every, first;
+		const char *msg; /* NULL: loads */
+	} cases[] = {
+		{",\"use_sliding_window\":true,\"sliding_window\":64,\"layer_types\":[\"full_attention\",\"sliding_attention\","
+		 "\"sliding_attention\",\"full_attention\",\"sliding_attention\",\"sliding_attention\"]",
+		 64, 3, 0, NULL},
+		{",\"use_sliding_window\":true,\"sliding_window\":64,\"layer_types\":[\"full_attention\",\"full_attention\","
+		 "\"full_attention\",\"full_attention\",\"full_attention\",\"full_attention\"]",
+		 0, 0, 0, NULL},
+		{",\"use_sliding_window\":true,\"sliding_window\":64,\"layer_types\":[\"sliding_attention\",\"sliding_attention\","
+		 "\"sliding_attention\",\"sliding_attention\",\"sliding_attention\",\"sliding_attention\"]",
+		 64, 0, 0, NULL},
+		{",\"use_sliding_window\":true,\"sliding_window\":64,\"layer_types\":[\"sliding_attention\",\"full_attention\","
+		 "\"full_attention\",\"sliding_attention\",\"sliding_attention\",\"sliding_attention\"]",
+		 0, 0, 0, "layer_types: full attention must recur every p-th layer"},
+		{",\"use_sliding_window\":true,\"sliding_window\":64,\"layer_types\":[\"sliding_attention\"]", 0, 0, 0,
+		 "layer_types: must be a list of num_hidden_layers (6) names"},
+		{",\"use_sliding_window\":true,\"sliding_window\":64,\"layer_types\":[\"sliding_attention\",\"chunked_attention\","
+		 "\"full_attention\",\"sliding_attention\",\"sliding_attention\",\"sliding_attention\"]",
+		 0, 0, 0, "layer_types: item 1: must be"},
+		{",\"sliding_window\":64,\"use_sliding_window\":false", 0, 0, 0, NULL},
+		{",\"sliding_window\":64,\"use_sliding_window\":true,\"max_window_layers\":0", 64, 0, 0,
+		 NULL},
+		{",\"sliding_window\":64,\"use_sliding_window\":true,\"max_window_layers\":6", 0, 0, 0,
+		 NULL},
+		{",\"sliding_window\":64,\"use_sliding_window\":true,\"max_window_layers\":2", 0, 0, 0,
+		 "max_window_layers: windows on the layers from 2 on only"},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char text[1024];
+		snprintf(text, sizeof(text),
+			 "{\"model_type\":\"qwen3\",\"hidden_size\":64,\"intermediate_size\":128,"
+			 "\"num_hidden_layers\":6,\"num_attention_heads\":4,\"num_key_value_heads\":2,"
+			 "\"head_dim\":16,\"vocab_size\":100%s}",
+			 cases[i].extra);
+		char path[] = "/tmp/twin_hf_lt_XXXXXX";
+		int fd = mkstemp(path);
+		CHECK(t, fd >= 0);
+		if (fd < 0)
+			continue;
+		FILE *f = fdopen(fd, "w");
+		fputs(text, f);
+		fclose(f);
+		struct model m;
+		struct tw_err err = {0};
+		enum tw_result rc = model_load(path, NULL, &m, &err);
+		unlink(path);
+		if (!cases[i].msg) {
+			CHECK(t, rc == TW_OK);
+			if (rc != TW_OK) {
+				printf("#   case %zu: %s\n", i, err.msg);
+				continue;
+			}
+			CHECK_EQ_INT(t, m.sliding_window, cases[i].window);
+			CHECK_EQ_INT(t, m.full_every, cases[i].every);
+			CHECK_EQ_INT(t, m.full_first, cases[i].first);
+		} else {
+			CHECK(t, rc == TW_ERR_INVALID);
+			CHECK_STR_CONTAINS(t, err.msg, cases[i].msg);
+			CHECK(t, !strchr(err.msg, '\n'));
+		}
+	}
+}
+
 static void test_hf_unknown_type(struct test_ctx *t)
 {
 	cJSON *o = cJSON_Parse("{\"model_type\":\"t5\",\"d_model\":512}");
@@ -593,6 +757,9 @@ int main(void)
 	TEST_RUN(&t, test_schema_errors);
 	TEST_RUN(&t, test_round_trip);
 	TEST_RUN(&t, test_load_errors);
+	TEST_RUN(&t, test_hf_newer_families);
+	TEST_RUN(&t, test_sliding_window_flops);
+	TEST_RUN(&t, test_hf_layer_types);
 	TEST_RUN(&t, test_hf_unknown_type);
 	TEST_RUN(&t, test_dropout);
 	TEST_RUN(&t, test_list_presets);

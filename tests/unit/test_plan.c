@@ -786,6 +786,50 @@ static int64_t coll_count(const struct plan *p, const char *name)
 	return n;
 }
 
+/* Sliding-window attention in the plan: flash kernels run the window's share of the pairs
+ * (model.c's attn_core, the MFU's model FLOPs); unfused attention computes the whole score
+ * matrix, half of which the op carries as causal (sim/compute.c doubles it); q_norm and k_norm
+ * run on the local heads each way */
+static void test_sliding_window_plan(struct test_ctx *t)
+{
+	struct job *j = fx_job(8);
+	struct model *m = &j->model;
+	fx_megatron(j);
+	fx_degrees(j, 2, 1, 1, j->strat.micro_batch, j->strat.grad_accum);
+	m->sliding_window = j->seq / 4, m->full_every = 4, m->full_first = 3;
+	m->qk_norm = true;
+	struct model_flops f;
+	model_flops_fwd(m, j->seq, &f);
+	double T = (double)j->strat.micro_batch * (double)j->seq;
+	double mbs = (double)j->strat.grad_accum;
+	struct plan p;
+	CHECK(t, build(j, 0, &p));
+	CHECK_NEAR(t, sum_fwd(&p, "attn", false), mbs * T * f.attn_core / 2, 1e-12);
+	double hd = (double)m->head_dim;
+	CHECK_NEAR(t, sum_fwd(&p, "q_norm", true) / sum_fwd(&p, "k_norm", true),
+		   (double)m->heads / (double)m->kv_heads, 1e-12);
+	CHECK_NEAR(t, sum_fwd(&p, "q_norm", true), mbs * m->layers * T * m->heads / 2 * hd * 2 * 2,
+		   1e-12);
+	plan_release(&p);
+	CHECK_NEAR(t, sum_model_flops(j),
+		   model_flops_per_token(m, j->seq) * (double)j->tokens_per_step, 1e-9);
+	/* 3 of 4 layers windowed at a quarter of the sequence: 3/4 x (1/4)(7/8) + 1/4 x 1/2 of s^2 */
+	struct model_flops g;
+	m->sliding_window = 0, m->full_every = 0, m->full_first = 0;
+	model_flops_fwd(m, j->seq, &g);
+	CHECK_NEAR(t, f.attn_core / g.attn_core, (0.75 * 0.25 * 0.875 + 0.25 * 0.5) / 0.5, 1e-12);
+	/* unfused: the op carries the causal half of the whole matrix whatever the window */
+	j->strat.flash_attention = false;
+	CHECK(t, build(j, 0, &p));
+	double causal = sum_fwd(&p, "attn", false);
+	plan_release(&p);
+	m->sliding_window = j->seq / 4, m->full_every = 4, m->full_first = 3;
+	CHECK(t, build(j, 0, &p));
+	CHECK_NEAR(t, sum_fwd(&p, "attn", false), causal, 1e-12);
+	plan_release(&p);
+	free(j);
+}
+
 /* MLA's attention core: Q K^T over the 192-wide query-key heads, A V over the 128-wide value
  * heads, so the plan's attention FLOPs are model.c's attn_core; RoPE turns only the heads'
  * 64-wide rope part and the one shared key part; under SP the duplicated down projections
@@ -3008,6 +3052,7 @@ int main(void)
 	TEST_RUN(&t, test_ds_grad_copies);
 	TEST_RUN(&t, test_mla_gemms);
 	TEST_RUN(&t, test_mla_attention_core);
+	TEST_RUN(&t, test_sliding_window_plan);
 	TEST_RUN(&t, test_lora_model_flops);
 	TEST_RUN(&t, test_structure);
 	TEST_RUN(&t, test_moe_eager_expert_where);
