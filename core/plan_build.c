@@ -867,10 +867,14 @@ static struct act_sizes layer_act(const struct pb *b, int64_t l)
 	int64_t T = b->T, h = b->h, ab = b->ab, tp = b->tp;
 	/* replicated across TP ranks without SP: two norm inputs, QKV and fc1 inputs, and with
 	 * hidden dropout its two masks (1 byte each) = 10 sbh for 16-bit activations */
-	int64_t rep = T * h * (4 * ab + (b->s->hidden_dropout > 0 ? 2 : 0));
+	/* what a GEMM keeps of its input for the weight grad: Transformer Engine's fp8 GEMMs keep
+	 * the fp8 copy they cast (1 byte; linear.py / layernorm_linear.py save the quantized
+	 * input, or its transpose, not the 16-bit one) */
+	int64_t gb = b->s->fp8_gemm ? 1 : ab;
+	int64_t rep = T * h * (2 * ab + 2 * gb + (b->s->hidden_dropout > 0 ? 2 : 0));
 	/* split by TP: q, k, v, out-proj input (8 sbh for MHA); q_norm and k_norm keep their
 	 * inputs too */
-	int64_t split = T * ab * (b->qd + b->kvd + b->kvdv + attn_out_w(b));
+	int64_t split = T * (ab * (b->qd + b->kvd + b->kvdv) + gb * attn_out_w(b));
 	if (b->m->qk_norm)
 		split += T * ab * (b->qd + b->kvd);
 	int64_t mlpw = b->swiglu ? 3 : 2; /* gelu: act in + fc2 in; swiglu: gate, up, fc2 in */
@@ -880,6 +884,7 @@ static struct act_sizes layer_act(const struct pb *b, int64_t l)
 		rep += npl_of(b) * T * h * (4 - ab);
 	if (b->eager && b->swiglu)
 		mlpw += 1;
+	int64_t mlpb = (mlpw - 1) * ab + gb; /* bytes per element of the MLP's width, fc2's input last */
 	int64_t work, whole = 0; /* kept whole on every TP rank, with or without SP */
 	/* MLA: the latents' norms keep their inputs and the up projections theirs, all tokens'
 	 * (gathered under SP) on every TP rank */
@@ -899,31 +904,31 @@ static struct act_sizes layer_act(const struct pb *b, int64_t l)
 		/* the experts' input: the permuted token copies; Megatron-Core's dispatcher
 		 * all-gathers them over TP, so each TP rank keeps all T x top-k (folded experts:
 		 * the T / tp of each of the expert_tp ranks) */
-		int64_t xin = T * b->topk * h * ab;
+		int64_t xin = T * b->topk * h * gb;
 		if (b->etp != tp)
 			xin = xin / tp * b->etp;
 		if (moe_dispatch_sp(b) || b->etp != tp)
 			whole += xin;
 		else
 			rep += xin;
-		split += T * b->topk * mlpw * b->fe * ab + T * mlpw * b->fs * ab;
+		split += T * b->topk * mlpb * b->fe + T * mlpb * b->fs;
 		work = T * b->topk * (b->swiglu ? 2 : 1) * b->fe * ab;
 		if (rc_mod(b, STRAT_RC_MOE)) { /* all of the block but its input */
 			bool w = moe_dispatch_sp(b) || b->etp != tp;
 			rc_rep += T * b->E * 4 + (w ? 0 : xin);
 			rc_whole += w ? xin : 0;
-			rc_split += T * b->topk * mlpw * b->fe * ab + T * mlpw * b->fs * ab;
+			rc_split += T * b->topk * mlpb * b->fe + T * mlpb * b->fs;
 		} else {
 			if (rc_mod(b, STRAT_RC_MOE_ACT)) /* the activation's output, fc2's input */
-				rc_split += T * b->topk * b->fe * ab;
+				rc_split += T * b->topk * b->fe * gb;
 			if (rc_mod(b, STRAT_RC_SHARED))
-				rc_split += T * mlpw * b->fs * ab;
+				rc_split += T * mlpb * b->fs;
 		}
 	} else {
-		split += T * mlpw * b->f * ab;
+		split += T * mlpb * b->f;
 		work = T * (b->swiglu ? 2 : 1) * b->f * ab;
 		if (rc_mod(b, STRAT_RC_MLP)) /* the MLP keeps its input (the norm's output) */
-			rc_split += T * mlpw * b->f * ab;
+			rc_split += T * mlpb * b->f;
 	}
 	/* attention scores: softmax out, dropout mask and output = 5 a s^2 b (2 without attention
 	 * dropout: the probabilities are the matmul's input); gone with flash attention and with

@@ -192,6 +192,30 @@ static void test_activations_korthikanti(struct test_ctx *t)
 	free(j);
 }
 
+/* fp8 GEMMs (Transformer Engine) keep the fp8 copy of each GEMM's input for the weight grad:
+ * QKV's, out-proj's and fc1's inputs 1 sbh each instead of 2, fc2's 4 sbh instead of 8, so
+ * Korthikanti's 34 sbh become 27 (10 + 24/t: 8 + 19/t without SP); the rest stays 16-bit */
+static void test_activations_fp8(struct test_ctx *t)
+{
+	struct plan_mem m;
+	for (int sp = 0; sp < 2; sp++) {
+		struct job *j = fx_job(8);
+		gpt_korthikanti(j, 4, 1, 2, 1);
+		j->strat.param_dtype = TW_BF16;
+		j->strat.sequence_parallel = sp;
+		j->strat.fp8_gemm = true;
+		double s = 2048, b = 2, h = 1024, tt = 4, sc = 5 * 16 * s / h;
+		double want = 8 * (sp ? s * b * h / tt * (27 + sc) : s * b * h * (8 + 19 / tt + sc / tt));
+		if (fx_mem(j, 0, &m))
+			CHECK_NEAR(t, m.max_cat[GPU][PLAN_MEM_ACTIV], want, 1e-12);
+		j->strat.fp8_gemm = false;
+		if (fx_mem(j, 0, &m))
+			CHECK_NEAR(t, m.max_cat[GPU][PLAN_MEM_ACTIV],
+				   8 * korthikanti(s, b, h, 16, tt, sp, false), 1e-12);
+		free(j);
+	}
+}
+
 /* the fp32 softmax of Megatron's fallback path (16 heads at TP 8 with micro-batch 1: 2 score
  * batches, not a multiple of the fused kernel's 4): 7as/h instead of 5as/h kept for backward,
  * and the attention ops say which path they take */
@@ -771,6 +795,7 @@ int main(void)
 	TEST_RUN(&t, test_zero_divides);
 	TEST_RUN(&t, test_tp_divides_weights);
 	TEST_RUN(&t, test_activations_korthikanti);
+	TEST_RUN(&t, test_activations_fp8);
 	TEST_RUN(&t, test_activations_torch_softmax);
 	TEST_RUN(&t, test_activations_eager);
 	TEST_RUN(&t, test_activations_dropout);
