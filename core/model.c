@@ -877,6 +877,15 @@ static enum tw_result hf_qwen2(const struct json_ctx *c, const cJSON *o, struct 
 	return hf_window(c, o, 4096, true, 0, m);
 }
 
+/* Phi-3 and Phi-4 (fused qkv and gate_up projections, which count as llama's); a window on
+ * every layer when sliding_window is set (Phi-3-mini-4k: 2047) */
+static enum tw_result hf_phi3(const struct json_ctx *c, const cJSON *o, struct model *m)
+{
+	static const struct hf_llama_defaults d = {32064, 3072, 8192, 32, 32, 0, 4096, false};
+	TW_CHECK(hf_llama_like(c, o, &d, m));
+	return hf_window(c, o, 0, false, 0, m);
+}
+
 /* Qwen3: Qwen2 without the q/k/v bias, with an RMSNorm over each query and key head and a
  * head_dim of its own (the configuration class's default: 128) */
 static enum tw_result hf_qwen3(const struct json_ctx *c, const cJSON *o, struct model *m)
@@ -1174,6 +1183,7 @@ static const struct hf_family hf_families[] = {
 	{"mistral", "mistral", hf_mistral},
 	{"qwen2", "qwen2", hf_qwen2},
 	{"qwen3", "qwen3", hf_qwen3},
+	{"phi3", "phi3", hf_phi3},
 	{"mixtral", "mixtral", hf_mixtral},
 	{"qwen2_moe", "qwen2_moe", hf_qwen2_moe},
 	{"qwen3_moe", "qwen3_moe", hf_qwen3_moe},
@@ -1207,9 +1217,9 @@ static enum tw_result hf_import(const cJSON *o, const char *file, struct model *
 				 "language model, so give its text_config (model_type gemma3_text) as the config");
 	if (!fam)
 		return json_fail(&c, "model_type",
-				 "'%s' is not supported (supported: llama, mistral, qwen2, qwen3, mixtral, "
-				 "qwen2_moe, qwen3_moe, gpt_oss, gemma2, gemma3_text, deepseek_v2, "
-				 "deepseek_v3, gpt2, gpt_neox, falcon, bloom, opt)",
+				 "'%s' is not supported (supported: llama, mistral, qwen2, qwen3, phi3, "
+				 "mixtral, qwen2_moe, qwen3_moe, gpt_oss, gemma2, gemma3_text, "
+				 "deepseek_v2, deepseek_v3, gpt2, gpt_neox, falcon, bloom, opt)",
 				 type);
 	struct model m;
 	memset(&m, 0, sizeof(m));

@@ -555,7 +555,7 @@ static void test_dropout(struct test_ctx *t)
 }
 
 
-/* Qwen3, Qwen3-MoE, GPT-OSS and Gemma 2/3 configs: the per-layer attention by hand, totals
+/* Qwen3, Qwen3-MoE, GPT-OSS, Gemma 2/3 and Phi-3 configs: the per-layer attention by hand, totals
  * against the model cards */
 static void test_hf_newer_families(struct test_ctx *t)
 {
@@ -585,6 +585,11 @@ static void test_hf_newer_families(struct test_ctx *t)
 	CHECK_NEAR(t, total(t, "qwen3-30b-a3b", true), 30.5e9, 0.005);
 	CHECK_NEAR(t, active(t, "qwen3-30b-a3b", true), 3.3e9, 0.02);
 	CHECK_NEAR(t, total(t, "gemma2-27b", true), 27.2e9, 0.005);
+	/* Phi-3-mini: V 32064 in and out, 4 h^2 attention and 3 h f MLP a layer, 65 norms */
+	CHECK_EQ_INT(t, total(t, "phi3-mini-4k", true),
+		     2LL * 32064 * 3072 + 32LL * (4LL * 3072 * 3072 + 3LL * 3072 * 8192) + 65LL * 3072);
+	if (load(t, "phi3-mini-4k", true, &m))
+		CHECK(t, m.sliding_window == 2047 && m.full_every == 0 && model_windowed_layers(&m) == 32);
 	if (load(t, "gemma2-27b", true, &m)) {
 		CHECK(t, m.tied_embeddings && m.norms_per_layer == 4 && !m.qk_norm);
 		CHECK(t, m.sliding_window == 4096 && m.full_every == 2 && m.full_first == 1);

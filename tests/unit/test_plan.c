@@ -786,6 +786,16 @@ static int64_t coll_count(const struct plan *p, const char *name)
 	return n;
 }
 
+/* The forward attention FLOPs a rank's plan should carry: model.c's attn_core for its tokens,
+ * half of it under TP 2 */
+static double want_attn_fwd(const struct job *j)
+{
+	struct model_flops f;
+	model_flops_fwd(&j->model, j->seq, &f);
+	double T = (double)j->strat.micro_batch * (double)j->seq;
+	return (double)j->strat.grad_accum * T * f.attn_core / 2;
+}
+
 /* Sliding-window attention in the plan: flash kernels run the window's share of the pairs
  * (model.c's attn_core, the MFU's model FLOPs); unfused attention computes the whole score
  * matrix, half of which the op carries as causal (sim/compute.c doubles it); q_norm and k_norm
@@ -798,13 +808,11 @@ static void test_sliding_window_plan(struct test_ctx *t)
 	fx_degrees(j, 2, 1, 1, j->strat.micro_batch, j->strat.grad_accum);
 	m->sliding_window = j->seq / 4, m->full_every = 4, m->full_first = 3;
 	m->qk_norm = true;
-	struct model_flops f;
-	model_flops_fwd(m, j->seq, &f);
 	double T = (double)j->strat.micro_batch * (double)j->seq;
 	double mbs = (double)j->strat.grad_accum;
 	struct plan p;
 	CHECK(t, build(j, 0, &p));
-	CHECK_NEAR(t, sum_fwd(&p, "attn", false), mbs * T * f.attn_core / 2, 1e-12);
+	CHECK_NEAR(t, sum_fwd(&p, "attn", false), want_attn_fwd(j), 1e-12);
 	double hd = (double)m->head_dim;
 	CHECK_NEAR(t, sum_fwd(&p, "q_norm", true) / sum_fwd(&p, "k_norm", true),
 		   (double)m->heads / (double)m->kv_heads, 1e-12);
@@ -814,10 +822,9 @@ static void test_sliding_window_plan(struct test_ctx *t)
 	CHECK_NEAR(t, sum_model_flops(j),
 		   model_flops_per_token(m, j->seq) * (double)j->tokens_per_step, 1e-9);
 	/* 3 of 4 layers windowed at a quarter of the sequence: 3/4 x (1/4)(7/8) + 1/4 x 1/2 of s^2 */
-	struct model_flops g;
+	double windowed = want_attn_fwd(j);
 	m->sliding_window = 0, m->full_every = 0, m->full_first = 0;
-	model_flops_fwd(m, j->seq, &g);
-	CHECK_NEAR(t, f.attn_core / g.attn_core, (0.75 * 0.25 * 0.875 + 0.25 * 0.5) / 0.5, 1e-12);
+	CHECK_NEAR(t, windowed / want_attn_fwd(j), (0.75 * 0.25 * 0.875 + 0.25 * 0.5) / 0.5, 1e-12);
 	/* unfused: the op carries the causal half of the whole matrix whatever the window */
 	j->strat.flash_attention = false;
 	CHECK(t, build(j, 0, &p));
@@ -844,13 +851,11 @@ static void test_mla_attention_core(struct test_ctx *t)
 	fx_degrees(j, 2, 1, 1, j->strat.micro_batch, j->strat.grad_accum);
 	fx_megatron(j);
 	j->strat.sequence_parallel = true;
-	struct model_flops f;
-	model_flops_fwd(m, j->seq, &f);
 	double T = (double)j->strat.micro_batch * (double)j->seq;
 	double mbs = (double)j->strat.grad_accum;
 	struct plan p;
 	CHECK(t, build(j, 0, &p));
-	CHECK_NEAR(t, sum_fwd(&p, "attn", false), mbs * T * f.attn_core / 2, 1e-12);
+	CHECK_NEAR(t, sum_fwd(&p, "attn", false), want_attn_fwd(j), 1e-12);
 	const struct plan_op *a = NULL;
 	for (size_t i = 0; i < p.nops && !a; i++)
 		if (p.ops[i].kind == PLAN_COMPUTE && !strcmp(p.ops[i].name, "attn"))
@@ -873,8 +878,7 @@ static void test_mla_attention_core(struct test_ctx *t)
 	j->strat.sequence_parallel = true;
 	CHECK(t, build(j, 0, &p));
 	CHECK_EQ_INT(t, coll_count(&p, "ar_sp_grads"), m->layers * 2 * 4096 + 4096);
-	model_flops_fwd(m, j->seq, &f);
-	CHECK_NEAR(t, sum_fwd(&p, "attn", false), mbs * T * f.attn_core / 2, 1e-12);
+	CHECK_NEAR(t, sum_fwd(&p, "attn", false), want_attn_fwd(j), 1e-12);
 	plan_release(&p);
 	free(j);
 }
