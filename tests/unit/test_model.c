@@ -150,6 +150,9 @@ static void test_published_within_half_percent(struct test_ctx *t)
 	CHECK_NEAR(t, total(t, "megatron-1t", false), 1008e9, 0.005); /* Megatron-LM Table 1 */
 	CHECK_NEAR(t, total(t, "llama-65b", false), 65.2e9, 0.005);
 	CHECK_NEAR(t, total(t, "llama3-70b", false), 70.6e9, 0.005);
+	CHECK_NEAR(t, total(t, "qwen3-32b", false), 32.8e9, 0.005);
+	CHECK_NEAR(t, total(t, "qwen3-235b-a22b", false), 235e9, 0.005);
+	CHECK_NEAR(t, total(t, "gpt-oss-20b", false), 20.91e9, 0.0005); /* model card */
 }
 
 static void test_presets_match_hf(struct test_ctx *t)
@@ -159,6 +162,22 @@ static void test_presets_match_hf(struct test_ctx *t)
 	CHECK_EQ_INT(t, active(t, "mixtral-8x7b", false), active(t, "mixtral-8x7b", true));
 	CHECK_EQ_INT(t, total(t, "deepseek-v3", false), total(t, "deepseek-v3", true));
 	CHECK_EQ_INT(t, active(t, "deepseek-v3", false), active(t, "deepseek-v3", true));
+	static const char *const pairs[][2] = {
+		{"qwen3-8b", "qwen3-8b"}, {"qwen3-30b-a3b", "qwen3-30b-a3b"},
+		{"gpt-oss-120b", "gpt-oss-120b"}, {"gemma3-27b", "gemma3-27b-text"},
+		{"mistral-7b", "mistral-7b"},
+	};
+	for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
+		CHECK_EQ_INT(t, total(t, pairs[i][0], false), total(t, pairs[i][1], true));
+		CHECK_EQ_INT(t, active(t, pairs[i][0], false), active(t, pairs[i][1], true));
+		struct model a, b;
+		struct model_flops fa = {0}, fb = {0};
+		if (load(t, pairs[i][0], false, &a) && load(t, pairs[i][1], true, &b)) {
+			model_flops_fwd(&a, 8192, &fa);
+			model_flops_fwd(&b, 8192, &fb);
+		}
+		CHECK_NEAR(t, fa.total, fb.total, 1e-12); /* the same windows */
+	}
 	CHECK_EQ_INT(t, total(t, "bloom-176b", false), total(t, "bloom-176b", true));
 	CHECK_EQ_INT(t, total(t, "gpt2-124m", false), total(t, "gpt2", true));
 }
@@ -725,7 +744,9 @@ static void test_list_presets(struct test_ctx *t)
 	model_list_presets(p.presets, buf, sizeof(buf));
 	const char *want[] = {"gpt3-175b", "llama2-7b", "llama2-13b", "llama2-70b", "llama-65b",
 			      "llama3-8b", "llama3-70b", "llama3.1-405b", "mixtral-8x7b",
-			      "deepseek-v3", "bloom-176b", "megatron-1t", "gpt2-124m", "tiny"};
+			      "deepseek-v3", "bloom-176b", "megatron-1t", "gpt2-124m", "tiny",
+			      "qwen3-8b", "qwen3-32b", "qwen3-30b-a3b", "qwen3-235b-a22b",
+			      "gpt-oss-20b", "gpt-oss-120b", "mistral-7b", "gemma3-27b"};
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
 		CHECK_STR_CONTAINS(t, buf, want[i]);
 		struct model m;
