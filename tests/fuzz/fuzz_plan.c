@@ -1,5 +1,6 @@
 /* Fuzz target: the plan builder fed with fuzzed but parseable jobs. Byte 0 picks the model
- * (tiny, tiny-moe), byte 1 the GPU count (1, 2, 4, 8), the rest is our strategy JSON. Every
+ * (tiny, tiny-moe, or tiny with sliding windows on alternate layers, q/k norms and sinks),
+ * byte 1 the GPU count (1, 2, 4, 8), the rest is our strategy JSON. Every
  * role's plan must build (or be refused with an error) and pass the memory walk, without a
  * crash, overflow or runaway. */
 #include <stdint.h>
@@ -15,7 +16,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	static const char *const models[] = {"tiny", "tiny-moe"};
 	static const int64_t gpus[] = {1, 2, 4, 8};
-	const char *model = models[data[0] % 2];
+	const char *model = models[data[0] % 3 % 2];
+	bool windowed = data[0] % 3 == 2;
 	int64_t n = gpus[data[1] % 4];
 	char path[128];
 	if (!fuzz_write_file("plan", data + 2, size - 2, path, sizeof(path)))
@@ -24,7 +26,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				.data_dir = TWIN_SOURCE_DIR};
 	struct job *j = TW_NEW(struct job);
 	struct tw_err err = {0};
-	if (job_load(&in, j, &err) == TW_OK) {
+	enum tw_result rc = job_load(&in, j, &err);
+	if (rc == TW_OK && windowed) {
+		j->model.sliding_window = 32, j->model.full_every = 2, j->model.full_first = 1;
+		j->model.qk_norm = j->model.attn_sinks = true;
+		rc = model_validate(&j->model, "tiny", &err);
+	}
+	if (rc == TW_OK) {
 		int64_t reps[64], weights[64];
 		int64_t nroles = plan_roles(j, reps, weights, 64);
 		for (int64_t i = 0; i < nroles && i < 64; i++) {
