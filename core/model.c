@@ -778,23 +778,26 @@ static enum tw_result hf_no_mlp_only_layers(const struct json_ctx *c, const cJSO
 }
 
 /* Which layers attend through a window, from HF's layer_types ("sliding_attention" /
- * "full_attention" per layer): all, none, or a period with one full layer (the smallest p and
- * phase r with full exactly where l % p == r). */
+ * "full_attention" per layer): all, none, or full exactly where l % p == r. Only one period
+ * can fit: the gap between the first two full layers (one full layer alone: the smallest p
+ * that puts no other layer on its phase), checked in one pass. */
 static enum tw_result hf_layer_types(const struct json_ctx *c, const cJSON *lt, struct model *m)
 {
 	int n = cJSON_GetArraySize(lt);
 	if (!cJSON_IsArray(lt) || n != m->layers)
 		return json_fail(c, "layer_types", "must be a list of num_hidden_layers (%lld) names",
 				 (long long)m->layers);
-	int first_full = -1, fulls = 0;
-	for (int i = 0; i < n; i++) {
-		const char *t = cJSON_GetStringValue(cJSON_GetArrayItem(lt, i));
+	int first = -1, second = -1, fulls = 0, i = 0;
+	for (const cJSON *it = lt->child; it; it = it->next, i++) {
+		const char *t = cJSON_GetStringValue(it);
 		bool full = t && !strcmp(t, "full_attention");
 		if (!full && !(t && !strcmp(t, "sliding_attention")))
 			return json_fail(c, "layer_types", "item %d: must be \"sliding_attention\" or "
 							   "\"full_attention\"", i);
 		if (full && fulls++ == 0)
-			first_full = i;
+			first = i;
+		else if (full && fulls == 2)
+			second = i;
 	}
 	if (fulls == n) { /* no layer uses the window */
 		m->sliding_window = 0;
@@ -802,26 +805,23 @@ static enum tw_result hf_layer_types(const struct json_ctx *c, const cJSON *lt, 
 	}
 	if (fulls == 0)
 		return TW_OK; /* every layer windowed */
-	for (int p = first_full + 1; p <= n; p++) {
-		bool ok = p >= 2;
-		for (int i = 0; i < n && ok; i++) {
-			const char *t = cJSON_GetStringValue(cJSON_GetArrayItem(lt, i));
-			ok = !strcmp(t, "full_attention") == (i % p == first_full);
-		}
-		if (ok) {
-			m->full_every = p;
-			m->full_first = first_full;
-			return TW_OK;
-		}
-	}
-	return json_fail(c, "layer_types", "full attention must recur every p-th layer "
-					   "(twin models a periodic pattern)");
+	int p = second >= 0 ? second - first : (first + 1 > n - first ? first + 1 : n - first);
+	bool ok = p >= 2 && first < p;
+	i = 0;
+	for (const cJSON *it = lt->child; it && ok; it = it->next, i++)
+		ok = !strcmp(cJSON_GetStringValue(it), "full_attention") == (i % p == first);
+	if (!ok)
+		return json_fail(c, "layer_types", "full attention must recur every p-th layer "
+						   "(twin models a periodic pattern)");
+	m->full_every = p;
+	m->full_first = first;
+	return TW_OK;
 }
 
-/* Sliding-window attention: sliding_window (null: none; dflt when absent), gated by
- * use_sliding_window where the family has it (Qwen: the window runs on layers from
- * max_window_layers on), with the layers from layer_types, Gemma 3's sliding_window_pattern
- * (the last of each run of p is global) or every_default (0: all layers). */
+/* Sliding-window attention: sliding_window (null: none; dflt when absent) on the layers
+ * layer_types lists, else, where the family gates it, when use_sliding_window (Qwen: on the
+ * layers from max_window_layers on), else by Gemma 3's sliding_window_pattern (the last of each
+ * run of p is global) or every_default (0: all layers). */
 static enum tw_result hf_window(const struct json_ctx *c, const cJSON *o, int64_t dflt,
 				bool gated, int64_t every_default, struct model *m)
 {
@@ -829,13 +829,14 @@ static enum tw_result hf_window(const struct json_ctx *c, const cJSON *o, int64_
 	if (gated)
 		TW_CHECK(hf_bool(c, o, "use_sliding_window", false, &use));
 	const cJSON *sw = cJSON_GetObjectItemCaseSensitive(o, "sliding_window");
-	if (!use || (sw && cJSON_IsNull(sw)))
+	const cJSON *lt = cJSON_GetObjectItemCaseSensitive(o, "layer_types");
+	bool listed = lt && !cJSON_IsNull(lt); /* a saved list decides, as transformers reads it */
+	if ((!use && !listed) || (sw && cJSON_IsNull(sw)))
 		return TW_OK;
 	TW_CHECK(hf_int(c, o, NAMES("sliding_window"), dflt, 0, &m->sliding_window));
 	if (m->sliding_window == 0)
 		return TW_OK;
-	const cJSON *lt = cJSON_GetObjectItemCaseSensitive(o, "layer_types");
-	if (lt && !cJSON_IsNull(lt))
+	if (listed)
 		return hf_layer_types(c, lt, m);
 	if (gated) {
 		int64_t from = 0;

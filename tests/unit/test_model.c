@@ -683,6 +683,18 @@ static void test_hf_layer_types(struct test_ctx *t)
 		 "\"full_attention\",\"sliding_attention\",\"sliding_attention\",\"sliding_attention\"]",
 		 0, 0, 0, "layer_types: item 1: must be"},
 		{",\"sliding_window\":64,\"use_sliding_window\":false", 0, 0, 0, NULL},
+		/* one global layer: the shortest period that puts no other layer on it */
+		{",\"sliding_window\":64,\"layer_types\":[\"sliding_attention\",\"sliding_attention\","
+		 "\"full_attention\",\"sliding_attention\",\"sliding_attention\",\"sliding_attention\"]",
+		 64, 4, 2, NULL},
+		/* a saved list decides even with use_sliding_window false, as transformers reads it */
+		{",\"use_sliding_window\":false,\"sliding_window\":64,\"layer_types\":["
+		 "\"sliding_attention\",\"full_attention\",\"sliding_attention\",\"full_attention\","
+		 "\"sliding_attention\",\"full_attention\"]",
+		 64, 2, 1, NULL},
+		{",\"sliding_window\":null,\"layer_types\":[\"sliding_attention\",\"full_attention\","
+		 "\"sliding_attention\",\"full_attention\",\"sliding_attention\",\"full_attention\"]",
+		 0, 0, 0, NULL},
 		{",\"sliding_window\":64,\"use_sliding_window\":true,\"max_window_layers\":0", 64, 0, 0,
 		 NULL},
 		{",\"sliding_window\":64,\"use_sliding_window\":true,\"max_window_layers\":6", 0, 0, 0,
