@@ -303,9 +303,9 @@ static int torch_softmax(const struct pb *b, int64_t heads, int64_t sq, int64_t 
 /* Fused attention. Forward: 2*b*heads*s_q*s_kv*(d_qk + d_v) FLOPs (QK^T and AV; MLA's value
  * heads are narrower than its query-key heads), halved when causal. Backward: 2x forward,
  * and 2.5x with flash attention (it recomputes QK^T). A sliding window keeps its share of the
- * sequence's pairs (model_attn_frac; a context-parallel round or a query slice takes the
- * whole sequence's share): flash kernels skip the blocks outside it, unfused attention
- * computes the whole score matrix and masks it (sim/compute.c). */
+ * sequence's pairs (model_attn_frac; with context parallelism only Ulysses, which keeps whole
+ * sequences, runs windows: core/strategy.c): flash kernels skip the blocks outside it,
+ * unfused attention computes the whole score matrix and masks it (sim/compute.c). */
 static uint32_t attn(struct pb *b, const char *name, int64_t heads, int64_t sq, int64_t skv,
 		     bool bwd)
 {

@@ -1213,6 +1213,15 @@ static enum tw_result check_model(struct strat_rd *r)
 			     " must be divisible by 2 x cp (ring attention splits the sequence into "
 			     "2 x cp chunks)",
 			     s->cp, seq);
+	/* Transformer Engine's ring (its p2p cp_comm_type) refuses sliding windows; its all-to-all
+	 * runs them, and PyTorch's ring attention (SDPA) has no window */
+	if (s->cp > 1 && s->cp_kind == STRAT_CP_RING && model_windowed_layers(m) > 0 &&
+	    m->sliding_window < seq)
+		return sfail(r, "cp_kind",
+			     "strategy.cp_kind=ring: ring attention does not run %s's sliding window (%" PRId64
+			     " tokens; Transformer Engine's p2p context parallelism refuses it): "
+			     "use cp_kind ulysses (its a2a)",
+			     mn, m->sliding_window);
 	if (s->cp > 1 && s->cp_kind == STRAT_CP_ULYSSES) {
 		if (seq % s->cp)
 			return sfail(r, "cp",

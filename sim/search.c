@@ -149,6 +149,11 @@ static void cand_sets(const struct job *base, const struct search_space *sp, str
 		add_set(c, "expert_tp=%lld", (long long)c->etp);
 	if (c->cp > 1)
 		add_set(c, "cp=%lld", (long long)c->cp);
+	/* ring attention runs no sliding window (core/strategy.c): a windowed model's candidates
+	 * split their sequence with the all-to-all */
+	int64_t seq = sp->seq > 0 ? sp->seq : base->model.seq_len;
+	if (c->cp > 1 && model_windowed_layers(&base->model) > 0 && base->model.sliding_window < seq)
+		add_set(c, "cp_kind=ulysses");
 	add_set(c, "recompute=%s", strat_recompute_name(c->recompute));
 	if (c->rc_modules) { /* recompute_modules=["core_attn",...] from the bits */
 		char v[64] = "";

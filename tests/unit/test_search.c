@@ -445,7 +445,7 @@ static void test_expert_parallel(struct test_ctx *T)
 
 /* Context parallelism (Megatron ring attention) is tried from SEARCH_CP_MIN_SEQ tokens: at
  * 32k tokens a cp > 1 candidate fits and ranks; at 4k it is not tried;
- * cp= pins; a cp the sequence cannot take is refused. */
+ * cp= pins; a cp the sequence cannot take is refused; a windowed model splits by all-to-all. */
 static void test_context_parallel(struct test_ctx *T)
 {
 	struct job *base = load_base("llama3-8b", "dgx-h100", 16);
@@ -483,6 +483,22 @@ static void test_context_parallel(struct test_ctx *T)
 	sp.nsets = 0;
 	sp.seq = 4096; /* short: not tried */
 	expect_all(T, base, &sp, NULL, 0, offsetof(struct search_cand, cp), 1, false);
+	/* sliding windows: ring attention refuses them, so the candidates that split the
+	 * sequence take the all-to-all */
+	base->model.sliding_window = 4096, base->model.full_every = 4, base->model.full_first = 3;
+	sp.seq = 32768;
+	CHECK_EQ_INT(T, search_run(base, &sp, &r, &err), TW_OK);
+	with_cp = 0;
+	for (int i = 0; i < r.ntop; i++) {
+		struct job *j = TW_NEW(struct job);
+		if (r.top[i].cp > 1 && search_job(base, &sp, &r.top[i], j, &err) == TW_OK) {
+			with_cp++;
+			CHECK(T, j->strat.cp_kind == STRAT_CP_ULYSSES);
+		}
+		free(j);
+	}
+	CHECK(T, with_cp > 0);
+	search_result_release(&r);
 	free(base);
 }
 
