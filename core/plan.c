@@ -54,6 +54,14 @@ double plan_torch_softmax_bytes(const struct plan_op *op)
 	return scores * (bwd ? 35.0 : 33.0);
 }
 
+double plan_attn_share(const struct job *j, const struct plan_op *op)
+{
+	if (!j->strat.flash_attention || op->layer < 0)
+		return 0.5;
+	int64_t seq = j->seq > 0 ? j->seq : j->model.seq_len;
+	return model_attn_frac(&j->model, op->layer, seq);
+}
+
 void plan_release(struct plan *p)
 {
 	if (!p)

@@ -20,6 +20,7 @@
  * span from the op's first kernel start to its last kernel end. */
 #include "../backend.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -442,10 +443,12 @@ static enum tw_result compute(struct cu *c, const struct plan_op *op, cudaStream
 			     (op->u.compute.heads > 0 ? op->u.compute.heads : 1);
 		int64_t sq = op->u.compute.s_q, skv = op->u.compute.s_kv, d = op->u.compute.head_dim;
 		int64_t dv = op->u.compute.head_dim_v > 0 ? op->u.compute.head_dim_v : d;
-		/* GEMMs alternately QK^T and PV, their mean FLOPs each */
-		double per = (double)bh * (double)sq * (double)skv * (double)(d + dv);
-		if (op->u.compute.causal)
-			per *= 0.5;
+		/* GEMMs alternately QK^T and PV, their mean FLOPs each; a sliding window's band of
+		 * keys is as wide, against its share, as the causal square against its half */
+		double share = op->u.compute.causal ? plan_attn_share(c->env->job, op) : 1.0;
+		double per = (double)bh * (double)sq * (double)skv * (double)(d + dv) * share;
+		if (share < 0.5)
+			skv = llround(2.0 * share * (double)skv) > 1 ? llround(2.0 * share * (double)skv) : 1;
 		long ngemm = per > 0 ? (long)(op->u.compute.flops / per + 0.5) : 2;
 		if (ngemm < 2)
 			ngemm = 2;

@@ -825,14 +825,31 @@ static void test_sliding_window_plan(struct test_ctx *t)
 	double windowed = want_attn_fwd(j);
 	m->sliding_window = 0, m->full_every = 0, m->full_first = 0;
 	CHECK_NEAR(t, windowed / want_attn_fwd(j), (0.75 * 0.25 * 0.875 + 0.25 * 0.5) / 0.5, 1e-12);
+	/* the executors' share: the windowed layers' with flash, the causal half on a global layer */
+	m->sliding_window = j->seq / 4, m->full_every = 4, m->full_first = 3;
+	CHECK(t, build(j, 0, &p));
+	int seen = 0;
+	for (size_t i = 0; i < p.nops; i++) {
+		const struct plan_op *o = &p.ops[i];
+		if (o->kind != PLAN_COMPUTE || o->u.compute.kernel != PLAN_K_ATTN)
+			continue;
+		CHECK_NEAR(t, plan_attn_share(j, o), o->layer % 4 == 3 ? 0.5 : 0.25 * 0.875, 1e-12);
+		seen++;
+	}
+	CHECK(t, seen > 0);
+	plan_release(&p);
 	/* unfused: the op carries the causal half of the whole matrix whatever the window */
 	j->strat.flash_attention = false;
+	m->sliding_window = 0, m->full_every = 0, m->full_first = 0;
 	CHECK(t, build(j, 0, &p));
 	double causal = sum_fwd(&p, "attn", false);
 	plan_release(&p);
 	m->sliding_window = j->seq / 4, m->full_every = 4, m->full_first = 3;
 	CHECK(t, build(j, 0, &p));
 	CHECK_NEAR(t, sum_fwd(&p, "attn", false), causal, 1e-12);
+	for (size_t i = 0; i < p.nops; i++)
+		if (p.ops[i].kind == PLAN_COMPUTE && p.ops[i].u.compute.kernel == PLAN_K_ATTN)
+			CHECK_NEAR(t, plan_attn_share(j, &p.ops[i]), 0.5, 1e-12);
 	plan_release(&p);
 	free(j);
 }
