@@ -1,7 +1,9 @@
-/* plan — names of the plan's enums, and the storage of a plan (ops, deps, names). */
+/* plan — names of the plan's enums, the storage of a plan (ops, deps, names), and what the
+ * executors read from an op. */
 #include "plan.h"
 #include "plan_int.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,12 +56,16 @@ double plan_torch_softmax_bytes(const struct plan_op *op)
 	return scores * (bwd ? 35.0 : 33.0);
 }
 
-double plan_attn_share(const struct job *j, const struct plan_op *op)
+int64_t plan_attn_band(const struct job *j, const struct plan_op *op, double *share)
 {
-	if (!j->strat.flash_attention || op->layer < 0)
-		return 0.5;
-	int64_t seq = j->seq > 0 ? j->seq : j->model.seq_len;
-	return model_attn_frac(&j->model, op->layer, seq);
+	int64_t skv = op->u.compute.s_kv, seq = j->seq > 0 ? j->seq : j->model.seq_len;
+	*share = !op->u.compute.causal ? 1.0
+		 : !j->strat.flash_attention || op->layer < 0 ? 0.5
+							    : model_attn_frac(&j->model, op->layer, seq);
+	if (*share >= 0.5)
+		return skv;
+	int64_t band = llround(2.0 * *share * (double)skv);
+	return band > 1 ? band : 1;
 }
 
 void plan_release(struct plan *p)

@@ -253,10 +253,11 @@ enum {
  * scales them, adds the mask, softmaxes into fp32 and casts back before P·V reads them: 24
  * (11 more), backward 26 (none more); 0 for any other op. */
 double plan_torch_softmax_bytes(const struct plan_op *op);
-/* The share of an attention op's s_q x s_kv query-key pairs its kernel computes: 1/2 causal,
- * less for a flash kernel over a sliding window (model_attn_frac of the op's layer); the
- * executors run a band of keys that wide. */
-double plan_attn_share(const struct job *j, const struct plan_op *op);
+/* The share of an attention op's s_q x s_kv query-key pairs its kernel computes (1/2 causal,
+ * less for a flash kernel over a sliding window: model_attn_frac of the op's layer; 1 without
+ * a mask) into *share, and the keys the executors' GEMMs span for it: s_kv, or a band as wide
+ * against the window's share as the causal square against its half. */
+int64_t plan_attn_band(const struct job *j, const struct plan_op *op, double *share);
 
 const char *plan_kind_name(enum plan_kind k);
 const char *plan_stream_name(enum plan_stream s);

@@ -199,10 +199,10 @@ static void attention(struct host *h, const struct plan_op *op)
 	/* GEMMs that make up the op's FLOPs, alternately QK^T and PV (their mean FLOPs each): 2
 	 * forward, 4 backward; a sliding window's band of keys is as wide, against its share, as
 	 * the causal square against its half */
-	double share = op->u.compute.causal ? plan_attn_share(h->env->job, op) : 1.0;
+	double share;
+	int64_t band = plan_attn_band(h->env->job, op, &share);
 	double per = (double)bh * (double)sq * (double)skv * (double)(d + dv) * share;
-	if (share < 0.5)
-		skv = llround(2.0 * share * (double)skv) > 1 ? llround(2.0 * share * (double)skv) : 1;
+	skv = band;
 	long ngemm = per > 0 ? lround(op->u.compute.flops / per) : 2;
 	if (ngemm < 2)
 		ngemm = 2;

@@ -445,10 +445,10 @@ static enum tw_result compute(struct cu *c, const struct plan_op *op, cudaStream
 		int64_t dv = op->u.compute.head_dim_v > 0 ? op->u.compute.head_dim_v : d;
 		/* GEMMs alternately QK^T and PV, their mean FLOPs each; a sliding window's band of
 		 * keys is as wide, against its share, as the causal square against its half */
-		double share = op->u.compute.causal ? plan_attn_share(c->env->job, op) : 1.0;
+			double share;
+		int64_t band = plan_attn_band(c->env->job, op, &share);
 		double per = (double)bh * (double)sq * (double)skv * (double)(d + dv) * share;
-		if (share < 0.5)
-			skv = llround(2.0 * share * (double)skv) > 1 ? llround(2.0 * share * (double)skv) : 1;
+		skv = band;
 		long ngemm = per > 0 ? (long)(op->u.compute.flops / per + 0.5) : 2;
 		if (ngemm < 2)
 			ngemm = 2;

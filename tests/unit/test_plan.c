@@ -825,7 +825,8 @@ static void test_sliding_window_plan(struct test_ctx *t)
 	double windowed = want_attn_fwd(j);
 	m->sliding_window = 0, m->full_every = 0, m->full_first = 0;
 	CHECK_NEAR(t, windowed / want_attn_fwd(j), (0.75 * 0.25 * 0.875 + 0.25 * 0.5) / 0.5, 1e-12);
-	/* the executors' share: the windowed layers' with flash, the causal half on a global layer */
+	/* the executors' share: the windowed layers' with flash, the causal half on a global layer, and the band of keys the
+	 * executors run */
 	m->sliding_window = j->seq / 4, m->full_every = 4, m->full_first = 3;
 	CHECK(t, build(j, 0, &p));
 	int seen = 0;
@@ -833,7 +834,12 @@ static void test_sliding_window_plan(struct test_ctx *t)
 		const struct plan_op *o = &p.ops[i];
 		if (o->kind != PLAN_COMPUTE || o->u.compute.kernel != PLAN_K_ATTN)
 			continue;
-		CHECK_NEAR(t, plan_attn_share(j, o), o->layer % 4 == 3 ? 0.5 : 0.25 * 0.875, 1e-12);
+		double share;
+		int64_t band = plan_attn_band(j, o, &share);
+		bool global = o->layer % 4 == 3;
+		CHECK_NEAR(t, share, global ? 0.5 : 0.25 * 0.875, 1e-12);
+		/* the band: the causal square's width, or 2 x 0.21875 of it */
+		CHECK_EQ_INT(t, band, global ? o->u.compute.s_kv : llround(0.4375 * (double)o->u.compute.s_kv));
 		seen++;
 	}
 	CHECK(t, seen > 0);
@@ -848,8 +854,11 @@ static void test_sliding_window_plan(struct test_ctx *t)
 	CHECK(t, build(j, 0, &p));
 	CHECK_NEAR(t, sum_fwd(&p, "attn", false), causal, 1e-12);
 	for (size_t i = 0; i < p.nops; i++)
-		if (p.ops[i].kind == PLAN_COMPUTE && p.ops[i].u.compute.kernel == PLAN_K_ATTN)
-			CHECK_NEAR(t, plan_attn_share(j, &p.ops[i]), 0.5, 1e-12);
+		if (p.ops[i].kind == PLAN_COMPUTE && p.ops[i].u.compute.kernel == PLAN_K_ATTN) {
+			double share;
+			CHECK_EQ_INT(t, plan_attn_band(j, &p.ops[i], &share), p.ops[i].u.compute.s_kv);
+			CHECK_NEAR(t, share, 0.5, 1e-12);
+		}
 	plan_release(&p);
 	free(j);
 }
