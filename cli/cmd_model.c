@@ -89,13 +89,14 @@ static void print_text(const struct model *m, const struct model_params *p,
 		       (long long)m->q_lora_rank, (long long)m->kv_lora_rank,
 		       (long long)m->qk_nope_head_dim, (long long)m->qk_rope_head_dim,
 		       (long long)m->v_head_dim);
-	if (m->sliding_window > 0 || m->qk_norm || m->attn_sinks) {
+	if (m->sliding_window > 0 || m->attn_chunk > 0 || m->qk_norm || m->attn_sinks) {
 		printf("attention   ");
 		const char *sep = " ";
-		if (m->sliding_window > 0) {
-			printf(" sliding window %lld tokens on %lld of %lld layers",
-			       (long long)m->sliding_window, (long long)model_windowed_layers(m),
-			       (long long)m->layers);
+		if (m->sliding_window > 0 || m->attn_chunk > 0) {
+			printf(" %s %lld tokens on %lld of %lld layers",
+			       m->attn_chunk > 0 ? "chunks of" : "sliding window",
+			       (long long)(m->attn_chunk > 0 ? m->attn_chunk : m->sliding_window),
+			       (long long)model_local_layers(m), (long long)m->layers);
 			if (m->full_every > 0)
 				printf(" (full attention where layer %% %lld == %lld)",
 				       (long long)m->full_every, (long long)m->full_first);
@@ -128,7 +129,7 @@ static void print_text(const struct model *m, const struct model_params *p,
 	printf("  %-12s %21s  (%s per token)\n", "active", tw_fmt_thousands(p->active, b, sizeof(b)),
 	       short_count((double)p->active, s, sizeof(s)));
 	printf("\nFLOPs per token, forward (seq %lld, causal attention = half of s x s%s)\n",
-	       (long long)seq, m->sliding_window > 0 ? ", less in a window" : "");
+	       (long long)seq, m->sliding_window > 0 || m->attn_chunk > 0 ? ", less when local" : "");
 	printf("  %-16s %12.4g\n", "attention linear", f->attn_linear);
 	printf("  %-16s %12.4g\n", "attention core", f->attn_core);
 	printf("  %-16s %12.4g\n", model_is_moe(m) ? "mlp (dense)" : "mlp", f->mlp);

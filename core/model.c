@@ -4,6 +4,7 @@
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -203,17 +204,22 @@ void model_count(const struct model *m, struct model_params *out)
 
 /* ---- sliding windows ------------------------------------------------------------------------ */
 
-bool model_layer_windowed(const struct model *m, int64_t layer)
+static bool has_local(const struct model *m)
 {
-	if (m->sliding_window <= 0)
+	return m->sliding_window > 0 || m->attn_chunk > 0;
+}
+
+bool model_layer_local(const struct model *m, int64_t layer)
+{
+	if (!has_local(m))
 		return false;
 	return !(m->full_every > 0 && layer % m->full_every == m->full_first);
 }
 
 /* closed form, as moe_layer_count: layers l < L with l % p == r number (L - 1 - r) / p + 1 */
-int64_t model_windowed_layers(const struct model *m)
+int64_t model_local_layers(const struct model *m)
 {
-	if (m->sliding_window <= 0 || m->layers <= 0)
+	if (!has_local(m) || m->layers <= 0)
 		return 0;
 	int64_t p = m->full_every, r = m->full_first;
 	if (p <= 0)
@@ -230,10 +236,26 @@ static double window_frac(double s, double w)
 	return w / s * (1.0 - w / (2.0 * s));
 }
 
+/* Chunks of c: each holds c^2 / 2 pairs (the same continuous form), a last partial chunk of
+ * r tokens r^2 / 2. */
+static double chunk_frac(double s, double c)
+{
+	if (c <= 0 || c >= s)
+		return 0.5;
+	double q = floor(s / c), r = s - q * c;
+	return (q * c * c + r * r) / (2.0 * s * s);
+}
+
+/* the share of a local layer */
+static double local_frac(const struct model *m, double s)
+{
+	return m->attn_chunk > 0 ? chunk_frac(s, (double)m->attn_chunk)
+				 : window_frac(s, (double)m->sliding_window);
+}
+
 double model_attn_frac(const struct model *m, int64_t layer, int64_t seq)
 {
-	return model_layer_windowed(m, layer) ? window_frac((double)seq, (double)m->sliding_window)
-					      : 0.5;
+	return model_layer_local(m, layer) ? local_frac(m, (double)seq) : 0.5;
 }
 
 /* ---- FLOPs --------------------------------------------------------------------------------- */
@@ -247,7 +269,7 @@ void model_flops_fwd(const struct model *m, int64_t seq, struct model_flops *out
 	/* a GEMM with a k x n weight costs 2 k n FLOPs per token (multiply + add) */
 	out->attn_linear = L * 2.0 * (double)attn_matrices(m, &a);
 	/* Q K^T and A V: 2 s d each per head per token for the full s x s; causal halves it, a
-	 * sliding window keeps the share window_frac of it */
+	 * local layer keeps its share (a window's, a chunk's) */
 	double dqk, dv;
 	if (is_mla(m)) {
 		dqk = (double)(m->qk_nope_head_dim + m->qk_rope_head_dim);
@@ -255,8 +277,8 @@ void model_flops_fwd(const struct model *m, int64_t seq, struct model_flops *out
 	} else {
 		dqk = dv = (double)m->head_dim;
 	}
-	double nwin = (double)model_windowed_layers(m);
-	double pairs = (L - nwin) * 0.5 + nwin * window_frac(s, (double)m->sliding_window);
+	double nloc = (double)model_local_layers(m);
+	double pairs = (L - nloc) * 0.5 + nloc * local_frac(m, s);
 	out->attn_core = pairs * (double)m->heads * (2.0 * s * dqk + 2.0 * s * dv);
 	out->mlp = n_dense * 2.0 * (double)mlp_matrices(m, m->ffn_hidden, &a);
 	if (model_is_moe(m)) {
@@ -348,12 +370,15 @@ enum tw_result model_validate(const struct model *m, const char *file, struct tw
 		return bad(err, file, "max_position", "only a learned position table has rows");
 	TW_CHECK(in_range(err, file, "norms_per_layer", m->norms_per_layer, 0, 4));
 	TW_CHECK(in_range(err, file, "sliding_window", m->sliding_window, 0, D));
+	TW_CHECK(in_range(err, file, "attention_chunk", m->attn_chunk, 0, D));
+	if (m->sliding_window > 0 && m->attn_chunk > 0)
+		return bad(err, file, "attention_chunk", "a layer is local by a window or by chunks, not both");
 	TW_CHECK(in_range(err, file, "full_attention_every", m->full_every, 0, m->layers));
-	if ((m->full_every > 0 || m->full_first > 0) && m->sliding_window == 0)
-		return bad(err, file, "full_attention_every", "needs sliding_window > 0");
+	if ((m->full_every > 0 || m->full_first > 0) && !has_local(m))
+		return bad(err, file, "full_attention_every", "needs sliding_window or attention_chunk");
 	if (m->full_every == 1)
 		return bad(err, file, "full_attention_every",
-			   "1 makes every layer full attention; leave sliding_window out instead");
+			   "1 makes every layer full attention; leave the local attention out instead");
 	if (m->full_every > 0)
 		TW_CHECK(in_range(err, file, "full_attention_first", m->full_first, 0, m->full_every - 1));
 	else if (m->full_first != 0)
@@ -426,7 +451,7 @@ static const char *const schema_keys[] = {
 	"moe_layer_freq", "router_bias", "router_groups", "router_group_topk", "shared_expert_gate",
 	"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
 	"hidden_dropout", "attention_dropout", "sliding_window", "full_attention_every",
-	"full_attention_first", "qk_norm", "attention_sinks", NULL};
+	"full_attention_first", "attention_chunk", "qk_norm", "attention_sinks", NULL};
 
 static enum tw_result need(const struct json_ctx *c, const cJSON *obj, const char *key,
 			   int64_t *out)
@@ -542,6 +567,7 @@ enum tw_result model_from_json(const struct cJSON *obj, const char *file, struct
 	m.dropout_given = hd || ad;
 
 	TW_CHECK(opt_int(&c, obj, "sliding_window", 1, &m.sliding_window));
+	TW_CHECK(opt_int(&c, obj, "attention_chunk", 1, &m.attn_chunk));
 	TW_CHECK(opt_int(&c, obj, "full_attention_every", 2, &m.full_every));
 	/* the last layer of each run by default (Gemma 3, GPT-OSS) */
 	m.full_first = m.full_every > 0 ? m.full_every - 1 : 0;
@@ -632,8 +658,11 @@ struct cJSON *model_to_json(const struct model *m)
 	if (m->proj_dim)
 		NUM("proj_dim", m->proj_dim);
 	BOOL("final_norm", !m->no_final_norm);
-	if (m->sliding_window > 0) {
-		NUM("sliding_window", m->sliding_window);
+	if (m->sliding_window > 0 || m->attn_chunk > 0) {
+		if (m->sliding_window > 0)
+			NUM("sliding_window", m->sliding_window);
+		else
+			NUM("attention_chunk", m->attn_chunk);
 		if (m->full_every > 0) {
 			NUM("full_attention_every", m->full_every);
 			NUM("full_attention_first", m->full_first);
@@ -777,42 +806,54 @@ static enum tw_result hf_no_mlp_only_layers(const struct json_ctx *c, const cJSO
 	return TW_OK;
 }
 
-/* Which layers attend through a window, from HF's layer_types ("sliding_attention" /
- * "full_attention" per layer): all, none, or full exactly where l % p == r. Only one period
- * can fit: the gap between the first two full layers (one full layer alone: the smallest p
- * that puts no other layer on its phase), checked in one pass. */
-static enum tw_result hf_layer_types(const struct json_ctx *c, const cJSON *lt, struct model *m)
+/* layer_types' item: 1 full attention, 0 local, -1 neither */
+static int full_of_type(const cJSON *it)
+{
+	const char *t = cJSON_GetStringValue(it);
+	return !t ? -1 : !strcmp(t, "full_attention") ? 1 : !strcmp(t, "sliding_attention") ? 0 : -1;
+}
+
+/* no_rope_layers' item (Llama 4): 0 a NoPE layer with full attention, 1 a chunked RoPE layer */
+static int full_of_rope_flag(const cJSON *it)
+{
+	return !cJSON_IsNumber(it) ? -1 : it->valuedouble == 0 ? 1 : it->valuedouble == 1 ? 0 : -1;
+}
+
+/* Which layers are local, from a per-layer list (HF's layer_types, Llama 4's no_rope_layers):
+ * all, none, or full exactly where l % p == r. Only one period can fit: the gap between the
+ * first two full layers (one full layer alone: the smallest p that puts no other layer on its
+ * phase), checked in one pass. */
+static enum tw_result hf_layer_list(const struct json_ctx *c, const char *key, const cJSON *lt,
+				    int (*full_of)(const cJSON *), const char *want, struct model *m)
 {
 	int n = cJSON_GetArraySize(lt);
 	if (!cJSON_IsArray(lt) || n != m->layers)
-		return json_fail(c, "layer_types", "must be a list of num_hidden_layers (%lld) names",
+		return json_fail(c, key, "must be a list of num_hidden_layers (%lld) items",
 				 (long long)m->layers);
 	int first = -1, second = -1, fulls = 0, i = 0;
 	for (const cJSON *it = lt->child; it; it = it->next, i++) {
-		const char *t = cJSON_GetStringValue(it);
-		bool full = t && !strcmp(t, "full_attention");
-		if (!full && !(t && !strcmp(t, "sliding_attention")))
-			return json_fail(c, "layer_types", "item %d: must be \"sliding_attention\" or "
-							   "\"full_attention\"", i);
+		int full = full_of(it);
+		if (full < 0)
+			return json_fail(c, key, "item %d: must be %s", i, want);
 		if (full && fulls++ == 0)
 			first = i;
 		else if (full && fulls == 2)
 			second = i;
 	}
-	if (fulls == n) { /* no layer uses the window */
-		m->sliding_window = 0;
+	if (fulls == n) { /* no layer is local */
+		m->sliding_window = m->attn_chunk = 0;
 		return TW_OK;
 	}
 	if (fulls == 0)
-		return TW_OK; /* every layer windowed */
+		return TW_OK; /* every layer local */
 	int p = second >= 0 ? second - first : (first + 1 > n - first ? first + 1 : n - first);
 	bool ok = p >= 2 && first < p;
 	i = 0;
 	for (const cJSON *it = lt->child; it && ok; it = it->next, i++)
-		ok = !strcmp(cJSON_GetStringValue(it), "full_attention") == (i % p == first);
+		ok = full_of(it) == (i % p == first);
 	if (!ok)
-		return json_fail(c, "layer_types", "full attention must recur every p-th layer "
-						   "(twin models a periodic pattern)");
+		return json_fail(c, key, "full attention must recur every p-th layer "
+					 "(twin models a periodic pattern)");
 	m->full_every = p;
 	m->full_first = first;
 	return TW_OK;
@@ -837,7 +878,8 @@ static enum tw_result hf_window(const struct json_ctx *c, const cJSON *o, int64_
 	if (m->sliding_window == 0)
 		return TW_OK;
 	if (listed)
-		return hf_layer_types(c, lt, m);
+		return hf_layer_list(c, "layer_types", lt, full_of_type,
+				     "\"sliding_attention\" or \"full_attention\"", m);
 	if (gated) {
 		int64_t from = 0;
 		TW_CHECK(hf_int(c, o, NAMES("max_window_layers"), 28, 0, &from));
@@ -957,6 +999,44 @@ static enum tw_result hf_gemma2(const struct json_ctx *c, const cJSON *o, struct
 static enum tw_result hf_gemma3_text(const struct json_ctx *c, const cJSON *o, struct model *m)
 {
 	return hf_gemma(c, o, m, true);
+}
+
+/* Llama 4's language model: chunked attention on its RoPE layers and full attention on the
+ * NoPE ones (every no_rope_layer_interval-th, the last of each run), MoE layers with one shared
+ * expert of the experts' width every interleave_moe_layer_step-th layer and dense MLPs of
+ * intermediate_size_mlp between; its q/k L2 norms have no weights */
+static enum tw_result hf_llama4_text(const struct json_ctx *c, const cJSON *o, struct model *m)
+{
+	static const struct hf_llama_defaults d = {202048, 5120, 8192, 48, 40, 8, 131072, false};
+	TW_CHECK(hf_llama_like(c, o, &d, m));
+	TW_CHECK(hf_int(c, o, NAMES("head_dim"), 128, 1, &m->head_dim));
+	m->expert_ffn_hidden = m->ffn_hidden;
+	TW_CHECK(hf_int(c, o, NAMES("intermediate_size_mlp"), 16384, 1, &m->ffn_hidden));
+	TW_CHECK(hf_int(c, o, NAMES("num_local_experts"), 16, 1, &m->experts));
+	TW_CHECK(hf_int(c, o, NAMES("num_experts_per_tok"), 1, 1, &m->top_k));
+	TW_CHECK(hf_int(c, o, NAMES("interleave_moe_layer_step"), 1, 1, &m->moe_layer_freq));
+	const cJSON *ml = cJSON_GetObjectItemCaseSensitive(o, "moe_layers");
+	if (ml && !cJSON_IsNull(ml))
+		return json_fail(c, "moe_layers", "an explicit list is not supported (twin takes "
+						  "interleave_moe_layer_step)");
+	m->shared_experts = 1;
+	m->shared_ffn_hidden = m->expert_ffn_hidden;
+	const cJSON *ch = cJSON_GetObjectItemCaseSensitive(o, "attention_chunk_size");
+	if (ch && cJSON_IsNull(ch))
+		return TW_OK;
+	TW_CHECK(hf_int(c, o, NAMES("attention_chunk_size"), 8192, 1, &m->attn_chunk));
+	/* no_rope_layers (1: RoPE and chunks, 0: NoPE and full attention), else the last of
+	 * every no_rope_layer_interval layers is NoPE */
+	const cJSON *nr = cJSON_GetObjectItemCaseSensitive(o, "no_rope_layers");
+	if (nr && !cJSON_IsNull(nr) && !(cJSON_IsArray(nr) && cJSON_GetArraySize(nr) == 0))
+		return hf_layer_list(c, "no_rope_layers", nr, full_of_rope_flag, "0 or 1", m);
+	int64_t every = 4;
+	TW_CHECK(hf_int(c, o, NAMES("no_rope_layer_interval"), 4, 1, &every));
+	if (every == 1)
+		m->attn_chunk = 0; /* every layer NoPE and global */
+	else
+		m->full_every = every, m->full_first = every - 1;
+	return TW_OK;
 }
 
 static enum tw_result hf_mixtral(const struct json_ctx *c, const cJSON *o, struct model *m)
@@ -1191,6 +1271,7 @@ static const struct hf_family hf_families[] = {
 	{"gpt_oss", "gpt_oss", hf_gpt_oss},
 	{"gemma2", "gemma2", hf_gemma2},
 	{"gemma3_text", "gemma3", hf_gemma3_text},
+	{"llama4_text", "llama4", hf_llama4_text},
 	{"deepseek_v2", "deepseek_v2", hf_deepseek_v2},
 	{"deepseek_v3", "deepseek_v3", hf_deepseek_v3},
 	{"gpt2", "gpt2", hf_gpt2},
@@ -1213,14 +1294,16 @@ static enum tw_result hf_import(const cJSON *o, const char *file, struct model *
 	for (size_t i = 0; i < N_HF_FAMILIES && !fam; i++)
 		if (!strcmp(type, hf_families[i].model_type))
 			fam = &hf_families[i];
-	if (!fam && !strcmp(type, "gemma3"))
-		return json_fail(&c, "model_type", "'gemma3' is the multimodal model: twin models its "
-				 "language model, so give its text_config (model_type gemma3_text) as the config");
+	if (!fam && (!strcmp(type, "gemma3") || !strcmp(type, "llama4")))
+		return json_fail(&c, "model_type", "'%s' is the multimodal model: twin models its "
+				 "language model, so give its text_config (model_type %s_text) as the config",
+				 type, type);
 	if (!fam)
 		return json_fail(&c, "model_type",
 				 "'%s' is not supported (supported: llama, mistral, qwen2, qwen3, phi3, "
 				 "mixtral, qwen2_moe, qwen3_moe, gpt_oss, gemma2, gemma3_text, "
-				 "deepseek_v2, deepseek_v3, gpt2, gpt_neox, falcon, bloom, opt)",
+				 "llama4_text, deepseek_v2, deepseek_v3, gpt2, gpt_neox, falcon, bloom, "
+				 "opt)",
 				 type);
 	struct model m;
 	memset(&m, 0, sizeof(m));

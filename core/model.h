@@ -58,11 +58,13 @@ struct model {
 	int64_t router_groups, router_group_topk;
 	bool shared_expert_gate;     /* Qwen2-MoE h x 1 sigmoid gate */
 
-	/* sliding-window attention (Mistral, Gemma 2 and 3, GPT-OSS): a query sees itself and the
-	 * sliding_window - 1 tokens before it; 0: every layer attends causally to all tokens.
-	 * full_every > 0 keeps full attention on the layers l with l % full_every == full_first
-	 * (Gemma 3's five local layers to one global is 6 and 5); 0: every layer is windowed */
-	int64_t sliding_window, full_every, full_first;
+	/* local attention, 0: every layer attends causally to all tokens. A sliding window
+	 * (Mistral, Gemma 2 and 3, GPT-OSS): a query sees itself and the sliding_window - 1 tokens
+	 * before it. Chunked attention (Llama 4): the sequence is cut into chunks of attn_chunk
+	 * tokens and a query sees the tokens of its chunk up to itself. full_every > 0 keeps full
+	 * attention on the layers l with l % full_every == full_first (Gemma 3's five local
+	 * layers to one global is 6 and 5); 0: every layer is local */
+	int64_t sliding_window, attn_chunk, full_every, full_first;
 	bool qk_norm;         /* RMSNorm over each query and key head (Qwen3, Gemma 3): 2 x head_dim */
 	bool attn_sinks;      /* a learned sink logit per query head (GPT-OSS): heads per layer */
 
@@ -106,11 +108,11 @@ enum tw_result model_validate(const struct model *m, const char *file, struct tw
 bool model_is_moe(const struct model *m);
 bool model_layer_is_moe(const struct model *m, int64_t layer);
 void model_count(const struct model *m, struct model_params *out);
-/* Whether layer l attends through its sliding window, and how many layers do. */
-bool model_layer_windowed(const struct model *m, int64_t layer);
-int64_t model_windowed_layers(const struct model *m);
+/* Whether layer l attends locally (a sliding window or a chunk), and how many layers do. */
+bool model_layer_local(const struct model *m, int64_t layer);
+int64_t model_local_layers(const struct model *m);
 /* The share of the s x s query-key pairs that layer l computes at sequence length seq: 1/2 for
- * causal attention, (w/s)(1 - w/2s) for a window of w < s tokens. */
+ * causal attention, (w/s)(1 - w/2s) for a window of w < s tokens, about c/2s for chunks of c. */
 double model_attn_frac(const struct model *m, int64_t layer, int64_t seq);
 
 /* Training FLOPs per token (forward + backward = 3 x forward, FMA = 2), at sequence length

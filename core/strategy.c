@@ -1215,8 +1215,8 @@ static enum tw_result check_model(struct strat_rd *r)
 			     s->cp, seq);
 	/* Transformer Engine's ring (its p2p cp_comm_type) refuses sliding windows; its all-to-all
 	 * runs them, and PyTorch's ring attention (SDPA) has no window */
-	if (s->cp > 1 && s->cp_kind == STRAT_CP_RING && model_windowed_layers(m) > 0 &&
-	    m->sliding_window < seq)
+	if (s->cp > 1 && s->cp_kind == STRAT_CP_RING && m->sliding_window > 0 &&
+	    model_local_layers(m) > 0 && m->sliding_window < seq)
 		return sfail(r, "cp_kind",
 			     "strategy.cp_kind=ring: ring attention does not run %s's sliding window (%" PRId64
 			     " tokens; Transformer Engine's p2p context parallelism refuses it): "

@@ -152,7 +152,8 @@ static void cand_sets(const struct job *base, const struct search_space *sp, str
 	/* ring attention runs no sliding window (core/strategy.c): a windowed model's candidates
 	 * split their sequence with the all-to-all */
 	int64_t seq = sp->seq > 0 ? sp->seq : base->model.seq_len;
-	if (c->cp > 1 && model_windowed_layers(&base->model) > 0 && base->model.sliding_window < seq)
+	const struct model *m = &base->model;
+	if (c->cp > 1 && m->sliding_window > 0 && model_local_layers(m) > 0 && m->sliding_window < seq)
 		add_set(c, "cp_kind=ulysses");
 	add_set(c, "recompute=%s", strat_recompute_name(c->recompute));
 	if (c->rc_modules) { /* recompute_modules=["core_attn",...] from the bits */

@@ -468,7 +468,7 @@ static void test_schema_errors(struct test_ctx *t)
 		 "m.json: max_position: only allowed with"},
 		{"{\"layers\":2,\"hidden\":64,\"heads\":4,\"ffn_hidden\":8,\"vocab\":100,\"seq_len\":16,"
 		 "\"full_attention_every\":2}",
-		 "m.json: full_attention_every: needs sliding_window > 0"},
+		 "m.json: full_attention_every: needs sliding_window or attention_chunk"},
 		{"{\"layers\":2,\"hidden\":64,\"heads\":4,\"ffn_hidden\":8,\"vocab\":100,\"seq_len\":16,"
 		 "\"sliding_window\":8,\"full_attention_first\":1}",
 		 "m.json: full_attention_first: needs full_attention_every"},
@@ -607,15 +607,39 @@ static void test_hf_newer_families(struct test_ctx *t)
 	/* Phi-3-mini: V 32064 in and out, 4 h^2 attention and 3 h f MLP a layer, 65 norms */
 	CHECK_EQ_INT(t, total(t, "phi3-mini-4k", true),
 		     2LL * 32064 * 3072 + 32LL * (4LL * 3072 * 3072 + 3LL * 3072 * 8192) + 65LL * 3072);
+	/* Llama 4 Scout's language model: 48 MoE layers of 16 experts and a shared one, all
+	 * 8192 wide; chunks of 8192 on the RoPE layers, the NoPE ones (every 4th) global */
+	if (load(t, "llama4-scout-text", true, &m)) {
+		model_count(&m, &p);
+		CHECK_EQ_INT(t, p.moe_per_layer, 17LL * 3 * 5120 * 8192 + 5120LL * 16);
+		CHECK_EQ_INT(t, p.total, 2LL * 202048 * 5120 + 48 * (p.attn_per_layer + p.moe_per_layer) +
+						 97LL * 5120);
+		CHECK(t, m.attn_chunk == 8192 && m.full_every == 4 && m.full_first == 3 &&
+			     m.sliding_window == 0 && m.seq_len == 8192);
+		/* our schema carries the chunks: the round trip counts the same FLOPs at 128k */
+		cJSON *o = model_to_json(&m);
+		struct model b;
+		struct tw_err err = {0};
+		CHECK(t, model_from_json(o, "rt.json", &b, &err) == TW_OK);
+		cJSON_Delete(o);
+		struct model_flops fa, fb = {0};
+		model_flops_fwd(&m, 131072, &fa);
+		model_flops_fwd(&b, 131072, &fb);
+		CHECK_NEAR(t, fa.attn_core, fb.attn_core, 1e-12);
+		/* 12 global layers at s^2 / 2, 36 chunked at 16 chunks of 8192^2 / 2 */
+		CHECK_NEAR(t, fa.attn_core, (12 * 0.5 + 36 * 8192.0 / (2 * 131072)) * 40 * 2 * 131072.0 * 256,
+			   1e-12);
+	}
+	CHECK_NEAR(t, active(t, "llama4-scout-text", true), 17e9, 0.02); /* "17B active" */
 	if (load(t, "phi3-mini-4k", true, &m))
-		CHECK(t, m.sliding_window == 2047 && m.full_every == 0 && model_windowed_layers(&m) == 32);
+		CHECK(t, m.sliding_window == 2047 && m.full_every == 0 && model_local_layers(&m) == 32);
 	if (load(t, "gemma2-27b", true, &m)) {
 		CHECK(t, m.tied_embeddings && m.norms_per_layer == 4 && !m.qk_norm);
 		CHECK(t, m.sliding_window == 4096 && m.full_every == 2 && m.full_first == 1);
 	}
 	if (load(t, "gemma3-27b-text", true, &m)) {
 		CHECK(t, m.qk_norm && m.sliding_window == 1024 && m.full_every == 6 && m.full_first == 5);
-		CHECK_EQ_INT(t, model_windowed_layers(&m), 62 - 10); /* layers 5, 11, ..., 59 global */
+		CHECK_EQ_INT(t, model_local_layers(&m), 62 - 10); /* layers 5, 11, ..., 59 global */
 	}
 }
 
@@ -632,9 +656,9 @@ static void test_sliding_window_flops(struct test_ctx *t)
 	snprintf(text, sizeof(text), "%s,\"sliding_window\":1024,\"full_attention_every\":6}", base);
 	CHECK(t, parse(text, &m, &err) == TW_OK);
 	CHECK_EQ_INT(t, m.full_first, 5);
-	CHECK_EQ_INT(t, model_windowed_layers(&m), 10);
-	CHECK(t, model_layer_windowed(&m, 0) && !model_layer_windowed(&m, 5) &&
-		     !model_layer_windowed(&m, 11) && model_layer_windowed(&m, 6));
+	CHECK_EQ_INT(t, model_local_layers(&m), 10);
+	CHECK(t, model_layer_local(&m, 0) && !model_layer_local(&m, 5) &&
+		     !model_layer_local(&m, 11) && model_layer_local(&m, 6));
 	struct model_flops f, g;
 	model_flops_fwd(&m, 8192, &f);
 	model_flops_fwd(&full, 8192, &g);
@@ -652,9 +676,19 @@ static void test_sliding_window_flops(struct test_ctx *t)
 	/* every layer windowed; the phase past the last layer leaves all of them windowed */
 	snprintf(text, sizeof(text), "%s,\"sliding_window\":1024}", base);
 	CHECK(t, parse(text, &m, &err) == TW_OK);
-	CHECK_EQ_INT(t, model_windowed_layers(&m), 12);
+	CHECK_EQ_INT(t, model_local_layers(&m), 12);
 	m.full_every = 16, m.full_first = 13;
-	CHECK_EQ_INT(t, model_windowed_layers(&m), 12);
+	CHECK_EQ_INT(t, model_local_layers(&m), 12);
+	/* chunks of 3000 over 8192 tokens: two whole chunks and one of 2192, c^2 / 2 pairs each */
+	snprintf(text, sizeof(text), "%s,\"attention_chunk\":3000,\"full_attention_every\":4}", base);
+	CHECK(t, parse(text, &m, &err) == TW_OK);
+	CHECK_NEAR(t, model_attn_frac(&m, 0, 8192),
+		   (2.0 * 3000 * 3000 + 2192.0 * 2192) / (2.0 * 8192 * 8192), 1e-12);
+	CHECK_NEAR(t, model_attn_frac(&m, 3, 8192), 0.5, 1e-12);
+	CHECK_NEAR(t, model_attn_frac(&m, 0, 3000), 0.5, 1e-12); /* one chunk: causal */
+	snprintf(text, sizeof(text), "%s,\"attention_chunk\":64,\"sliding_window\":64}", base);
+	CHECK(t, parse(text, &m, &err) == TW_ERR_INVALID);
+	CHECK_STR_CONTAINS(t, err.msg, "attention_chunk: a layer is local by a window or by chunks");
 }
 
 /* HF's layer_types and the Qwen gate, into a window and its period */
@@ -678,7 +712,7 @@ static void test_hf_layer_types(struct test_ctx *t)
 		 "\"full_attention\",\"sliding_attention\",\"sliding_attention\",\"sliding_attention\"]",
 		 0, 0, 0, "layer_types: full attention must recur every p-th layer"},
 		{",\"use_sliding_window\":true,\"sliding_window\":64,\"layer_types\":[\"sliding_attention\"]", 0, 0, 0,
-		 "layer_types: must be a list of num_hidden_layers (6) names"},
+		 "layer_types: must be a list of num_hidden_layers (6) items"},
 		{",\"use_sliding_window\":true,\"sliding_window\":64,\"layer_types\":[\"sliding_attention\",\"chunked_attention\","
 		 "\"full_attention\",\"sliding_attention\",\"sliding_attention\",\"sliding_attention\"]",
 		 0, 0, 0, "layer_types: item 1: must be"},
@@ -735,6 +769,56 @@ static void test_hf_layer_types(struct test_ctx *t)
 			CHECK_STR_CONTAINS(t, err.msg, cases[i].msg);
 			CHECK(t, !strchr(err.msg, '\n'));
 		}
+	}
+}
+
+/* Llama 4's no_rope_layers: 0 marks the global NoPE layers */
+static void test_hf_llama4_layers(struct test_ctx *t)
+{
+	static const struct {
+		const char *list;
+		int64_t chunk, every, first;
+		const char *msg;
+	} cases[] = {
+		{"[1,1,0,1,1,0]", 64, 3, 2, NULL},
+		{"[]", 64, 4, 3, NULL}, /* no_rope_layer_interval's default */
+		{"[0,0,0,0,0,0]", 0, 0, 0, NULL},
+		{"[1,0,0,1,1,1]", 0, 0, 0, "no_rope_layers: full attention must recur every p-th layer"},
+		{"[1,2,1,1,1,1]", 0, 0, 0, "no_rope_layers: item 1: must be 0 or 1"},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char text[512];
+		snprintf(text, sizeof(text),
+			 "{\"model_type\":\"llama4_text\",\"hidden_size\":64,\"intermediate_size\":32,"
+			 "\"intermediate_size_mlp\":128,\"num_hidden_layers\":6,\"num_attention_heads\":4,"
+			 "\"num_key_value_heads\":2,\"head_dim\":16,\"vocab_size\":100,"
+			 "\"num_local_experts\":4,\"attention_chunk_size\":64,\"no_rope_layers\":%s}",
+			 cases[i].list);
+		char path[] = "/tmp/twin_hf_l4_XXXXXX";
+		int fd = mkstemp(path);
+		CHECK(t, fd >= 0);
+		if (fd < 0)
+			continue;
+		FILE *f = fdopen(fd, "w");
+		fputs(text, f);
+		fclose(f);
+		struct model m;
+		struct tw_err err = {0};
+		enum tw_result rc = model_load(path, NULL, &m, &err);
+		unlink(path);
+		if (cases[i].msg) {
+			CHECK(t, rc == TW_ERR_INVALID);
+			CHECK_STR_CONTAINS(t, err.msg, cases[i].msg);
+			continue;
+		}
+		CHECK(t, rc == TW_OK);
+		if (rc != TW_OK) {
+			printf("#   case %zu: %s\n", i, err.msg);
+			continue;
+		}
+		CHECK_EQ_INT(t, m.attn_chunk, cases[i].chunk);
+		CHECK_EQ_INT(t, m.full_every, cases[i].every);
+		CHECK_EQ_INT(t, m.full_first, cases[i].first);
 	}
 }
 
@@ -798,6 +882,7 @@ int main(void)
 	TEST_RUN(&t, test_hf_newer_families);
 	TEST_RUN(&t, test_sliding_window_flops);
 	TEST_RUN(&t, test_hf_layer_types);
+	TEST_RUN(&t, test_hf_llama4_layers);
 	TEST_RUN(&t, test_hf_unknown_type);
 	TEST_RUN(&t, test_dropout);
 	TEST_RUN(&t, test_list_presets);
