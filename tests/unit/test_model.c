@@ -153,6 +153,8 @@ static void test_published_within_half_percent(struct test_ctx *t)
 	CHECK_NEAR(t, total(t, "qwen3-32b", false), 32.8e9, 0.005);
 	CHECK_NEAR(t, total(t, "qwen3-235b-a22b", false), 235e9, 0.005);
 	CHECK_NEAR(t, total(t, "gpt-oss-20b", false), 20.91e9, 0.0005); /* model card */
+	CHECK_NEAR(t, total(t, "llama4-maverick", false), 400e9, 0.005);
+	CHECK_NEAR(t, active(t, "llama4-maverick", false), 17e9, 0.02);
 }
 
 static void test_presets_match_hf(struct test_ctx *t)
@@ -165,7 +167,7 @@ static void test_presets_match_hf(struct test_ctx *t)
 	static const char *const pairs[][2] = {
 		{"qwen3-8b", "qwen3-8b"}, {"qwen3-30b-a3b", "qwen3-30b-a3b"},
 		{"gpt-oss-120b", "gpt-oss-120b"}, {"gemma3-27b", "gemma3-27b-text"},
-		{"mistral-7b", "mistral-7b"},
+		{"mistral-7b", "mistral-7b"}, {"llama4-scout", "llama4-scout-text"},
 	};
 	for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
 		CHECK_EQ_INT(t, total(t, pairs[i][0], false), total(t, pairs[i][1], true));
@@ -842,7 +844,8 @@ static void test_list_presets(struct test_ctx *t)
 			      "llama3-8b", "llama3-70b", "llama3.1-405b", "mixtral-8x7b",
 			      "deepseek-v3", "bloom-176b", "megatron-1t", "gpt2-124m", "tiny",
 			      "qwen3-8b", "qwen3-32b", "qwen3-30b-a3b", "qwen3-235b-a22b",
-			      "gpt-oss-20b", "gpt-oss-120b", "mistral-7b", "gemma3-27b"};
+			      "gpt-oss-20b", "gpt-oss-120b", "mistral-7b", "gemma3-27b",
+			      "llama4-scout", "llama4-maverick"};
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
 		CHECK_STR_CONTAINS(t, buf, want[i]);
 		struct model m;
