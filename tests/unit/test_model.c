@@ -693,6 +693,45 @@ static void test_sliding_window_flops(struct test_ctx *t)
 	CHECK_STR_CONTAINS(t, err.msg, "attention_chunk: a layer is local by a window or by chunks");
 }
 
+/* Load an HF config given as text, through a temporary file as a user's would be. */
+static enum tw_result load_hf_text(const char *text, struct model *m, struct tw_err *err)
+{
+	char path[] = "/tmp/twin_hf_XXXXXX";
+	int fd = mkstemp(path);
+	if (fd < 0)
+		return TW_ERR_SYSTEM;
+	FILE *f = fdopen(fd, "w");
+	fputs(text, f);
+	fclose(f);
+	enum tw_result rc = model_load(path, NULL, m, err);
+	unlink(path);
+	return rc;
+}
+
+/* A case of local layers: refused with msg, or loaded with this window or chunk (local), period
+ * and phase */
+static void check_local(struct test_ctx *t, const char *text, const char *msg, int64_t local,
+			int64_t every, int64_t first)
+{
+	struct model m;
+	struct tw_err err = {0};
+	enum tw_result rc = load_hf_text(text, &m, &err);
+	if (msg) {
+		CHECK(t, rc == TW_ERR_INVALID);
+		CHECK_STR_CONTAINS(t, err.msg, msg);
+		CHECK(t, !strchr(err.msg, '\n'));
+		return;
+	}
+	CHECK(t, rc == TW_OK);
+	if (rc != TW_OK) {
+		printf("#   %s\n", err.msg);
+		return;
+	}
+	CHECK_EQ_INT(t, m.sliding_window > 0 ? m.sliding_window : m.attn_chunk, local);
+	CHECK_EQ_INT(t, m.full_every, every);
+	CHECK_EQ_INT(t, m.full_first, first);
+}
+
 /* HF's layer_types and the Qwen gate, into a window and its period */
 static void test_hf_layer_types(struct test_ctx *t)
 {
@@ -745,32 +784,7 @@ static void test_hf_layer_types(struct test_ctx *t)
 			 "\"num_hidden_layers\":6,\"num_attention_heads\":4,\"num_key_value_heads\":2,"
 			 "\"head_dim\":16,\"vocab_size\":100%s}",
 			 cases[i].extra);
-		char path[] = "/tmp/twin_hf_lt_XXXXXX";
-		int fd = mkstemp(path);
-		CHECK(t, fd >= 0);
-		if (fd < 0)
-			continue;
-		FILE *f = fdopen(fd, "w");
-		fputs(text, f);
-		fclose(f);
-		struct model m;
-		struct tw_err err = {0};
-		enum tw_result rc = model_load(path, NULL, &m, &err);
-		unlink(path);
-		if (!cases[i].msg) {
-			CHECK(t, rc == TW_OK);
-			if (rc != TW_OK) {
-				printf("#   case %zu: %s\n", i, err.msg);
-				continue;
-			}
-			CHECK_EQ_INT(t, m.sliding_window, cases[i].window);
-			CHECK_EQ_INT(t, m.full_every, cases[i].every);
-			CHECK_EQ_INT(t, m.full_first, cases[i].first);
-		} else {
-			CHECK(t, rc == TW_ERR_INVALID);
-			CHECK_STR_CONTAINS(t, err.msg, cases[i].msg);
-			CHECK(t, !strchr(err.msg, '\n'));
-		}
+		check_local(t, text, cases[i].msg, cases[i].window, cases[i].every, cases[i].first);
 	}
 }
 
@@ -796,31 +810,7 @@ static void test_hf_llama4_layers(struct test_ctx *t)
 			 "\"num_key_value_heads\":2,\"head_dim\":16,\"vocab_size\":100,"
 			 "\"num_local_experts\":4,\"attention_chunk_size\":64,\"no_rope_layers\":%s}",
 			 cases[i].list);
-		char path[] = "/tmp/twin_hf_l4_XXXXXX";
-		int fd = mkstemp(path);
-		CHECK(t, fd >= 0);
-		if (fd < 0)
-			continue;
-		FILE *f = fdopen(fd, "w");
-		fputs(text, f);
-		fclose(f);
-		struct model m;
-		struct tw_err err = {0};
-		enum tw_result rc = model_load(path, NULL, &m, &err);
-		unlink(path);
-		if (cases[i].msg) {
-			CHECK(t, rc == TW_ERR_INVALID);
-			CHECK_STR_CONTAINS(t, err.msg, cases[i].msg);
-			continue;
-		}
-		CHECK(t, rc == TW_OK);
-		if (rc != TW_OK) {
-			printf("#   case %zu: %s\n", i, err.msg);
-			continue;
-		}
-		CHECK_EQ_INT(t, m.attn_chunk, cases[i].chunk);
-		CHECK_EQ_INT(t, m.full_every, cases[i].every);
-		CHECK_EQ_INT(t, m.full_first, cases[i].first);
+		check_local(t, text, cases[i].msg, cases[i].chunk, cases[i].every, cases[i].first);
 	}
 }
 
