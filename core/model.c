@@ -236,6 +236,11 @@ static double window_frac(double s, double w)
 	return w / s * (1.0 - w / (2.0 * s));
 }
 
+double model_window_frac(int64_t seq, int64_t window)
+{
+	return window_frac((double)seq, (double)window);
+}
+
 /* Chunks of c: each holds c^2 / 2 pairs (the same continuous form), a last partial chunk of
  * r tokens r^2 / 2. */
 static double chunk_frac(double s, double c)

@@ -114,6 +114,8 @@ int64_t model_local_layers(const struct model *m);
 /* The share of the s x s query-key pairs that layer l computes at sequence length seq: 1/2 for
  * causal attention, (w/s)(1 - w/2s) for a window of w < s tokens, about c/2s for chunks of c. */
 double model_attn_frac(const struct model *m, int64_t layer, int64_t seq);
+/* The share of a window of w tokens alone: (w/s)(1 - w/2s), 1/2 from w >= s. */
+double model_window_frac(int64_t seq, int64_t window);
 
 /* Training FLOPs per token (forward + backward = 3 x forward, FMA = 2), at sequence length
  * seq (causal attention counted as half of s x s), without recompute; the "model FLOPs" of MFU. */

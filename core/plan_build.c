@@ -300,6 +300,10 @@ static int torch_softmax(const struct pb *b, int64_t heads, int64_t sq, int64_t 
 		       : PLAN_SOFTMAX_FALLBACK;
 }
 
+/* Keys per tile of the flash attention kernels (FlashAttention-2 and -3 and cuDNN's fused
+ * attention at head dims up to 128: 128-wide K/V blocks) */
+#define ATTN_KEY_BLOCK 128
+
 /* Fused attention. Forward: 2*b*heads*s_q*s_kv*(d_qk + d_v) FLOPs (QK^T and AV; MLA's value
  * heads are narrower than its query-key heads), halved when causal. Backward: 2x forward,
  * and 2.5x with flash attention (it recomputes QK^T). A sliding window keeps its share of the
@@ -313,6 +317,12 @@ static uint32_t attn(struct pb *b, const char *name, int64_t heads, int64_t sq, 
 		     (double)(b->hd + b->vd);
 	double fwd = all * model_attn_frac(b->m, b->layer, b->seq);
 	double run = b->flash ? fwd : all * 0.5;
+	/* a flash kernel computes whole tiles: a block of ATTN_KEY_BLOCK queries spans its window
+	 * and one key block more (128 GPT-OSS tokens cost 256); the causal diagonal's half-used
+	 * tiles, ATTN_KEY_BLOCK / 2s of the s x s pairs, are left out */
+	const struct model *m = b->m;
+	if (b->flash && m->sliding_window > 0 && model_layer_local(m, b->layer))
+		run = all * model_window_frac(b->seq, m->sliding_window + ATTN_KEY_BLOCK);
 	double flops = bwd ? run * (b->flash ? 2.5 : 2.0) : run;
 	double bytes = (double)b->mb * (double)heads * (double)(b->hd + b->vd) *
 		       ((double)sq + (double)skv) * b->ab * (bwd ? 2.0 : 1.0);
