@@ -762,6 +762,7 @@ static enum tw_result hf_dropout(const struct json_ctx *c, const cJSON *o,
 struct hf_llama_defaults {
 	int64_t vocab, hidden, inter, layers, heads, kv, max_pos;
 	bool qkv_bias;
+	int64_t head_dim; /* the class's own default; 0: hidden / heads */
 };
 
 static enum tw_result hf_llama_like(const struct json_ctx *c, const cJSON *o,
@@ -774,7 +775,7 @@ static enum tw_result hf_llama_like(const struct json_ctx *c, const cJSON *o,
 	TW_CHECK(hf_int(c, o, NAMES("num_attention_heads"), d->heads, 1, &m->heads));
 	TW_CHECK(hf_int(c, o, NAMES("num_key_value_heads"), d->kv ? d->kv : m->heads, 1,
 			&m->kv_heads));
-	TW_CHECK(hf_int(c, o, NAMES("head_dim"), 0, 1, &m->head_dim));
+	TW_CHECK(hf_int(c, o, NAMES("head_dim"), d->head_dim, 1, &m->head_dim));
 	TW_CHECK(hf_int(c, o, NAMES("max_position_embeddings"), d->max_pos, 1, &m->seq_len));
 	/* a context stretched by RoPE scaling (YaRN, Llama 3.1) was trained at the original length */
 	const cJSON *rs = cJSON_GetObjectItemCaseSensitive(o, "rope_scaling");
@@ -938,9 +939,8 @@ static enum tw_result hf_phi3(const struct json_ctx *c, const cJSON *o, struct m
  * head_dim of its own (the configuration class's default: 128) */
 static enum tw_result hf_qwen3(const struct json_ctx *c, const cJSON *o, struct model *m)
 {
-	static const struct hf_llama_defaults d = {151936, 4096, 22016, 32, 32, 0, 32768, false};
+	static const struct hf_llama_defaults d = {151936, 4096, 22016, 32, 32, 0, 32768, false, 128};
 	TW_CHECK(hf_llama_like(c, o, &d, m));
-	TW_CHECK(hf_int(c, o, NAMES("head_dim"), 128, 1, &m->head_dim));
 	m->qk_norm = true;
 	return hf_window(c, o, 4096, true, 0, m);
 }
@@ -964,9 +964,8 @@ static enum tw_result hf_qwen3_moe(const struct json_ctx *c, const cJSON *o, str
  * on the experts and router, a sink logit per head, windows of 128 on alternate layers */
 static enum tw_result hf_gpt_oss(const struct json_ctx *c, const cJSON *o, struct model *m)
 {
-	static const struct hf_llama_defaults d = {201088, 2880, 2880, 36, 64, 8, 131072, false};
+	static const struct hf_llama_defaults d = {201088, 2880, 2880, 36, 64, 8, 131072, false, 64};
 	TW_CHECK(hf_llama_like(c, o, &d, m));
-	TW_CHECK(hf_int(c, o, NAMES("head_dim"), 64, 1, &m->head_dim));
 	bool ab = true;
 	TW_CHECK(hf_bool(c, o, "attention_bias", true, &ab));
 	m->qkv_bias = m->out_bias = ab;
@@ -986,10 +985,9 @@ static enum tw_result hf_gpt_oss(const struct json_ctx *c, const cJSON *o, struc
  * windowed and global layers, Gemma 3 has one global layer in six and q/k norms */
 static enum tw_result hf_gemma(const struct json_ctx *c, const cJSON *o, struct model *m, bool v3)
 {
-	static const struct hf_llama_defaults d2 = {256000, 2304, 9216, 26, 8, 4, 8192, false};
-	static const struct hf_llama_defaults d3 = {262208, 2304, 9216, 26, 8, 4, 131072, false};
+	static const struct hf_llama_defaults d2 = {256000, 2304, 9216, 26, 8, 4, 8192, false, 256};
+	static const struct hf_llama_defaults d3 = {262208, 2304, 9216, 26, 8, 4, 131072, false, 256};
 	TW_CHECK(hf_llama_like(c, o, v3 ? &d3 : &d2, m));
-	TW_CHECK(hf_int(c, o, NAMES("head_dim"), 256, 1, &m->head_dim));
 	TW_CHECK(hf_bool(c, o, "tie_word_embeddings", true, &m->tied_embeddings));
 	m->norms_per_layer = 4;
 	m->qk_norm = v3;
@@ -1012,9 +1010,8 @@ static enum tw_result hf_gemma3_text(const struct json_ctx *c, const cJSON *o, s
  * intermediate_size_mlp between; its q/k L2 norms have no weights */
 static enum tw_result hf_llama4_text(const struct json_ctx *c, const cJSON *o, struct model *m)
 {
-	static const struct hf_llama_defaults d = {202048, 5120, 8192, 48, 40, 8, 131072, false};
+	static const struct hf_llama_defaults d = {202048, 5120, 8192, 48, 40, 8, 131072, false, 128};
 	TW_CHECK(hf_llama_like(c, o, &d, m));
-	TW_CHECK(hf_int(c, o, NAMES("head_dim"), 128, 1, &m->head_dim));
 	m->expert_ffn_hidden = m->ffn_hidden;
 	TW_CHECK(hf_int(c, o, NAMES("intermediate_size_mlp"), 16384, 1, &m->ffn_hidden));
 	TW_CHECK(hf_int(c, o, NAMES("num_local_experts"), 16, 1, &m->experts));
