@@ -960,6 +960,10 @@ static struct act_sizes layer_act(const struct pb *b, int64_t l)
 		work += 4 * sxs;
 	else if (sk == PLAN_SOFTMAX_HF_EAGER)
 		work += ab * sxs;
+	/* cp_kind allgather holds the whole sequence's K and V while the core runs, and backward
+	 * their grads as well (Transformer Engine's full-length dk, dv before the reduce-scatter) */
+	if (b->cp > 1 && b->s->cp_kind == STRAT_CP_ALLGATHER)
+		work += 2 * T * b->cp * (b->kvd + b->kvdv) * ab;
 	a.rc = (b->sp ? rc_rep / tp : rc_rep) + rc_split / tp + rc_whole;
 	if (b->sp)
 		a.saved = (rep + split + scores) / tp + whole;
@@ -1587,29 +1591,72 @@ static int64_t cp_peer(const struct pb *b, int64_t d)
 	return job_rank_of(b->j, &c);
 }
 
-/* attention core with the context-parallel exchange around it */
-static void attention(struct pb *b, bool bwd)
+/* One hop of a context-parallel ring: send `bytes` to the next CP rank, receive as much from
+ * the previous one, posted ahead; returns the receive, which the op that uses it waits on. */
+static uint32_t cp_hop(struct pb *b, int64_t bytes, const char *send, const char *recv)
 {
-	int64_t hl = b->heads / b->tp;
-	if (b->cp > 1 && b->ulysses) {
+	p2p(b, true, cp_peer(b, 1), PLAN_P2P_KV, bytes, send);
+	return p2p_op(b, false, cp_peer(b, -1), PLAN_P2P_KV, bytes, recv, true);
+}
+
+/* Attention core (op `name`) with the context-parallel exchange around it.
+ * - ulysses: all-to-all of q, k, v to heads before, of the output back after.
+ * - ring (Transformer Engine's p2p; PyTorch's all-to-all rotation): cp rounds of a KV block;
+ *   the block of the next round is sent while this one computes, and backward passes the
+ *   blocks' partial dK, dV on the same way, added in after the next round's grads, the last
+ *   hop home exposed.
+ * - allgather, Megatron (Transformer Engine's KV all-gather, "exposed" by its own account):
+ *   the whole sequence's K, V gathered before the kernels and, backward, gathered again and
+ *   their grads reduce-scattered after; the rank's two chunks against the keys before them.
+ * - allgather, PyTorch (its default rotation): the ring's rounds, the gather issued before the
+ *   first (the rank's own block) and waited on after it; backward gathers again and passes
+ *   the dK, dV on as the ring does, in fp32 (convert_to_f32). */
+static void attention(struct pb *b, const char *name, bool bwd)
+{
+	int64_t hl = b->heads / b->tp, cp = b->cp, sl = b->seq / cp;
+	int64_t kvw = b->T * (b->kvd + b->kvdv) / b->tp; /* this rank's K, V elements */
+	if (cp <= 1) {
+		attn(b, name, hl, b->seq, b->seq, bwd);
+		return;
+	}
+	if (b->ulysses) {
 		int64_t in = b->T * (b->qd + b->kvd + b->kvdv) / b->tp;
 		int64_t out = b->T * attn_out_w(b) / b->tp;
 		coll_tp(b, PLAN_ALL_TO_ALL, JOB_GROUP_CP, "a2a_cp", bwd ? out : in);
-		attn(b, bwd ? "attn_bwd" : "attn", hl / b->cp, b->seq, b->seq, bwd);
+		attn(b, name, hl / cp, b->seq, b->seq, bwd);
 		coll_tp(b, PLAN_ALL_TO_ALL, JOB_GROUP_CP, "a2a_cp", bwd ? in : out);
-	} else if (b->cp > 1) { /* ring: cp rounds over KV blocks, load-balanced causal */
-		int64_t sl = b->seq / b->cp;
-		int64_t kv = b->T * (b->kvd + b->kvdv) / b->tp * b->ab * (bwd ? 2 : 1);
-		for (int64_t r = 0; r < b->cp; r++) {
-			if (r > 0) {
-				p2p(b, true, cp_peer(b, 1), PLAN_P2P_KV, kv, "kv_send");
-				p2p(b, false, cp_peer(b, -1), PLAN_P2P_KV, kv, "kv_recv");
-			}
-			attn(b, bwd ? "attn_bwd" : "attn", hl, sl, sl, bwd);
-		}
-	} else {
-		attn(b, bwd ? "attn_bwd" : "attn", hl, b->seq, b->seq, bwd);
+		return;
 	}
+	bool ag = b->s->cp_kind == STRAT_CP_ALLGATHER;
+	if (ag && b->megatron) {
+		coll_tp(b, PLAN_ALL_GATHER, JOB_GROUP_CP, "ag_cp_kv", kvw);
+		attn(b, name, hl, sl, b->seq, bwd);
+		if (bwd)
+			coll_tp(b, PLAN_REDUCE_SCATTER, JOB_GROUP_CP, "rs_cp_dkv", kvw);
+		return;
+	}
+	int64_t kv = kvw * b->ab, dkv = kvw * (b->megatron ? b->ab : 4);
+	uint32_t next = PLAN_NONE, dnext = PLAN_NONE;
+	if (ag)
+		next = coll(b, PLAN_ALL_GATHER, JOB_GROUP_CP, PLAN_STREAM_COMM_TP, "ag_cp_kv", kvw,
+			    b->pdt, b->last_compute);
+	for (int64_t r = 0; r < cp; r++) {
+		if (r > 0 || !ag) {
+			wait_on(b, next);
+			next = PLAN_NONE;
+		}
+		if (!ag && r + 1 < cp)
+			next = cp_hop(b, kv, "kv_send", "kv_recv");
+		attn(b, name, hl, sl, sl, bwd);
+		if (!bwd)
+			continue;
+		if (r > 0) { /* the block's partial grads from the ranks before, added in */
+			wait_on(b, dnext);
+			elem(b, PLAN_K_ELEMWISE, "dkv_add", 3.0 * (double)dkv);
+		}
+		dnext = cp_hop(b, dkv, "dkv_send", "dkv_recv");
+	}
+	wait_on(b, dnext); /* a rank's own dK, dV come home with the last hop */
 }
 
 static void lora_gemm(struct pb *b, int64_t l, bool attn_part, bool bwd)
@@ -2049,7 +2096,7 @@ static void layer_fwd_ops(struct pb *b, int64_t l)
 	sub_out(b, l, 0);
 	if (b->rope)
 		rope_op(b, "rope");
-	attention(b, false);
+	attention(b, "attn", false);
 	sub_in(b, l, 1);
 	int64_t ow = attn_out_w(b);
 	if (b->eager) /* the output's transpose(1, 2).contiguous() before o_proj */
@@ -2095,7 +2142,7 @@ static void layer_bwd_ops(struct pb *b, int64_t l)
 	if (b->eager) /* the attention kernel's backward wants a contiguous output grad */
 		elem(b, PLAN_K_ELEMWISE, "attn_out_copy_bwd", (double)T * ow / tp * b->ab * 2);
 	sub_out(b, l, 1);
-	attention(b, true);
+	attention(b, "attn_bwd", true);
 	if (b->rope)
 		rope_op(b, "rope_bwd");
 	sub_in(b, l, 0);
@@ -2264,7 +2311,7 @@ static void layer_op_recompute(struct pb *b)
 	if (b->rope)
 		rope_op(b, "rope");
 	if (!b->flash)
-		attention(b, false);
+		attention(b, "attn", false);
 	if (b->eager)
 		elem(b, PLAN_K_ELEMWISE, "attn_out_copy", (double)T * b->qd * b->ab * 2);
 	if (i % 2) /* o */
@@ -2356,8 +2403,7 @@ static void layer_bwd(struct pb *b, int64_t l)
 		 * included: attention.py, checkpoint_core_attention); elsewhere flash attention
 		 * saves no scores, so there is nothing to recompute */
 		if (rc_mod(b, STRAT_RC_CORE_ATTN) && (!b->flash || b->megatron))
-			attn(b, "attn_recompute", b->heads / b->tp / (b->ulysses ? b->cp : 1),
-			     b->ulysses ? b->seq : b->seq / b->cp, b->seq, false);
+			attention(b, "attn_recompute", false); /* the CP exchange again with it */
 		if (a.rc > 0) { /* the modules' outputs are made again for the backward */
 			rc = mem_alloc(b, PLAN_MEM_ACTIV, PLAN_DEV_GPU, a.rc, "recomputed",
 				       PLAN_STREAM_COMPUTE);

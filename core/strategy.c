@@ -350,7 +350,7 @@ const char *strat_recompute_name(enum strat_recompute r)
 {
 	return r >= STRAT_RECOMPUTE_NONE && r <= STRAT_RECOMPUTE_OP ? recompute_names[r] : "?";
 }
-static const char *const cp_kind_names[] = {"ring", "ulysses", NULL};
+static const char *const cp_kind_names[] = {"ring", "ulysses", "allgather", NULL};
 static const char *const kernels_names[] = {"fused", "eager", NULL};
 
 const char *const strat_nccl_algo_names[STRAT_NCCL_ALGOS] = { "tree", "ring", "nvls", "pat", "nvlstree" };
@@ -917,11 +917,17 @@ static enum tw_result resolve_degrees(struct strat_rd *r, const struct strat_inp
 	s->pp = u->pp.given ? u->pp_v : 1;
 	oprov(s, "pp", &u->pp, "no pipeline parallel", "%" PRId64, s->pp);
 	s->cp = u->cp.given ? u->cp_v : 1;
-	s->cp_kind = u->cp_kind.given ? (enum strat_cp_kind)u->cp_kind_i : STRAT_CP_RING;
-	const char *kind_why = s->framework == STRAT_DEEPSPEED ? "DeepSpeed runs Ulysses"
-							       : "Megatron context parallel (ring)";
-	if (!u->cp_kind.given && s->framework == STRAT_DEEPSPEED)
-		s->cp_kind = STRAT_CP_ULYSSES;
+	/* each framework's default: Megatron's cp_comm_type p2p, PyTorch's context_parallel
+	 * rotate_method all-gather (torchtitan's too), DeepSpeed's sequence parallelism */
+	static const enum strat_cp_kind kind_default[] = {
+		[STRAT_DEEPSPEED] = STRAT_CP_ULYSSES, [STRAT_MEGATRON] = STRAT_CP_RING,
+		[STRAT_FSDP] = STRAT_CP_ALLGATHER};
+	static const char *const kind_why_of[] = {
+		[STRAT_DEEPSPEED] = "DeepSpeed runs Ulysses",
+		[STRAT_MEGATRON] = "Megatron's cp_comm_type p2p (ring)",
+		[STRAT_FSDP] = "PyTorch's context_parallel rotates by all-gather"};
+	s->cp_kind = u->cp_kind.given ? (enum strat_cp_kind)u->cp_kind_i : kind_default[s->framework];
+	const char *kind_why = kind_why_of[s->framework];
 	if (r->ds_sp > 0) {
 		if (u->cp.given && u->cp_v != r->ds_sp)
 			return sfail(r, "cp", "cp=%" PRId64 " disagrees with %s: "
@@ -936,10 +942,14 @@ static enum tw_result resolve_degrees(struct strat_rd *r, const struct strat_inp
 				sizeof(u->cp.why) - strlen(u->cp.why) - 1);
 		}
 		if (u->cp_kind.given && s->cp_kind != STRAT_CP_ULYSSES)
-			return sfail(r, "cp_kind", "cp_kind=ring, but DeepSpeed's "
-						   "sequence_parallel_size is Ulysses");
+			return sfail(r, "cp_kind", "cp_kind=%s, but DeepSpeed's "
+						   "sequence_parallel_size is Ulysses",
+				     cp_kind_names[s->cp_kind]);
 		s->cp_kind = STRAT_CP_ULYSSES;
 	}
+	if (s->cp > 1 && s->cp_kind == STRAT_CP_ALLGATHER && s->framework == STRAT_DEEPSPEED)
+		return sfail(r, "cp_kind", "cp_kind=allgather is Megatron's (Transformer Engine) and "
+					   "PyTorch's context parallelism; DeepSpeed's is Ulysses");
 	oprov(s, "cp", &u->cp, "no context parallel", "%" PRId64, s->cp);
 	if (s->cp > 1)
 		oprov(s, "cp_kind", &u->cp_kind, kind_why, "%s", cp_kind_names[s->cp_kind]);
@@ -1207,21 +1217,29 @@ static enum tw_result check_model(struct strat_rd *r)
 			     "seq_len=%" PRId64 " is longer than %s's learned position table "
 			     "(max_position=%" PRId64 "): positions past it have no embedding",
 			     seq, mn, m->max_pos);
-	if (s->cp > 1 && s->cp_kind == STRAT_CP_RING && seq % (2 * s->cp))
+	bool chunked = s->cp_kind == STRAT_CP_RING || s->cp_kind == STRAT_CP_ALLGATHER;
+	if (s->cp > 1 && chunked && seq % (2 * s->cp))
 		return sfail(r, "cp",
 			     "strategy.cp=%" PRId64 ": seq_len=%" PRId64
-			     " must be divisible by 2 x cp (ring attention splits the sequence into "
+			     " must be divisible by 2 x cp (cp_kind %s splits the sequence into "
 			     "2 x cp chunks)",
-			     s->cp, seq);
+			     s->cp, seq, cp_kind_names[s->cp_kind]);
 	/* Transformer Engine's ring (its p2p cp_comm_type) refuses sliding windows; its all-to-all
-	 * runs them, and PyTorch's ring attention (SDPA) has no window */
-	if (s->cp > 1 && s->cp_kind == STRAT_CP_RING && m->sliding_window > 0 &&
-	    model_local_layers(m) > 0 && m->sliding_window < seq)
+	 * and KV all-gather run them, and PyTorch's ring attention (SDPA, either rotation) has no
+	 * window */
+	bool ring_like = s->cp_kind == STRAT_CP_RING ||
+			 (s->cp_kind == STRAT_CP_ALLGATHER && s->framework != STRAT_MEGATRON);
+	if (s->cp > 1 && ring_like && m->sliding_window > 0 && model_local_layers(m) > 0 &&
+	    m->sliding_window < seq)
 		return sfail(r, "cp_kind",
-			     "strategy.cp_kind=ring: ring attention does not run %s's sliding window (%" PRId64
-			     " tokens; Transformer Engine's p2p context parallelism refuses it): "
-			     "use cp_kind ulysses (its a2a)",
-			     mn, m->sliding_window);
+			     "strategy.cp_kind=%s: %s does not run %s's sliding window (%" PRId64
+			     " tokens): use cp_kind ulysses (all-to-all)%s",
+			     cp_kind_names[s->cp_kind],
+			     s->framework == STRAT_MEGATRON
+				     ? "Transformer Engine's p2p ring attention"
+				     : "PyTorch's ring attention",
+			     mn, m->sliding_window,
+			     s->framework == STRAT_MEGATRON ? " or allgather (its KV all-gather)" : "");
 	if (s->cp > 1 && s->cp_kind == STRAT_CP_ULYSSES) {
 		if (seq % s->cp)
 			return sfail(r, "cp",

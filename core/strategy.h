@@ -22,7 +22,10 @@ enum strat_schedule {
 enum strat_offload { STRAT_OFFLOAD_NONE = 0, STRAT_OFFLOAD_CPU, STRAT_OFFLOAD_NVME };
 enum strat_fsdp { STRAT_FSDP_FULL_SHARD = 0, STRAT_FSDP_SHARD_GRAD_OP, STRAT_FSDP_HYBRID_SHARD,
 		  STRAT_FSDP_NO_SHARD };
-enum strat_cp_kind { STRAT_CP_RING = 0 /* Megatron context parallel */, STRAT_CP_ULYSSES };
+/* How context parallelism exchanges keys and values: ring (Transformer Engine's p2p ring,
+ * PyTorch's all-to-all rotation), ulysses (all-to-all of heads), allgather (Transformer
+ * Engine's KV all-gather; PyTorch's ring attention with its default all-gather rotation) */
+enum strat_cp_kind { STRAT_CP_RING = 0, STRAT_CP_ULYSSES, STRAT_CP_ALLGATHER };
 /* The model code's memory-bound ops: fused kernels (Megatron, Transformer Engine,
  * torch.compile) or eager PyTorch modules (HF transformers, torchtitan): RMSNorm, SwiGLU and
  * RoPE as several kernels each, with fp32 intermediates (docs/plan.md, "Eager ops"). */

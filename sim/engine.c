@@ -993,7 +993,9 @@ static enum tw_result role_prepare(struct eng *e, struct role *ro)
 	 * (p2p_communication.py; Megatron-Core's batch_p2p_sync, default on): the host waits
 	 * there until the batch is done. A batch: consecutive p2p ops (allocations between them
 	 * do not count). Not for the interleaved schedule: its plan orders the p2p ops of the
-	 * model chunks differently from Megatron's batches, and waiting there would deadlock. */
+	 * model chunks differently from Megatron's batches, and waiting there would deadlock.
+	 * Context parallelism's KV exchange is not such a batch: Transformer Engine waits on its
+	 * requests on the stream. */
 	ro->nsync = 0;
 	bool serial = e->j->strat.host_op_us > 0 &&
 		      e->j->strat.schedule != STRAT_SCHED_INTERLEAVED && e->j->strat.vp <= 1;
@@ -1004,12 +1006,13 @@ static enum tw_result role_prepare(struct eng *e, struct role *ro)
 	for (size_t i = 0; i < n; i++) {
 		const struct plan_op *op = &p->ops[i];
 		if (batches) {
-			if (op->kind == PLAN_P2P) {
+			if (op->kind == PLAN_P2P && op->u.p2p.seq % PLAN_P2P_KINDS != PLAN_P2P_KV) {
 				if (!batch_open)
 					batch_first = (uint32_t)i;
 				batch_open = true;
 				batch_last = (uint32_t)i;
-			} else if (op->kind != PLAN_ALLOC && op->kind != PLAN_FREE && batch_open) {
+			} else if (op->kind != PLAN_ALLOC && op->kind != PLAN_FREE && op->kind != PLAN_P2P &&
+				   batch_open) {
 				add_sync(ro, batch_first, batch_last, false);
 				batch_open = false;
 			}

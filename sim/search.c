@@ -149,8 +149,9 @@ static void cand_sets(const struct job *base, const struct search_space *sp, str
 		add_set(c, "expert_tp=%lld", (long long)c->etp);
 	if (c->cp > 1)
 		add_set(c, "cp=%lld", (long long)c->cp);
-	/* ring attention runs no sliding window (core/strategy.c): a windowed model's candidates
-	 * split their sequence with the all-to-all */
+	/* ring attention (PyTorch's default all-gather rotation too) runs no sliding window
+	 * (core/strategy.c): a windowed model's candidates split their sequence with the
+	 * all-to-all */
 	int64_t seq = sp->seq > 0 ? sp->seq : base->model.seq_len;
 	const struct model *m = &base->model;
 	if (c->cp > 1 && m->sliding_window > 0 && model_local_layers(m) > 0 && m->sliding_window < seq)

@@ -153,6 +153,26 @@ if [ "$have_sqlite" = 1 ]; then
 	fi
 fi
 
+# context parallelism over 2 ranks as Transformer Engine's KV all-gather (its core recomputed,
+# exchange and all) and as PyTorch's ring attention with its default all-gather rotation: the
+# gathers and the grads' reduce-scatter or ring hops run and verify
+for s in megatron fsdp; do
+	db=$tmp/cp-$s.db
+	spec="$FIX/tp2.json --set tp=1 --set cp=2 --set cp_kind=allgather"
+	[ "$s" = fsdp ] && spec="torchtitan-fsdp2 --set global_batch=2 --set seq_len=128 --set cp=2"
+	timeout 120 $MPIRUN "$TWIN" run -m tiny -c host-cpu --gpus 4 -s $spec --backend host \
+		--steps 1 --warmup 0 --db "$db" --json >"$tmp/cp-$s.json" 2>"$tmp/cp-$s.json.err"
+	check_run "run host, 4 ranks, cp 2 allgather, $s" "$tmp/cp-$s.json" $? "$db" 1
+	if [ "$have_sqlite" = 1 ]; then
+		e=$(sqlite3 "$db" "SELECT count(*) FROM events e JOIN names n ON n.id = e.name_id WHERE n.name IN ('ag_cp_kv', 'rs_cp_dkv', 'dkv_send')")
+		if [ "${e:-0}" -gt 0 ]; then
+			ok "run host, cp 2 allgather, $s: its exchange ran ($e ops)"
+		else
+			nok "run host, cp 2 allgather, $s" "no ag_cp_kv / rs_cp_dkv / dkv_send ops ('$e')"
+		fi
+	fi
+done
+
 # a tied model over 4 pipeline stages: the first and the last stage all-reduce their embedding
 # grads (ar_embed), the middle ones are alone in their embedding groups
 db=$tmp/tied.db

@@ -207,6 +207,8 @@ for st in '{"framework":"fsdp","tp":2,"pp":1,"micro_batch":2,"global_batch":32,"
 	'{"framework":"fsdp","fsdp":{"version":2},"micro_batch":1,"global_batch":32,"recompute":"op"}' \
 	'{"framework":"deepspeed","micro_batch":1,"recompute":"op","ds_config":{"zero_optimization":{"stage":3},"bf16":{"enabled":true}}}' \
 	'{"framework":"megatron","tp":2,"pp":2,"cp":2,"micro_batch":1,"global_batch":32,"sequence_parallel":true}' \
+	'{"framework":"megatron","tp":1,"pp":2,"cp":4,"cp_kind":"allgather","micro_batch":1,"global_batch":16,"recompute":"selective"}' \
+	'{"framework":"fsdp","cp":4,"micro_batch":1,"global_batch":4,"recompute":"full"}' \
 	'{"framework":"deepspeed","tp":2,"pp":2,"micro_batch":1,"global_batch":12,"recompute":"full","ds_config":{"zero_optimization":{"stage":1},"bf16":{"enabled":true}}}' \
 	'{"framework":"deepspeed","tp":1,"pp":2,"cp":2,"cp_kind":"ring","micro_batch":1,"global_batch":12,"ds_config":{"zero_optimization":{"stage":1},"bf16":{"enabled":true}}}' \
 	'{"framework":"megatron","tp":2,"pp":4,"vp":2,"schedule":"interleaved","micro_batch":1,"global_batch":16,"first_stage_layers":6,"last_stage_layers":6}' \
@@ -349,6 +351,8 @@ check "simulate: windows make GPT-OSS-20B faster at 16k tokens, the same in both
 "$TWIN" simulate -m gpt-oss-20b -c dgx-h100 --gpus 16 -s "$tmp/gow.json" --set cp=2 >"$out" 2>"$err"
 st=$?
 check "simulate: ring attention refuses sliding windows (exit 2, one line)" \
-	"[ $st -eq 2 ] && [ ! -s '$out' ] && [ \$(wc -l <'$err') -eq 1 ] && grep -q 'cp_kind=ring: ring attention does not run' '$err'"
+	"[ $st -eq 2 ] && [ ! -s '$out' ] && [ \$(wc -l <'$err') -eq 1 ] && grep -q 'cp_kind=ring: Transformer Engine.s p2p ring attention does not run' '$err'"
 "$TWIN" simulate -m gpt-oss-20b -c dgx-h100 --gpus 16 -s "$tmp/gow.json" --set cp=2 --set cp_kind=ulysses >"$out" 2>"$err"
 check "simulate: Ulysses runs the windows" "grep -q '^step time' '$out'"
+"$TWIN" simulate -m gpt-oss-20b -c dgx-h100 --gpus 16 -s "$tmp/gow.json" --set cp=2 --set cp_kind=allgather >"$out" 2>"$err"
+check "simulate: Transformer Engine's KV all-gather runs the windows" "grep -q '^step time' '$out'"

@@ -100,7 +100,9 @@ static void test_flops_dense_gqa_tp_pp_cp(struct test_ctx *t)
 	       want, mf);
 	CHECK_NEAR(t, got, want, 1e-9);
 	CHECK_NEAR(t, got, mf, 1e-9); /* twin model show agrees */
-	/* Ulysses instead of ring */
+	/* Ulysses or the KV all-gather instead of ring */
+	j->strat.cp_kind = STRAT_CP_ALLGATHER;
+	CHECK_NEAR(t, sum_model_flops(j), want, 1e-9);
 	j->strat.cp_kind = STRAT_CP_ULYSSES;
 	CHECK_NEAR(t, sum_model_flops(j), want, 1e-9);
 	/* recompute adds hardware FLOPs, not model FLOPs */
@@ -109,6 +111,142 @@ static void test_flops_dense_gqa_tp_pp_cp(struct test_ctx *t)
 	struct plan p;
 	if (build(j, 0, &p)) {
 		CHECK(t, p.hw_flops > p.model_flops * 4.0 / 3.0);
+		plan_release(&p);
+	}
+	free(j);
+}
+
+/* Context parallelism's exchange in one layer of one micro-batch (cp 4, a 7B MHA model):
+ * - ring: three KV hops forward, each posted ahead of the round before the one that uses it;
+ *   backward the same three and four hops of the blocks' dK, dV (the last one home), added in
+ *   after each round but the first;
+ * - allgather under Megatron: one gather of K, V and one kernel of the rank's 1,024 queries over
+ *   the 4,096 keys; backward a gather and a reduce-scatter of the grads;
+ * - allgather under PyTorch: the gather beside the first round, which does not wait for it;
+ *   the dK, dV hops as the ring's, in fp32;
+ * - Megatron's selective recompute of the core runs its exchange again. */
+struct cp_counts { int kv_send, kv_recv_ahead, dkv_send, dkv_add, ag, rs, attn, attn_rc; };
+
+static struct cp_counts cp_layer(const struct plan *p, int64_t *dkv_bytes, int64_t *ag_count)
+{
+	struct cp_counts c = {0};
+	for (size_t i = 0; i < p->nops; i++) {
+		const struct plan_op *o = &p->ops[i];
+		if (o->layer != 0 || o->micro != 0)
+			continue;
+		if (o->kind == PLAN_P2P && !strcmp(o->name, "kv_send"))
+			c.kv_send++;
+		if (o->kind == PLAN_P2P && !strcmp(o->name, "kv_recv"))
+			c.kv_recv_ahead += !(o->flags & PLAN_F_BLOCKING);
+		if (o->kind == PLAN_P2P && !strcmp(o->name, "dkv_send")) {
+			c.dkv_send++;
+			*dkv_bytes = o->u.p2p.bytes;
+		}
+		if (o->kind == PLAN_COMPUTE && !strcmp(o->name, "dkv_add"))
+			c.dkv_add++;
+		if (o->kind == PLAN_COLL && !strcmp(o->name, "ag_cp_kv")) {
+			c.ag++;
+			*ag_count = o->u.coll.count;
+		}
+		if (o->kind == PLAN_COLL && !strcmp(o->name, "rs_cp_dkv"))
+			c.rs++;
+		if (o->kind == PLAN_COMPUTE && o->u.compute.kernel == PLAN_K_ATTN)
+			*(strcmp(o->name, "attn_recompute") ? &c.attn : &c.attn_rc) += 1;
+	}
+	return c;
+}
+
+/* whether op `a` depends directly on an op named `name` */
+static bool deps_on(const struct plan *p, const struct plan_op *a, const char *name)
+{
+	const uint32_t *d = plan_op_deps(p, a);
+	for (uint32_t k = 0; k < a->ndeps; k++)
+		if (!strcmp(p->ops[d[k]].name, name))
+			return true;
+	return false;
+}
+
+static void test_cp_exchange(struct test_ctx *t)
+{
+	struct job *j = fx_job(8);
+	fx_megatron(j);
+	fx_degrees(j, 1, 1, 4, 1, 1);
+	int64_t kvw = 1024 * 2 * 4096; /* the rank's 1,024 of 4,096 tokens of K and V */
+	struct plan p;
+	int64_t dkv = 0, agc = 0;
+	j->strat.cp_kind = STRAT_CP_RING;
+	if (build(j, 0, &p)) {
+		struct cp_counts c = cp_layer(&p, &dkv, &agc);
+		CHECK_EQ_INT(t, c.kv_send, 6);
+		CHECK_EQ_INT(t, c.kv_recv_ahead, 6);
+		CHECK_EQ_INT(t, c.dkv_send, 4);
+		CHECK_EQ_INT(t, c.dkv_add, 3);
+		CHECK_EQ_INT(t, c.attn, 8);
+		CHECK_EQ_INT(t, dkv, kvw * 2);
+		CHECK_EQ_INT(t, c.ag + c.rs, 0);
+		/* round r's kernel waits for the receive posted before round r - 1's */
+		int round = 0;
+		size_t prev = 0;
+		for (size_t i = 0; i < p.nops; i++) {
+			const struct plan_op *o = &p.ops[i];
+			if (o->layer != 0 || o->micro != 0 || o->phase != PLAN_PHASE_FWD ||
+			    strcmp(o->name, "attn"))
+				continue;
+			bool waits = deps_on(&p, o, "kv_recv");
+			CHECK(t, waits == (round > 0));
+			if (round > 0) {
+				bool ahead = false;
+				const uint32_t *d = plan_op_deps(&p, o);
+				for (uint32_t k = 0; k < o->ndeps; k++)
+					ahead |= !strcmp(p.ops[d[k]].name, "kv_recv") && d[k] < prev;
+				CHECK(t, ahead);
+			}
+			prev = i;
+			round++;
+		}
+		CHECK_EQ_INT(t, round, 4);
+		plan_release(&p);
+	}
+	j->strat.recompute = STRAT_RECOMPUTE_SELECTIVE; /* recompute_modules: core_attn */
+	j->strat.recompute_modules = STRAT_RC_CORE_ATTN;
+	if (build(j, 0, &p)) {
+		struct cp_counts c = cp_layer(&p, &dkv, &agc);
+		CHECK_EQ_INT(t, c.attn_rc, 4);
+		CHECK_EQ_INT(t, c.kv_send, 9);
+		plan_release(&p);
+	}
+	j->strat.recompute = STRAT_RECOMPUTE_NONE;
+	j->strat.cp_kind = STRAT_CP_ALLGATHER;
+	if (build(j, 0, &p)) {
+		struct cp_counts c = cp_layer(&p, &dkv, &agc);
+		CHECK_EQ_INT(t, c.ag, 2);
+		CHECK_EQ_INT(t, c.rs, 1);
+		CHECK_EQ_INT(t, agc, kvw);
+		CHECK_EQ_INT(t, c.attn, 2);
+		CHECK_EQ_INT(t, c.kv_send + c.dkv_send + c.dkv_add, 0);
+		for (size_t i = 0; i < p.nops; i++)
+			if (p.ops[i].layer == 0 && !strcmp(p.ops[i].name, "attn")) {
+				CHECK_EQ_INT(t, p.ops[i].u.compute.s_q, 1024);
+				CHECK_EQ_INT(t, p.ops[i].u.compute.s_kv, 4096);
+			}
+		plan_release(&p);
+	}
+	j->strat.framework = STRAT_FSDP; /* PyTorch's ring attention, all-gather rotation */
+	j->strat.async_tp_allreduce = false;
+	if (build(j, 0, &p)) {
+		struct cp_counts c = cp_layer(&p, &dkv, &agc);
+		CHECK_EQ_INT(t, c.ag, 2);
+		CHECK_EQ_INT(t, c.rs + c.kv_send, 0);
+		CHECK_EQ_INT(t, c.attn, 8);
+		CHECK_EQ_INT(t, c.dkv_send, 4);
+		CHECK_EQ_INT(t, dkv, kvw * 4); /* fp32 */
+		int round = 0;
+		for (size_t i = 0; i < p.nops; i++) {
+			const struct plan_op *o = &p.ops[i];
+			if (o->layer == 0 && o->micro == 0 && o->phase == PLAN_PHASE_FWD &&
+			    !strcmp(o->name, "attn"))
+				CHECK(t, deps_on(&p, o, "ag_cp_kv") == (round++ == 1));
+		}
 		plan_release(&p);
 	}
 	free(j);
@@ -3068,6 +3206,7 @@ int main(void)
 {
 	struct test_ctx t = {0};
 	TEST_RUN(&t, test_flops_dense_gqa_tp_pp_cp);
+	TEST_RUN(&t, test_cp_exchange);
 	TEST_RUN(&t, test_flops_proj_dim);
 	TEST_RUN(&t, test_flops_gpt_interleaved);
 	TEST_RUN(&t, test_flops_moe);

@@ -660,6 +660,31 @@ static void test_model_refusals(struct test_ctx *T)
 	CHECK_FAILS(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"cp\":3,\"cp_kind\":\"ulysses\","
 				   "\"seq_len\":4098}", 3, NULL, 0),
 		    "Ulysses");
+	/* each framework's own context parallelism: Megatron's p2p ring, PyTorch's all-gather
+	 * rotation; DeepSpeed has no all-gather kind; the all-gather splits into 2 x cp chunks */
+	CHECK_OK(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"cp\":2}", 8, NULL, 0));
+	CHECK_EQ_INT(T, f.s.cp_kind, STRAT_CP_RING);
+	CHECK_OK(T, &f, run(&f, NULL, "{\"framework\":\"fsdp\",\"cp\":2}", 8, NULL, 0));
+	CHECK_EQ_INT(T, f.s.cp_kind, STRAT_CP_ALLGATHER);
+	CHECK_OK(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"cp\":2,\"cp_kind\":"
+				"\"allgather\"}", 8, NULL, 0));
+	CHECK_EQ_INT(T, f.s.cp_kind, STRAT_CP_ALLGATHER);
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"framework\":\"deepspeed\",\"cp\":2,\"cp_kind\":"
+				   "\"allgather\"}", 8, NULL, 0),
+		    "DeepSpeed's is Ulysses");
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"framework\":\"fsdp\",\"cp\":2,\"seq_len\":4098}", 8,
+			       NULL, 0),
+		    "cp_kind allgather splits the sequence into 2 x cp chunks");
+	/* a sliding window: Transformer Engine's all-gather runs it, PyTorch's ring attention
+	 * does not */
+	f.m.sliding_window = 1024, f.m.full_every = 2, f.m.full_first = 1;
+	CHECK_OK(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"cp\":2,\"cp_kind\":"
+				"\"allgather\"}", 8, NULL, 0));
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"framework\":\"fsdp\",\"cp\":2}", 8, NULL, 0),
+		    "cp_kind=allgather: PyTorch's ring attention does not run");
+	CHECK_FAILS(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"cp\":2}", 8, NULL, 0),
+		    "or allgather (its KV all-gather)");
+	f.m.sliding_window = 0, f.m.full_every = 0, f.m.full_first = 0;
 	CHECK_FAILS(T, &f, run(&f, NULL, "{\"framework\":\"megatron\",\"global_batch\":100,"
 				   "\"micro_batch\":2}", 8, NULL, 0),
 		    "global batch size (100) is not divisible by micro batch size (2) times data "
