@@ -1842,8 +1842,8 @@ static void mlp_block(struct pb *b, int64_t l, bool bwd)
 			b->p->model_flops += 3.0 * b->p->ops[r].u.compute.flops / (double)tp;
 		else if (!(b->flags & PLAN_F_RECOMPUTE))
 			b->p->model_flops += 3.0 * b->p->ops[r].u.compute.flops;
-		compute(b, PLAN_K_SOFTMAX, "router_softmax", 0, (double)Tr * b->E * 8,
-			PLAN_STREAM_COMPUTE);
+		uint32_t probs = compute(b, PLAN_K_SOFTMAX, "router_softmax", 0,
+					 (double)Tr * b->E * 8, PLAN_STREAM_COMPUTE);
 		if (b->eager)
 			/* HF's sparse MoE block (Mixtral, Qwen-MoE) loops over its experts and finds
 			 * each one's tokens with torch.where on the one-hot mask: a nonzero, whose
@@ -1854,6 +1854,17 @@ static void mlp_block(struct pb *b, int64_t l, bool bwd)
 				b->p->ops[w].flags |= PLAN_F_HOSTWAIT;
 			}
 		elem(b, PLAN_K_PERMUTE, "permute", rload * b->h * b->ab * 2);
+		if (b->megatron && b->s->moe_dispatcher == STRAT_DISPATCH_ALLTOALL) {
+			/* Megatron-Core's all-to-all dispatcher: the tokens this rank sends each
+			 * expert, all-gathered over the expert group (E int64 counts), are copied
+			 * to the host for the all-to-all's split sizes, and the host waits for that
+			 * copy before it issues the all-to-all (token_dispatcher.py, its d2h event
+			 * synchronized "before_ep_alltoall"); the permute is already issued */
+			uint32_t n = coll(b, PLAN_ALL_GATHER, JOB_GROUP_EP, PLAN_STREAM_COMM_TP,
+					  "ag_tokens_per_expert", 2 * b->E, TW_FP32, probs);
+			if (n != PLAN_NONE)
+				b->p->ops[n].flags |= PLAN_F_HOSTWAIT;
+		}
 		ep_a2a(b, "a2a_dispatch", "a2a_dispatch_nvl", a2a, Tr);
 		if (gath)
 			coll_wait(b, PLAN_ALL_GATHER, eg, "ag_dispatch", a2a);

@@ -1262,8 +1262,16 @@ static void test_moe_megatron_dispatcher(struct test_ctx *t)
 	if (build(j, 0, &p)) {
 		int64_t T = 2 * 1024, tok = T / 2 * 2 * 1024; /* T/tp tokens x top-2 x hidden */
 		int a2a = 0, agd = 0, rsc = 0, agsp = 0, shared_dgrad = 0, shared_fused = 0;
+		int counts = 0, counts_waited = 0;
 		for (size_t i = 0; i < p.nops; i++) {
 			const struct plan_op *o = &p.ops[i];
+			if (o->kind == PLAN_COLL && !strcmp(o->name, "ag_tokens_per_expert")) {
+				counts++;
+				/* the host waits for it, and the dispatch all-to-all follows */
+				counts_waited += (o->flags & PLAN_F_HOSTWAIT) && o->u.coll.group == JOB_GROUP_EP &&
+						 o->u.coll.count == 2 * j->model.experts &&
+						 p.ops[i + 1].u.coll.coll == PLAN_ALL_TO_ALL;
+			}
 			shared_dgrad += o->kind == PLAN_COMPUTE && !strcmp(o->name, "shared_fc1_dgrad");
 			shared_fused += o->kind == PLAN_COMPUTE && !strcmp(o->name, "shared_fc1_bwd");
 			if (o->kind != PLAN_COLL)
@@ -1288,6 +1296,9 @@ static void test_moe_megatron_dispatcher(struct test_ctx *t)
 		CHECK_EQ_INT(t, agd, 4);
 		CHECK_EQ_INT(t, rsc, 4);
 		CHECK_EQ_INT(t, agsp, 4 + 4 + 1);
+		/* each MoE layer's forward gathers the token counts for the host, which waits */
+		CHECK_EQ_INT(t, counts, 4);
+		CHECK_EQ_INT(t, counts_waited, 4);
 		/* the shared experts' fc1 is a column-parallel linear: its backward splits as a
 		 * dense fc1's does (col_bwd) */
 		CHECK_EQ_INT(t, shared_dgrad, 4);
