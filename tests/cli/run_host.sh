@@ -26,6 +26,8 @@ command -v sqlite3 >/dev/null 2>&1 && have_sqlite=1
 # events stored for run ID in DB, and whether the run is complete
 stored() { sqlite3 "$1" "select count(*) from events where run_id = $2"; }
 run_complete() { sqlite3 "$1" "select complete from runs where id = $2"; }
+# events in store $1 whose name is one of the quoted SQL list $2 ('a', 'b')
+named_ops() { sqlite3 "$1" "SELECT count(*) FROM events e JOIN names n ON n.id = e.name_id WHERE n.name IN ($2)"; }
 
 check_run() { # name, output json, status, db, want_verified(0|1)
 	name=$1 out=$2 st=$3 db=$4
@@ -110,9 +112,9 @@ for s in zpp mics mics-hier; do
 	check_run "run host, 4 ranks, $s" "$tmp/$s.json" $? "$db" 1
 done
 if [ "$have_sqlite" = 1 ]; then
-	n=$(sqlite3 "$tmp/zpp.db" "SELECT count(*) FROM events e JOIN names n ON n.id = e.name_id WHERE n.name IN ('a2a_grads_node', 'a2a_grads_xnode', 'hpz_copy')")
-	r=$(sqlite3 "$tmp/zpp.db" "SELECT count(*) FROM events e JOIN names n ON n.id = e.name_id WHERE n.name = 'rs_grads'")
-	a=$(sqlite3 "$tmp/mics.db" "SELECT count(*) FROM events e JOIN names n ON n.id = e.name_id WHERE n.name = 'ar_grads'")
+	n=$(named_ops "$tmp/zpp.db" "'a2a_grads_node', 'a2a_grads_xnode', 'hpz_copy'")
+	r=$(named_ops "$tmp/zpp.db" "'rs_grads'")
+	a=$(named_ops "$tmp/mics.db" "'ar_grads'")
 	if [ "${n:-0}" -gt 0 ] && [ "$r" = 0 ] && [ "${a:-0}" -gt 0 ]; then
 		ok "run host, qgZ all-to-alls instead of reduce-scatters ($n ops), MiCS all-reduces ($a)"
 	else
@@ -145,7 +147,7 @@ for s in z1 z2 fsdp2 tp2 cp2 rc-modules rc-moe; do
 	check_run "run host, 4 ranks, MoE ep 2, $s" "$tmp/moe-$s.json" $? "$db" 1
 done
 if [ "$have_sqlite" = 1 ]; then
-	e=$(sqlite3 "$tmp/moe-fsdp2.db" "SELECT count(*) FROM events e JOIN names n ON n.id = e.name_id WHERE n.name = 'ag_experts'")
+	e=$(named_ops "$tmp/moe-fsdp2.db" "'ag_experts'")
 	if [ "${e:-0}" -gt 0 ]; then
 		ok "run host, FSDP2 with ep 2 gathers the experts apart ($e ops)"
 	else
@@ -164,7 +166,7 @@ for s in megatron fsdp; do
 		--steps 1 --warmup 0 --db "$db" --json >"$tmp/cp-$s.json" 2>"$tmp/cp-$s.json.err"
 	check_run "run host, 4 ranks, cp 2 allgather, $s" "$tmp/cp-$s.json" $? "$db" 1
 	if [ "$have_sqlite" = 1 ]; then
-		e=$(sqlite3 "$db" "SELECT count(*) FROM events e JOIN names n ON n.id = e.name_id WHERE n.name IN ('ag_cp_kv', 'rs_cp_dkv', 'dkv_send')")
+		e=$(named_ops "$db" "'ag_cp_kv', 'rs_cp_dkv', 'dkv_send'")
 		if [ "${e:-0}" -gt 0 ]; then
 			ok "run host, cp 2 allgather, $s: its exchange ran ($e ops)"
 		else
