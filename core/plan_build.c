@@ -120,6 +120,11 @@ struct pb {
 	int32_t bucket_buf;     /* IPG buffers of the current backward */
 	int32_t grads_full;     /* ZeRO-1: full 16-bit grads during the accumulation */
 	int32_t grads_part;     /* ZeRO-2: grads_in_partition of the current backward */
+	/* buffers that live from a layer's first piece to its last (enum lpiece): the
+	 * forward's activations of a recomputed layer; the backward's workspace and recomputed
+	 * outputs */
+	int32_t fwd_tmp, bwd_ws, bwd_rc;
+	uint32_t moe_probs;     /* the router's probabilities of the MoE layer in forward */
 	int32_t pend_bufs[64];  /* ZeRO-3/FSDP: full grads waiting for their reduce-scatter */
 	int npend;
 	uint32_t last_red;      /* last gradient collective or copy */
@@ -1771,6 +1776,12 @@ static double experts_reach(int64_t E, int64_t k, int64_t n, int64_t g, int64_t 
  * NVLink (COMM_EP); what follows waits for both */
 static void ep_a2a(struct pb *b, const char *net, const char *nvl, int64_t count, int64_t Tr)
 {
+	if (b->ep_nodes <= 0 && b->s->moe_a2a_overlap) {
+		/* the combined 1F1B runs the all-to-alls on a stream of their own */
+		wait_on(b, coll(b, PLAN_ALL_TO_ALL, JOB_GROUP_EP, PLAN_STREAM_COMM_EP, net, count,
+				b->pdt, b->last_compute));
+		return;
+	}
 	if (b->ep_nodes <= 0) {
 		coll_tp(b, PLAN_ALL_TO_ALL, JOB_GROUP_EP, net, count);
 		return;
@@ -1784,127 +1795,195 @@ static void ep_a2a(struct pb *b, const char *net, const char *nvl, int64_t count
 	wait_on(b, y);
 }
 
-/* MLP or MoE block between the second norm and the residual. */
-static void mlp_block(struct pb *b, int64_t l, bool bwd)
+/* The pieces of a layer that Megatron-Core's combined 1F1B schedule interleaves with another
+ * micro-batch's (model_chunk_schedule_plan.py, TransformerLayerSchedulePlan.run): the
+ * attention block with what precedes the dispatch (router, permutation), the dispatch
+ * all-to-all, the MLP (the experts), and the combine all-to-all with what follows it up to
+ * the residual. Forward runs them in this order, backward in reverse; a dense layer's MLP is
+ * its LP_MLP and its dispatch and combine are empty. */
+enum lpiece { LP_ATTN = 0, LP_DISPATCH, LP_MLP, LP_COMBINE, LP_NUM };
+
+static void dense_mlp(struct pb *b, int64_t l, bool bwd)
 {
 	int64_t T = b->T, tp = b->tp, g = bwd ? (b->lora ? 1 : 2) : 1;
 	int64_t wide = b->swiglu ? 2 : 1;
-	if (!layer_moe(b, l)) {
-		if (!bwd) {
-			sub_in(b, l, 2);
-			gemm(b, "fc1", T, wide * b->f / tp, b->h, 1, 0, true);
-			act_op(b, "act", (double)T * b->f / tp, false, 0);
-			sub_out(b, l, 2);
-			sub_in(b, l, 3);
-			gemm(b, "fc2", T, b->h, b->f / tp, 1, 0, true);
-			lora_gemm(b, l, false, bwd);
-			sub_out(b, l, 3);
-		} else {
-			sub_in(b, l, 3);
-			lora_gemm(b, l, false, bwd);
-			gemm(b, "fc2_bwd", T, b->h, b->f / tp, g, 0, false);
-			sub_out(b, l, 3);
-			sub_in(b, l, 2);
-			/* the activation's backward, and fc1's bias grad (a sum over tokens) */
-			act_op(b, "act_bwd", (double)T * b->f / tp, true,
-			       b->m->mlp_bias ? (double)T * wide * b->f / tp * b->ab : 0);
-			col_bwd(b, fc1_bwd_names, T, wide * b->f / tp, b->h, g);
-			sub_out(b, l, 2);
-		}
-		return;
-	}
-	/* MoE: router, permutation, dispatch all-to-all, grouped expert GEMMs with the top-k load,
-	 * combine all-to-all, unpermutation; the shared experts run beside. Megatron-Core with
-	 * sequence parallelism (its rule with TP and EP) routes the rank's own T/tp tokens:
-	 * permute -> all-to-all (EP) -> all-gather (TP) -> experts -> reduce-scatter (TP) ->
-	 * all-to-all (EP) -> unpermute (MoEAlltoAllTokenDispatcher), and only the shared experts
-	 * gather and reduce-scatter the sequence; otherwise every TP rank routes all T tokens
-	 * between the block's own gather and reduce-scatter. */
-	bool disp = moe_dispatch_sp(b);
-	/* folded experts (expert_tp != tp): the rank routes its own T / tp tokens and the
-	 * experts' tensor-parallel group takes the place of TP around them */
-	bool fold = b->etp != tp;
-	int64_t Tr = disp || fold ? T / tp : T; /* tokens this rank routes */
-	int64_t et = fold ? b->etp : tp;      /* the experts' TP degree */
-	enum job_group eg = fold ? JOB_GROUP_ETP : JOB_GROUP_TP;
-	bool gath = fold ? et > 1 : disp;    /* tokens gathered over eg after the dispatch */
-	/* token copies the local experts process: every rank of eg brings its own */
-	double load = (double)(fold ? Tr * et : T) * (double)b->topk;
-	double rload = (double)Tr * (double)b->topk;
-	int64_t per = (int64_t)ceil(load / (double)b->El);
-	int64_t a2a = Tr * b->topk * b->h;
-	sub_in(b, l, 2);
 	if (!bwd) {
-		uint32_t r = gemm(b, "router", Tr, b->E, b->h, 1, 0, false);
+		sub_in(b, l, 2);
+		gemm(b, "fc1", T, wide * b->f / tp, b->h, 1, 0, true);
+		act_op(b, "act", (double)T * b->f / tp, false, 0);
+		sub_out(b, l, 2);
+		sub_in(b, l, 3);
+		gemm(b, "fc2", T, b->h, b->f / tp, 1, 0, true);
+		lora_gemm(b, l, false, bwd);
+		sub_out(b, l, 3);
+	} else {
+		sub_in(b, l, 3);
+		lora_gemm(b, l, false, bwd);
+		gemm(b, "fc2_bwd", T, b->h, b->f / tp, g, 0, false);
+		sub_out(b, l, 3);
+		sub_in(b, l, 2);
+		/* the activation's backward, and fc1's bias grad (a sum over tokens) */
+		act_op(b, "act_bwd", (double)T * b->f / tp, true,
+		       b->m->mlp_bias ? (double)T * wide * b->f / tp * b->ab : 0);
+		col_bwd(b, fc1_bwd_names, T, wide * b->f / tp, b->h, g);
+		sub_out(b, l, 2);
+	}
+}
+
+/* MoE: router, permutation, dispatch all-to-all, grouped expert GEMMs with the top-k load,
+ * combine all-to-all, unpermutation; the shared experts run beside. Megatron-Core with
+ * sequence parallelism (its rule with TP and EP) routes the rank's own T/tp tokens:
+ * permute -> all-to-all (EP) -> all-gather (TP) -> experts -> reduce-scatter (TP) ->
+ * all-to-all (EP) -> unpermute (MoEAlltoAllTokenDispatcher), and only the shared experts
+ * gather and reduce-scatter the sequence; otherwise every TP rank routes all T tokens
+ * between the block's own gather and reduce-scatter. */
+struct moe_dims {
+	bool disp;          /* Megatron-Core's dispatcher routes the rank's own tokens (SP) */
+	bool gath;          /* tokens gathered over eg after the dispatch */
+	bool fold;          /* folded experts (expert_tp != tp): the rank routes its own T / tp
+			     * tokens and the experts' tensor-parallel group takes TP's place */
+	int64_t Tr;         /* tokens this rank routes */
+	int64_t et;         /* the experts' TP degree */
+	enum job_group eg;
+	double load;        /* token copies the local experts process: every rank of eg brings
+			     * its own */
+	double rload;       /* token copies this rank routes */
+	int64_t per, a2a;   /* tokens per local expert; elements of one all-to-all */
+};
+
+static struct moe_dims moe_dims(const struct pb *b)
+{
+	struct moe_dims d;
+	d.disp = moe_dispatch_sp(b);
+	d.fold = b->etp != b->tp;
+	d.Tr = d.disp || d.fold ? b->T / b->tp : b->T;
+	d.et = d.fold ? b->etp : b->tp;
+	d.eg = d.fold ? JOB_GROUP_ETP : JOB_GROUP_TP;
+	d.gath = d.fold ? d.et > 1 : d.disp;
+	d.load = (double)(d.fold ? d.Tr * d.et : b->T) * (double)b->topk;
+	d.rload = (double)d.Tr * (double)b->topk;
+	d.per = (int64_t)ceil(d.load / (double)b->El);
+	d.a2a = d.Tr * b->topk * b->h;
+	return d;
+}
+
+static void moe_fwd(struct pb *b, int64_t l, enum lpiece pc)
+{
+	struct moe_dims d = moe_dims(b);
+	int64_t wide = b->swiglu ? 2 : 1;
+	switch (pc) {
+	case LP_ATTN: {
+		sub_in(b, l, 2);
+		uint32_t r = gemm(b, "router", d.Tr, b->E, b->h, 1, 0, false);
 		/* without the dispatcher every TP rank runs the whole router: count a 1/tp share
 		 * as model FLOPs */
-		if (!(b->flags & PLAN_F_RECOMPUTE) && !disp && !fold)
-			b->p->model_flops += 3.0 * b->p->ops[r].u.compute.flops / (double)tp;
+		if (!(b->flags & PLAN_F_RECOMPUTE) && !d.disp && !d.fold)
+			b->p->model_flops += 3.0 * b->p->ops[r].u.compute.flops / (double)b->tp;
 		else if (!(b->flags & PLAN_F_RECOMPUTE))
 			b->p->model_flops += 3.0 * b->p->ops[r].u.compute.flops;
 		uint32_t probs = compute(b, PLAN_K_SOFTMAX, "router_softmax", 0,
-					 (double)Tr * b->E * 8, PLAN_STREAM_COMPUTE);
+					 (double)d.Tr * b->E * 8, PLAN_STREAM_COMPUTE);
 		if (b->eager)
 			/* HF's sparse MoE block (Mixtral, Qwen-MoE) loops over its experts and finds
 			 * each one's tokens with torch.where on the one-hot mask: a nonzero, whose
 			 * result size the host must read, so it waits for the GPU once per expert */
 			for (int64_t e = 0; e < b->El; e++) {
 				/* reads the expert's row of the int64 one-hot mask */
-				uint32_t w = elem(b, PLAN_K_ELEMWISE, "expert_where", (double)Tr * (double)b->topk * 8.0);
+				uint32_t w = elem(b, PLAN_K_ELEMWISE, "expert_where", d.rload * 8.0);
 				b->p->ops[w].flags |= PLAN_F_HOSTWAIT;
 			}
-		elem(b, PLAN_K_PERMUTE, "permute", rload * b->h * b->ab * 2);
+		elem(b, PLAN_K_PERMUTE, "permute", d.rload * b->h * b->ab * 2);
+		b->moe_probs = probs;
+		break;
+	}
+	case LP_DISPATCH:
 		if (b->megatron && b->s->moe_dispatcher == STRAT_DISPATCH_ALLTOALL) {
 			/* Megatron-Core's all-to-all dispatcher: the tokens this rank sends each
 			 * expert, all-gathered over the expert group (E int64 counts), are copied
 			 * to the host for the all-to-all's split sizes, and the host waits for that
 			 * copy before it issues the all-to-all (token_dispatcher.py, its d2h event
-			 * synchronized "before_ep_alltoall"); the permute is already issued */
+			 * synchronized "before_ep_alltoall"); the permute is already issued, and in
+			 * the combined 1F1B so is the other micro-batch's MLP backward */
 			uint32_t n = coll(b, PLAN_ALL_GATHER, JOB_GROUP_EP, PLAN_STREAM_COMM_TP,
-					  "ag_tokens_per_expert", 2 * b->E, TW_FP32, probs);
+					  "ag_tokens_per_expert", 2 * b->E, TW_FP32, b->moe_probs);
 			if (n != PLAN_NONE)
 				b->p->ops[n].flags |= PLAN_F_HOSTWAIT;
 		}
-		ep_a2a(b, "a2a_dispatch", "a2a_dispatch_nvl", a2a, Tr);
-		if (gath)
-			coll_wait(b, PLAN_ALL_GATHER, eg, "ag_dispatch", a2a);
-		gemm(b, "expert_fc1", per, wide * b->fe / et, b->h, b->El, load, true);
-		act_op(b, "expert_act", load * b->fe / et, false, 0);
-		gemm(b, "expert_fc2", per, b->h, b->fe / et, b->El, load, true);
-		if (gath)
-			coll_wait(b, PLAN_REDUCE_SCATTER, eg, "rs_combine", a2a);
-		ep_a2a(b, "a2a_combine", "a2a_combine_nvl", a2a, Tr);
-		elem(b, PLAN_K_PERMUTE, "unpermute", rload * b->h * b->ab * 2);
+		ep_a2a(b, "a2a_dispatch", "a2a_dispatch_nvl", d.a2a, d.Tr);
+		if (d.gath)
+			coll_wait(b, PLAN_ALL_GATHER, d.eg, "ag_dispatch", d.a2a);
+		break;
+	case LP_MLP:
+		gemm(b, "expert_fc1", d.per, wide * b->fe / d.et, b->h, b->El, d.load, true);
+		act_op(b, "expert_act", d.load * b->fe / d.et, false, 0);
+		gemm(b, "expert_fc2", d.per, b->h, b->fe / d.et, b->El, d.load, true);
+		if (d.gath)
+			coll_wait(b, PLAN_REDUCE_SCATTER, d.eg, "rs_combine", d.a2a);
+		break;
+	default:
+		ep_a2a(b, "a2a_combine", "a2a_combine_nvl", d.a2a, d.Tr);
+		elem(b, PLAN_K_PERMUTE, "unpermute", d.rload * b->h * b->ab * 2);
 		if (b->fs > 0)
 			shared_fwd(b);
-	} else {
+		lora_gemm(b, l, false, false);
+		sub_out(b, l, 2);
+	}
+}
+
+static void moe_bwd(struct pb *b, int64_t l, enum lpiece pc)
+{
+	struct moe_dims d = moe_dims(b);
+	int64_t T = b->T, tp = b->tp, g = b->lora ? 1 : 2, wide = b->swiglu ? 2 : 1;
+	switch (pc) {
+	case LP_COMBINE:
+		sub_in(b, l, 2);
 		if (b->fs > 0) {
-			if (disp)
+			if (d.disp)
 				tp_enter(b, true); /* the output grad */
 			gemm(b, "shared_fc2_bwd", T, b->h, b->fs / tp, g, 0, false);
 			act_op(b, "shared_act_bwd", (double)T * b->fs / tp, true, 0);
-			if (disp) /* a column-parallel linear of its own, as a dense fc1 */
+			if (d.disp) /* a column-parallel linear of its own, as a dense fc1 */
 				col_bwd(b, shared_fc1_bwd_names, T, wide * b->fs / tp, b->h, g);
 			else
 				gemm(b, "shared_fc1_bwd", T, wide * b->fs / tp, b->h, g, 0, false);
 		}
-		elem(b, PLAN_K_PERMUTE, "unpermute_bwd", rload * b->h * b->ab * 2);
-		ep_a2a(b, "a2a_combine_bwd", "a2a_combine_bwd_nvl", a2a, Tr);
-		if (gath) /* the reduce-scatter's backward */
-			coll_wait(b, PLAN_ALL_GATHER, eg, "ag_combine_bwd", a2a);
-		gemm(b, "expert_fc2_bwd", per, b->h, b->fe / et, b->El * (b->lora ? 1 : 2),
-		     load * (b->lora ? 1 : 2), false);
-		act_op(b, "expert_act_bwd", load * b->fe / et, true, 0);
-		gemm(b, "expert_fc1_bwd", per, wide * b->fe / et, b->h, b->El * (b->lora ? 1 : 2),
-		     load * (b->lora ? 1 : 2), false);
-		if (gath) /* the all-gather's backward */
-			coll_wait(b, PLAN_REDUCE_SCATTER, eg, "rs_dispatch_bwd", a2a);
-		ep_a2a(b, "a2a_dispatch_bwd", "a2a_dispatch_bwd_nvl", a2a, Tr);
-		elem(b, PLAN_K_PERMUTE, "permute_bwd", rload * b->h * b->ab * 2);
-		gemm(b, "router_bwd", Tr, b->E, b->h, b->lora ? 1 : 2, 0, false);
+		elem(b, PLAN_K_PERMUTE, "unpermute_bwd", d.rload * b->h * b->ab * 2);
+		ep_a2a(b, "a2a_combine_bwd", "a2a_combine_bwd_nvl", d.a2a, d.Tr);
+		if (d.gath) /* the reduce-scatter's backward */
+			coll_wait(b, PLAN_ALL_GATHER, d.eg, "ag_combine_bwd", d.a2a);
+		break;
+	case LP_MLP:
+		gemm(b, "expert_fc2_bwd", d.per, b->h, b->fe / d.et, b->El * g, d.load * g, false);
+		act_op(b, "expert_act_bwd", d.load * b->fe / d.et, true, 0);
+		gemm(b, "expert_fc1_bwd", d.per, wide * b->fe / d.et, b->h, b->El * g, d.load * g,
+		     false);
+		if (d.gath) /* the all-gather's backward */
+			coll_wait(b, PLAN_REDUCE_SCATTER, d.eg, "rs_dispatch_bwd", d.a2a);
+		break;
+	case LP_DISPATCH:
+		ep_a2a(b, "a2a_dispatch_bwd", "a2a_dispatch_bwd_nvl", d.a2a, d.Tr);
+		break;
+	default:
+		elem(b, PLAN_K_PERMUTE, "permute_bwd", d.rload * b->h * b->ab * 2);
+		gemm(b, "router_bwd", d.Tr, b->E, b->h, g, 0, false);
+		lora_gemm(b, l, false, true);
+		sub_out(b, l, 2);
 	}
-	lora_gemm(b, l, false, bwd);
-	sub_out(b, l, 2);
+}
+
+/* MLP or MoE block between the second norm and the residual. */
+static void mlp_block(struct pb *b, int64_t l, bool bwd)
+{
+	if (!layer_moe(b, l)) {
+		dense_mlp(b, l, bwd);
+		return;
+	}
+	for (int i = 0; i < LP_NUM; i++) {
+		if (bwd)
+			moe_bwd(b, l, (enum lpiece)(LP_NUM - 1 - i));
+		else
+			moe_fwd(b, l, (enum lpiece)i);
+	}
 }
 
 /* TP entry/exit of a block (Megatron f/g): SP all-gathers the sequence-sharded input and
@@ -2090,10 +2169,33 @@ static void mla_bwd(struct pb *b, int64_t g)
 	}
 }
 
-static void layer_fwd_ops(struct pb *b, int64_t l)
+/* Piece pc of layer l's forward ops (enum lpiece) */
+static void layer_fwd_ops(struct pb *b, int64_t l, enum lpiece pc)
 {
 	int64_t T = b->T, tp = b->tp, h = b->h;
 	double tne = (double)(b->sp ? T / tp : T) * h;
+	bool moe = layer_moe(b, l);
+	bool own = moe && moe_dispatch_sp(b); /* the block gathers for itself */
+	if (pc == LP_DISPATCH) {
+		if (moe)
+			moe_fwd(b, l, pc);
+		return;
+	}
+	if (pc == LP_MLP) {
+		if (moe)
+			moe_fwd(b, l, pc);
+		else
+			dense_mlp(b, l, false);
+		return;
+	}
+	if (pc == LP_COMBINE) {
+		if (moe)
+			moe_fwd(b, l, pc);
+		if (!own)
+			tp_exit(b, false);
+		residual_op(b, "residual2", tne, false, false);
+		return;
+	}
 	sub_in(b, l, 0);
 	norm_op(b, "norm1", tne, false, 0);
 	if (b->m->kv_lora_rank > 0) {
@@ -2117,30 +2219,52 @@ static void layer_fwd_ops(struct pb *b, int64_t l)
 	residual_op(b, "residual1", tne, false, false);
 	norm_op(b, "norm2", tne, false, 0);
 	sub_out(b, l, 1);
-	bool own = layer_moe(b, l) && moe_dispatch_sp(b); /* the block gathers for itself */
 	if (!own)
 		tp_enter(b, false);
-	mlp_block(b, l, false);
-	if (!own)
-		tp_exit(b, false);
-	residual_op(b, "residual2", tne, false, false);
+	if (moe)
+		moe_fwd(b, l, pc);
+}
+
+static void layer_fwd_all(struct pb *b, int64_t l)
+{
+	for (int pc = 0; pc < LP_NUM; pc++)
+		layer_fwd_ops(b, l, (enum lpiece)pc);
 }
 
 /* Backward memory passes per layer beyond the kernels' own, in units of the residual stream
  * (tn bytes): autograd sums the two grads of each norm's input (the norm's and the residual
  * path's: read 2, write 1), folded into the norm backward; a bias grad is a sum over tokens
  * of the output grad (read 1), folded into the op before it. */
-static void layer_bwd_ops(struct pb *b, int64_t l)
+static void layer_bwd_ops(struct pb *b, int64_t l, enum lpiece pc)
 {
 	int64_t T = b->T, tp = b->tp, h = b->h, g = b->lora ? 1 : 2;
 	double tne = (double)(b->sp ? T / tp : T) * h, tn = tne * b->ab;
 	const struct model *m = b->m;
-	residual_op(b, "residual2_bwd", tne, true, m->mlp_bias);
-	bool own = layer_moe(b, l) && moe_dispatch_sp(b); /* the block gathers for itself */
-	if (!own)
-		tp_enter(b, true); /* SP: gather the output grad */
-	mlp_block(b, l, true); /* a dense MLP's fc1 gathers and reduces in col_bwd */
-	if (layer_moe(b, l) && !own) {
+	bool moe = layer_moe(b, l);
+	bool own = moe && moe_dispatch_sp(b); /* the block gathers for itself */
+	if (pc == LP_COMBINE) {
+		residual_op(b, "residual2_bwd", tne, true, m->mlp_bias);
+		if (!own)
+			tp_enter(b, true); /* SP: gather the output grad */
+		if (moe)
+			moe_bwd(b, l, pc);
+		return;
+	}
+	if (pc == LP_MLP) {
+		if (moe)
+			moe_bwd(b, l, pc);
+		else
+			dense_mlp(b, l, true); /* fc1 gathers and reduces in col_bwd */
+		return;
+	}
+	if (pc == LP_DISPATCH) {
+		if (moe)
+			moe_bwd(b, l, pc);
+		return;
+	}
+	if (moe)
+		moe_bwd(b, l, pc);
+	if (moe && !own) {
 		tp_enter(b, true); /* SP: gather the saved norm output again for the weight grads */
 		tp_exit(b, true);
 	}
@@ -2269,35 +2393,49 @@ static void reuse_distances(struct pb *b, bool first, bool last)
 	free(use);
 }
 
-static void layer_fwd(struct pb *b, int64_t l)
+/* Piece pc of layer l's forward: LP_ATTN begins the layer (its parameters, its saved
+ * activations), LP_COMBINE ends it */
+static void layer_fwd_piece(struct pb *b, int64_t l, enum lpiece pc)
 {
 	b->layer = (int32_t)l;
 	struct act_sizes a = layer_act(b, l);
 	int64_t ai = act_index(b, l);
-	if (b->pg_op && b->pg_op[ai % b->nlayers] != PLAN_NONE) {
-		/* its parameters, updated by the last step, are gathered by now */
-		wait_on(b, b->pg_op[ai % b->nlayers]);
-		b->pg_op[ai % b->nlayers] = PLAN_NONE;
+	if (pc == LP_ATTN) {
+		if (b->pg_op && b->pg_op[ai % b->nlayers] != PLAN_NONE) {
+			/* its parameters, updated by the last step, are gathered by now */
+			wait_on(b, b->pg_op[ai % b->nlayers]);
+			b->pg_op[ai % b->nlayers] = PLAN_NONE;
+		}
+		if (b->upl == 1)
+			unit_in(b, 1 + l);
+		if (recomputed(b, l)) {
+			bool host = b->ds && b->s->cpu_checkpointing;
+			b->ckpt[ai] = mem_alloc(b, PLAN_MEM_CKPT, host ? PLAN_DEV_HOST : PLAN_DEV_GPU,
+						a.input, "ckpt", PLAN_STREAM_COMPUTE);
+			b->fwd_tmp = mem_alloc(b, PLAN_MEM_ACTIV, PLAN_DEV_GPU, a.saved,
+					       "activations", PLAN_STREAM_COMPUTE);
+			if (host)
+				copy(b, PLAN_D2H, "ckpt_d2h", a.input, b->last_compute);
+		} else {
+			b->act[ai] = mem_alloc(b, PLAN_MEM_ACTIV, PLAN_DEV_GPU, a.saved,
+					       "activations", PLAN_STREAM_COMPUTE);
+		}
 	}
-	if (b->upl == 1)
-		unit_in(b, 1 + l);
-	if (recomputed(b, l)) {
-		bool host = b->ds && b->s->cpu_checkpointing;
-		b->ckpt[ai] = mem_alloc(b, PLAN_MEM_CKPT, host ? PLAN_DEV_HOST : PLAN_DEV_GPU,
-					a.input, "ckpt", PLAN_STREAM_COMPUTE);
-		int32_t t = mem_alloc(b, PLAN_MEM_ACTIV, PLAN_DEV_GPU, a.saved, "activations",
-				      PLAN_STREAM_COMPUTE);
-		if (host)
-			copy(b, PLAN_D2H, "ckpt_d2h", a.input, b->last_compute);
-		layer_fwd_ops(b, l);
-		mem_free(b, t, "activations", PLAN_STREAM_COMPUTE);
-	} else {
-		b->act[ai] = mem_alloc(b, PLAN_MEM_ACTIV, PLAN_DEV_GPU, a.saved, "activations",
-				       PLAN_STREAM_COMPUTE);
-		layer_fwd_ops(b, l);
+	layer_fwd_ops(b, l, pc);
+	if (pc != LP_COMBINE)
+		return;
+	if (b->fwd_tmp >= 0) {
+		mem_free(b, b->fwd_tmp, "activations", PLAN_STREAM_COMPUTE);
+		b->fwd_tmp = -1;
 	}
 	if (b->upl == 1)
 		unit_out(b, 1 + l);
+}
+
+static void layer_fwd(struct pb *b, int64_t l)
+{
+	for (int pc = 0; pc < LP_NUM; pc++)
+		layer_fwd_piece(b, l, (enum lpiece)pc);
 }
 
 /* The op policy's recompute before a layer's backward: what the backward needs and the
@@ -2378,28 +2516,25 @@ static void modules_recompute(struct pb *b, int64_t l)
 		shared_fwd(b);
 }
 
-static void layer_bwd(struct pb *b, int64_t l)
+/* The start of a layer's backward: its parameters, its recompute, its workspace */
+static void layer_bwd_begin(struct pb *b, int64_t l, const struct act_sizes *a, int64_t ai)
 {
-	b->layer = (int32_t)l;
-	struct act_sizes a = layer_act(b, l);
-	int64_t ai = act_index(b, l);
-	int32_t rc = -1;
 	/* FSDP gathers the block when its backward starts, before a checkpoint recomputes it */
 	if (b->upl == 1)
 		unit_in(b, 1 + l);
 	if (recomputed(b, l)) {
 		uint32_t in = PLAN_NONE;
 		if (b->ds && b->s->cpu_checkpointing)
-			wait_on(b, in = copy(b, PLAN_H2D, "ckpt_h2d", a.input, PLAN_NONE));
+			wait_on(b, in = copy(b, PLAN_H2D, "ckpt_h2d", a->input, PLAN_NONE));
 		/* DeepSpeed's partition_activations kept 1/tp of the layer input; get_full_inputs
 		 * all-gathers it over the TP group before the recompute */
 		if (b->ds && b->s->partition_activations && b->tp > 1)
 			wait_on(b, coll(b, PLAN_ALL_GATHER, JOB_GROUP_TP, PLAN_STREAM_COMM_TP, "ag_ckpt",
 					b->T * b->h / b->tp, b->pdt, in != PLAN_NONE ? in : b->last_compute));
-		b->act[ai] = mem_alloc(b, PLAN_MEM_ACTIV, PLAN_DEV_GPU, a.saved, "activations",
+		b->act[ai] = mem_alloc(b, PLAN_MEM_ACTIV, PLAN_DEV_GPU, a->saved, "activations",
 				       PLAN_STREAM_COMPUTE);
 		b->flags |= PLAN_F_RECOMPUTE;
-		layer_fwd_ops(b, l);
+		layer_fwd_all(b, l);
 		b->flags &= (uint8_t)~PLAN_F_RECOMPUTE;
 	} else if (b->s->recompute == STRAT_RECOMPUTE_OP) {
 		b->flags |= PLAN_F_RECOMPUTE; /* ZeRO-3 fetches the units it recomputes, no more */
@@ -2415,20 +2550,35 @@ static void layer_bwd(struct pb *b, int64_t l)
 		 * saves no scores, so there is nothing to recompute */
 		if (rc_mod(b, STRAT_RC_CORE_ATTN) && (!b->flash || b->megatron))
 			attention(b, "attn_recompute", false); /* the CP exchange again with it */
-		if (a.rc > 0) { /* the modules' outputs are made again for the backward */
-			rc = mem_alloc(b, PLAN_MEM_ACTIV, PLAN_DEV_GPU, a.rc, "recomputed",
+		if (a->rc > 0) { /* the modules' outputs are made again for the backward */
+			b->bwd_rc = mem_alloc(b, PLAN_MEM_ACTIV, PLAN_DEV_GPU, a->rc, "recomputed",
 				       PLAN_STREAM_COMPUTE);
 			modules_recompute(b, l);
 		}
 		b->phase = ph;
 		b->flags &= (uint8_t)~PLAN_F_RECOMPUTE;
 	}
-	int32_t w = mem_alloc(b, PLAN_MEM_WORKSPACE, PLAN_DEV_GPU, a.work, "workspace",
+	b->bwd_ws = mem_alloc(b, PLAN_MEM_WORKSPACE, PLAN_DEV_GPU, a->work, "workspace",
 			      PLAN_STREAM_COMPUTE);
-	layer_bwd_ops(b, l);
-	mem_free(b, w, "workspace", PLAN_STREAM_COMPUTE);
-	if (rc >= 0)
-		mem_free(b, rc, "recomputed", PLAN_STREAM_COMPUTE);
+}
+
+/* Piece pc of layer l's backward: LP_COMBINE begins the layer (its parameters, what it
+ * recomputes, its workspace), LP_ATTN ends it */
+static void layer_bwd_piece(struct pb *b, int64_t l, enum lpiece pc)
+{
+	b->layer = (int32_t)l;
+	struct act_sizes a = layer_act(b, l);
+	int64_t ai = act_index(b, l);
+	if (pc == LP_COMBINE)
+		layer_bwd_begin(b, l, &a, ai);
+	layer_bwd_ops(b, l, pc);
+	if (pc != LP_ATTN)
+		return;
+	mem_free(b, b->bwd_ws, "workspace", PLAN_STREAM_COMPUTE);
+	b->bwd_ws = -1;
+	if (b->bwd_rc >= 0)
+		mem_free(b, b->bwd_rc, "recomputed", PLAN_STREAM_COMPUTE);
+	b->bwd_rc = -1;
 	mem_free(b, b->act[ai], "activations", PLAN_STREAM_COMPUTE);
 	b->act[ai] = -1;
 	if (b->ckpt[ai] >= 0) {
@@ -2437,6 +2587,12 @@ static void layer_bwd(struct pb *b, int64_t l)
 	}
 	if (b->upl == 1)
 		unit_out(b, 1 + l);
+}
+
+static void layer_bwd(struct pb *b, int64_t l)
+{
+	for (int pc = LP_NUM - 1; pc >= 0; pc--)
+		layer_bwd_piece(b, l, (enum lpiece)pc);
 }
 
 /* ---- embedding and head ------------------------------------------------------------------------- */
@@ -2564,6 +2720,7 @@ static void head_bwd(struct pb *b, int32_t logits)
 struct item {
 	bool fwd;
 	int32_t micro, chunk;
+	bool pair; /* a forward that runs combined with the backward after it (run_pair) */
 };
 
 /* The order of forward/backward items on this stage (reference/deepspeed.md §5; Megatron's
@@ -2572,6 +2729,18 @@ static size_t schedule(const struct pb *b, struct item *it)
 {
 	int64_t m = b->nmicro, s = b->c.pp, P = b->pp, n = 0;
 	enum strat_schedule kind = b->pp > 1 ? b->s->schedule : STRAT_SCHED_GPIPE;
+	bool moeo = b->s->moe_a2a_overlap; /* Megatron-Core's combined 1F1B (run_pair) */
+	if (b->pp == 1 && moeo) {
+		/* combined_1f1b_schedule_for_no_pipelining: the first forward alone, then each
+		 * forward with the previous micro-batch's backward, the last backward alone */
+		it[n++] = (struct item){true, 0, 0, false};
+		for (int64_t i = 1; i < m; i++) {
+			it[n++] = (struct item){true, (int32_t)i, 0, true};
+			it[n++] = (struct item){false, (int32_t)(i - 1), 0, false};
+		}
+		it[n++] = (struct item){false, (int32_t)(m - 1), 0, false};
+		return (size_t)n;
+	}
 	if (b->pp == 1) { /* no pipeline: forward then backward of each micro-batch */
 		for (int64_t i = 0; i < m; i++) {
 			it[n++] = (struct item){true, (int32_t)i, 0};
@@ -2589,6 +2758,10 @@ static size_t schedule(const struct pb *b, struct item *it)
 	if (kind == STRAT_SCHED_INTERLEAVED && b->vp > 1) {
 		int64_t V = b->vp, total = m * V;
 		int64_t warm = (P - s - 1) * 2 + (V - 1) * P;
+		/* the combined 1F1B runs one forward more first, so that each pair's forward and
+		 * backward are independent (schedules.py) */
+		if (moeo)
+			warm++;
 		if (warm > total)
 			warm = total;
 		int64_t fk = 0, bk = 0;
@@ -2597,7 +2770,8 @@ static size_t schedule(const struct pb *b, struct item *it)
 		for (; fk < warm; fk++)
 			it[n++] = F_ITEM(fk);
 		while (fk < total) {
-			it[n++] = F_ITEM(fk);
+			it[n] = F_ITEM(fk);
+			it[n++].pair = moeo;
 			fk++;
 			it[n++] = B_ITEM(bk);
 			bk++;
@@ -2759,7 +2933,9 @@ static void recv_ahead(struct pb *b, const struct item *it, size_t n, size_t i)
 	}
 }
 
-static void run_item(struct pb *b, const struct item *it, int32_t *logits)
+/* An item's work before its layers: its receive, inputs and held send; the embedding
+ * (forward) or the head's backward */
+static void item_begin(struct pb *b, const struct item *it, int32_t *logits)
 {
 	int64_t vs = (int64_t)it->chunk * b->pp + b->c.pp, nvs = b->pp * b->vp;
 	bool first = vs == 0, last = vs == nvs - 1;
@@ -2770,7 +2946,6 @@ static void run_item(struct pb *b, const struct item *it, int32_t *logits)
 	b->layer = -1; /* the item's receive, inputs and held send belong to no layer */
 	b->u_lo = first ? 0 : 1 + lo * b->upl;
 	b->u_hi = last ? b->head_uid : (lo + n) * b->upl;
-	bool ds_pipe = b->ds && b->pp > 1;
 	if (it->fwd) {
 		b->phase = PLAN_PHASE_FWD;
 		/* a held activation (warm-up: the backward step between was idle) or grad */
@@ -2783,16 +2958,6 @@ static void run_item(struct pb *b, const struct item *it, int32_t *logits)
 			batch_in(b);
 		if (first)
 			embed(b, false);
-		for (int64_t l = lo; l < lo + n; l++)
-			layer_fwd(b, l);
-		if (last) {
-			logits[it->micro] = head_fwd(b);
-		} else if (ds_pipe) {
-			pipe_meta(b, false); /* _exec_forward_pass partitions the output */
-			hold_send(b, false, next, ds_step(b, it));
-		} else {
-			p2p(b, true, next, PLAN_P2P_ACT, p2p_bytes(b, false), "send_act");
-		}
 		return;
 	}
 	b->phase = PLAN_PHASE_BWD;
@@ -2821,8 +2986,30 @@ static void run_item(struct pb *b, const struct item *it, int32_t *logits)
 	flush_send(b);
 	if (last)
 		head_bwd(b, logits[it->micro]);
-	for (int64_t l = lo + n - 1; l >= lo; l--)
-		layer_bwd(b, l);
+}
+
+/* An item's work after its layers: the head (forward) or the embedding's backward, the
+ * send, and after a backward the gradient reductions it starts */
+static void item_end(struct pb *b, const struct item *it, int32_t *logits)
+{
+	int64_t vs = (int64_t)it->chunk * b->pp + b->c.pp, nvs = b->pp * b->vp;
+	bool first = vs == 0, last = vs == nvs - 1;
+	int64_t prev = stage_rank(b, b->c.pp - 1), next = stage_rank(b, b->c.pp + 1);
+	bool ds_pipe = b->ds && b->pp > 1;
+	if (it->fwd) {
+		if (last) {
+			logits[it->micro] = head_fwd(b);
+		} else if (ds_pipe) {
+			pipe_meta(b, false); /* _exec_forward_pass partitions the output */
+			hold_send(b, false, next, ds_step(b, it));
+		} else {
+			p2p(b, true, next, PLAN_P2P_ACT, p2p_bytes(b, false), "send_act");
+		}
+		return;
+	}
+	bool red = reduces_now(b) && b->shard != SH_PARAM;
+	bool ipg = red && b->ds && b->shard >= SH_OPT && b->s->contiguous_gradients &&
+		   b->s->offload_optimizer == STRAT_OFFLOAD_NONE;
 	if (first)
 		embed(b, true);
 	else if (ds_pipe)
@@ -2850,6 +3037,97 @@ static void run_item(struct pb *b, const struct item *it, int32_t *logits)
 		mem_free(b, b->grads_part, "grads_in_partition", PLAN_STREAM_COMPUTE);
 		b->grads_part = -1;
 	}
+}
+
+static void run_item(struct pb *b, const struct item *it, int32_t *logits)
+{
+	int64_t lo = b->first[it->chunk], n = b->nl[it->chunk];
+	item_begin(b, it, logits);
+	if (it->fwd)
+		for (int64_t l = lo; l < lo + n; l++)
+			layer_fwd(b, l);
+	else
+		for (int64_t l = lo + n - 1; l >= lo; l--)
+			layer_bwd(b, l);
+	item_end(b, it, logits);
+}
+
+/* One micro-batch's place in the plan while another's ops are emitted between its own:
+ * what its next ops wait for and carry */
+struct chain {
+	uint32_t wait[PLAN_NUM_STREAMS];
+	uint32_t last_compute, tpo_ag, before_gemm;
+	uint8_t phase, flags;
+	int32_t layer, micro, stage, ugrad;
+	int64_t u_lo, u_hi;
+};
+
+static void chain_get(const struct pb *b, struct chain *c)
+{
+	memcpy(c->wait, b->wait, sizeof(c->wait));
+	c->last_compute = b->last_compute, c->tpo_ag = b->tpo_ag, c->before_gemm = b->before_gemm;
+	c->phase = b->phase, c->flags = b->flags;
+	c->layer = b->layer, c->micro = b->micro, c->stage = b->stage, c->ugrad = b->ugrad;
+	c->u_lo = b->u_lo, c->u_hi = b->u_hi;
+}
+
+static void chain_set(struct pb *b, const struct chain *c)
+{
+	memcpy(b->wait, c->wait, sizeof(b->wait));
+	b->last_compute = c->last_compute, b->tpo_ag = c->tpo_ag, b->before_gemm = c->before_gemm;
+	b->phase = c->phase, b->flags = c->flags;
+	b->layer = c->layer, b->micro = c->micro, b->stage = c->stage, b->ugrad = c->ugrad;
+	b->u_lo = c->u_lo, b->u_hi = c->u_hi;
+}
+
+/* Megatron-Core's combined 1F1B step (overlap_moe_expert_parallel_comm; combined_1f1b.py,
+ * TransformerModelChunkSchedulePlan.run): forward item f and backward item k run together,
+ * the forward's layer i beside the backward's layer n - 1 - i, in the order of
+ * TransformerLayerSchedulePlan.run:
+ *     comm stream:     combine_bwd | dispatch_fwd, dispatch_bwd | combine_fwd
+ *     compute stream:  attn_fwd    | mlp_bwd, mlp_fwd           | attn_bwd
+ * so each all-to-all runs under the other micro-batch's compute. Each item keeps its own
+ * dependencies (struct chain); the layers one item has more than the other run alone after. */
+static void run_pair(struct pb *b, const struct item *f, const struct item *k, int32_t *logits)
+{
+	static const struct {
+		bool fwd;
+		enum lpiece pc;
+	} order[] = { { false, LP_COMBINE }, { true, LP_ATTN },	     { false, LP_MLP },
+		      { true, LP_DISPATCH }, { false, LP_DISPATCH }, { true, LP_MLP },
+		      { true, LP_COMBINE },  { false, LP_ATTN } };
+	struct chain cf, ck;
+	int64_t flo = b->first[f->chunk], fn = b->nl[f->chunk];
+	int64_t klo = b->first[k->chunk], kn = b->nl[k->chunk], both = fn < kn ? fn : kn;
+	item_begin(b, f, logits);
+	chain_get(b, &cf);
+	item_begin(b, k, logits);
+	chain_get(b, &ck);
+	for (int64_t i = 0; i < both; i++)
+		for (size_t j = 0; j < sizeof(order) / sizeof(order[0]); j++) {
+			struct chain *c = order[j].fwd ? &cf : &ck;
+			chain_set(b, c);
+			if (order[j].fwd)
+				layer_fwd_piece(b, flo + i, order[j].pc);
+			else
+				layer_bwd_piece(b, klo + kn - 1 - i, order[j].pc);
+			chain_get(b, c);
+		}
+	chain_set(b, &ck);
+	for (int64_t i = both; i < kn; i++)
+		layer_bwd(b, klo + kn - 1 - i);
+	chain_get(b, &ck);
+	chain_set(b, &cf);
+	for (int64_t i = both; i < fn; i++)
+		layer_fwd(b, flo + i);
+	item_end(b, f, logits);
+	chain_get(b, &cf);
+	chain_set(b, &ck);
+	/* what the forward left for a next op that never came, the backward's next op waits for */
+	for (int s = 0; s < PLAN_NUM_STREAMS; s++)
+		if (b->wait[s] == PLAN_NONE)
+			b->wait[s] = cf.wait[s];
+	item_end(b, k, logits);
 }
 
 /* ---- model states and the optimizer step ------------------------------------------------------ */
@@ -3448,6 +3726,8 @@ static void setup(struct pb *b)
 	b->tpo_ag = b->before_gemm = PLAN_NONE;
 	b->ahead[0] = b->ahead[1] = PLAN_NONE;
 	b->bucket_buf = b->grads_full = b->grads_part = -1;
+	b->fwd_tmp = b->bwd_ws = b->bwd_rc = -1;
+	b->moe_probs = PLAN_NONE;
 	b->layer = b->micro = b->stage = -1;
 	b->phase = PLAN_PHASE_OTHER;
 
@@ -3673,9 +3953,15 @@ static enum tw_result build_rank(const struct job *j, int64_t rank, struct plan 
 		param_gather_start(&b);
 	size_t ops0 = out->nops, deps0 = out->ndeps;
 	for (size_t i = 0; i < n; i++) {
-		run_item(&b, &items[i], logits);
-		if (b.megatron && b.s->overlap_p2p_comm && b.pp > 1)
-			recv_ahead(&b, items, n, i);
+		bool pair = items[i].pair && i + 1 < n;
+		if (pair)
+			run_pair(&b, &items[i], &items[i + 1], logits);
+		else
+			run_item(&b, &items[i], logits);
+		for (size_t k = i; k <= i + pair; k++)
+			if (b.megatron && b.s->overlap_p2p_comm && b.pp > 1)
+				recv_ahead(&b, items, n, k);
+		i += pair;
 		if (i == 0 && n > 1) {
 			/* reserve the rest from the first item (a backward has about twice a
 			 * forward's ops): one move instead of a chain of doublings; pages never

@@ -142,7 +142,7 @@ static const char *const our_keys[] = {
 	"first_stage_layers", "last_stage_layers", "account_for_embedding_in_pipeline_split",
 	"account_for_loss_in_pipeline_split", "recompute_modules", "hidden_dropout",
 	"attention_dropout", "cross_entropy", "attention_kernel", "nccl_algo", "nccl_proto",
-	"moe_dispatcher", NULL};
+	"moe_dispatcher", "overlap_moe_expert_parallel_comm", NULL};
 
 static bool is_our_key(const char *k)
 {
@@ -424,8 +424,8 @@ struct ours {
 	struct oval framework, version, tp, pp, cp, cp_kind, kernels, ep, etp, vp, sp, schedule,
 		recompute, flash, fp8, tf32, precision, optimizer, distopt, fsdp_sharding, fsdp_group,
 		fsdp_version, fsdp_reduce, lora_rank, lora_targets, seq_len, host_op, ogr, opg, tpo, atp,
-		rnl, grb, fsl, lsl, afe, afl, rcm, hdrop, adrop, ce, akern, op2p, nalgo, nproto, disp;
-	bool ogr_v, opg_v, tpo_v, atp_v, grb_v, afe_v, afl_v, op2p_v;
+		rnl, grb, fsl, lsl, afe, afl, rcm, hdrop, adrop, ce, akern, op2p, nalgo, nproto, disp, moeo;
+	bool ogr_v, opg_v, tpo_v, atp_v, grb_v, afe_v, afl_v, op2p_v, moeo_v;
 	double host_op_v, hdrop_v, adrop_v;
 	int framework_i, schedule_i, recompute_i, cp_kind_i, kernels_i, precision_i, optimizer_i,
 		fsdp_i, fsdp_reduce_i, ce_i, disp_i;
@@ -603,6 +603,7 @@ static enum tw_result parse_ours(struct strat_rd *r, const cJSON *o, struct ours
 	TW_CHECK(obool(r, o, NULL, "overlap_param_gather", &u->opg_v, &u->opg));
 	TW_CHECK(obool(r, o, NULL, "tp_comm_overlap", &u->tpo_v, &u->tpo));
 	TW_CHECK(obool(r, o, NULL, "overlap_p2p_comm", &u->op2p_v, &u->op2p));
+	TW_CHECK(obool(r, o, NULL, "overlap_moe_expert_parallel_comm", &u->moeo_v, &u->moeo));
 	TW_CHECK(obool(r, o, NULL, "async_tensor_model_parallel_allreduce", &u->atp_v, &u->atp));
 	TW_CHECK(obool(r, o, NULL, "grad_reduce_in_bf16", &u->grb_v, &u->grb));
 	TW_CHECK(oenum(r, o, NULL, "precision", precision_names, &u->precision_i, &u->precision));
@@ -1005,6 +1006,38 @@ static enum tw_result resolve_degrees(struct strat_rd *r, const struct strat_inp
 }
 
 /* Rules between degrees and framework, independent of the model. */
+/* Megatron-Core's overlap_moe_expert_parallel_comm and the rules its TransformerConfig
+ * asserts (transformer_config.py): expert parallelism, the all-to-all or flex dispatcher, no
+ * full recompute and no recomputed MoE block, a 16-bit model, and with a pipeline the
+ * interleaved schedule */
+static enum tw_result check_moe_a2a_overlap(struct strat_rd *r, const struct ours *u)
+{
+	struct strategy *s = r->s;
+	const char *k = "overlap_moe_expert_parallel_comm";
+	s->moe_a2a_overlap = u->moeo.given && u->moeo_v;
+	if (s->framework != STRAT_MEGATRON && u->moeo.given)
+		return sfail(r, k, "needs framework megatron (Megatron-Core's combined 1F1B schedule)");
+	if (s->framework == STRAT_MEGATRON)
+		oprov(s, k, &u->moeo, "Megatron default", "%s", s->moe_a2a_overlap ? "true" : "false");
+	if (!s->moe_a2a_overlap)
+		return TW_OK;
+	if (r->m && r->m->experts == 0)
+		return sfail(r, k, "needs a mixture-of-experts model (%s is dense)", r->m->name);
+	if (s->ep < 2)
+		return sfail(r, k, "needs expert parallelism: ep > 1 (ep=%" PRId64 ")", s->ep);
+	if (s->recompute == STRAT_RECOMPUTE_FULL)
+		return sfail(r, k, "does not run with recompute full (Megatron: \"disable full "
+			     "recomputation when enabling overlap_moe_expert_parallel_comm\")");
+	if (s->recompute == STRAT_RECOMPUTE_SELECTIVE && (s->recompute_modules & STRAT_RC_MOE))
+		return sfail(r, k, "does not run with moe in recompute_modules");
+	if (s->param_dtype != TW_BF16 && s->param_dtype != TW_FP16)
+		return sfail(r, k, "needs a bf16 or fp16 model (precision is fp32)");
+	if (s->pp > 1 && !(s->schedule == STRAT_SCHED_INTERLEAVED && s->vp > 1))
+		return sfail(r, k, "with pp > 1 needs schedule interleaved with vp > 1 (Megatron: "
+			     "\"virtual_pipeline_model_parallel_size must be specified\")");
+	return TW_OK;
+}
+
 static enum tw_result check_framework(struct strat_rd *r, const struct ours *u)
 {
 	struct strategy *s = r->s;
@@ -1718,6 +1751,7 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 	oprov(s, "cross_entropy", &u.ce, "the model code's own loss", "%s", ce_names[s->cross_entropy]);
 	oprov(s, "moe_dispatcher", &u.disp, "one all-to-all over the expert group", "%s",
 	      dispatcher_names[s->moe_dispatcher]);
+	TW_CHECK(check_moe_a2a_overlap(r, &u));
 	if (u.akern.given) {
 		snprintf(s->attention_kernel, sizeof(s->attention_kernel), "%s", u.akern_v);
 		if (!s->flash_attention)
@@ -1951,6 +1985,7 @@ struct cJSON *strategy_to_json(const struct strategy *s)
 	cJSON_AddNumberToObject(a, "attention_dropout", s->attention_dropout);
 	cJSON_AddStringToObject(a, "cross_entropy", ce_names[s->cross_entropy]);
 	cJSON_AddStringToObject(a, "moe_dispatcher", dispatcher_names[s->moe_dispatcher]);
+	cJSON_AddBoolToObject(a, "overlap_moe_expert_parallel_comm", s->moe_a2a_overlap);
 	cJSON_AddStringToObject(a, "attention_kernel", s->attention_kernel);
 	cJSON_AddStringToObject(o, "nccl_algo", s->nccl_algo);
 	cJSON_AddStringToObject(o, "nccl_proto", s->nccl_proto);

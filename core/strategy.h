@@ -189,6 +189,11 @@ struct strategy {
 	 * Liger's, flash-attn's with inplace_backward) */
 	enum strat_ce cross_entropy;
 	enum strat_dispatcher moe_dispatcher;
+	/* Megatron-Core's overlap_moe_expert_parallel_comm (--overlap-moe-expert-parallel-comm):
+	 * the combined 1F1B schedule runs one micro-batch's forward beside another's backward,
+	 * layer by layer, so each one's dispatch and combine all-to-alls run under the other's
+	 * compute; off by default */
+	bool moe_a2a_overlap;
 	/* NCCL_ALGO / NCCL_PROTO as the job's environment sets them: the algorithms and protocols
 	 * they take away from NCCL's tuner, bit i = strat_nccl_algo_names[i] /
 	 * strat_nccl_proto_names[i] (0: NCCL's default, all of them); the text as given */

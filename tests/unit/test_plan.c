@@ -1308,6 +1308,93 @@ static void test_moe_megatron_dispatcher(struct test_ctx *t)
 	free(j);
 }
 
+/* Megatron-Core's overlap_moe_expert_parallel_comm: the combined 1F1B runs micro-batch i's
+ * forward beside micro-batch i - 1's backward, layer by layer, with the all-to-alls on their
+ * own stream; the same ops and FLOPs as without it, in another order */
+static void test_moe_a2a_overlap(struct test_ctx *t)
+{
+	struct job *j = fx_job(8);
+	fx_moe(j);
+	fx_megatron(j);
+	j->strat.ep = 4;
+	fx_degrees(j, 1, 1, 1, 1, 3); /* three micro-batches */
+	struct plan p[2];
+	bool ok[2];
+	for (int on = 0; on < 2; on++) {
+		j->strat.moe_a2a_overlap = on;
+		ok[on] = build(j, 0, &p[on]);
+	}
+	if (ok[0] && ok[1]) {
+		int kinds[2][PLAN_NUM_KINDS] = {{0}}, a2a_ep[2] = {0}, a2a[2] = {0};
+		for (int on = 0; on < 2; on++)
+			for (size_t i = 0; i < p[on].nops; i++) {
+				const struct plan_op *o = &p[on].ops[i];
+				kinds[on][o->kind]++;
+				if (o->kind == PLAN_COLL && o->u.coll.coll == PLAN_ALL_TO_ALL) {
+					a2a[on]++;
+					a2a_ep[on] += o->stream == PLAN_STREAM_COMM_EP;
+				}
+			}
+		for (int k = 0; k < PLAN_NUM_KINDS; k++)
+			CHECK_EQ_INT(t, kinds[1][k], kinds[0][k]);
+		CHECK_NEAR(t, p[1].hw_flops, p[0].hw_flops, 1e-12);
+		CHECK_NEAR(t, p[1].model_flops, p[0].model_flops, 1e-12);
+		/* 3 micro-batches x 4 MoE layers x 4 all-to-alls; with the overlap all on their
+		 * own stream */
+		CHECK_EQ_INT(t, a2a[0], 3 * 4 * 4);
+		CHECK_EQ_INT(t, a2a_ep[0], 0);
+		CHECK_EQ_INT(t, a2a_ep[1], a2a[1]);
+		/* without it micro-batch 0's backward ends before micro-batch 1's forward starts;
+		 * with it micro-batch 1's forward dispatches come between micro-batch 0's backward
+		 * ops, each after that layer's expert backward is issued (the host waits for the
+		 * token counts with the other micro-batch's MLP backward queued) */
+		for (int on = 0; on < 2; on++) {
+			size_t first_b0 = SIZE_MAX, last_b0 = 0, fwd1 = 0, inside = 0, after_mlp = 0;
+			bool mlp_bwd = false;
+			for (size_t i = 0; i < p[on].nops; i++) {
+				const struct plan_op *o = &p[on].ops[i];
+				if (o->micro == 0 && o->phase == PLAN_PHASE_BWD && o->layer >= 0) {
+					first_b0 = first_b0 == SIZE_MAX ? i : first_b0;
+					last_b0 = i;
+				}
+			}
+			for (size_t i = 0; i < p[on].nops; i++) {
+				const struct plan_op *o = &p[on].ops[i];
+				if (o->micro == 0 && o->phase == PLAN_PHASE_BWD &&
+				    !strcmp(o->name, "expert_fc1_bwd"))
+					mlp_bwd = true;
+				if (o->micro != 1 || o->phase != PLAN_PHASE_FWD)
+					continue;
+				if (!strcmp(o->name, "a2a_dispatch")) {
+					fwd1++;
+					inside += i > first_b0 && i < last_b0;
+				}
+				if (!strcmp(o->name, "ag_tokens_per_expert") && mlp_bwd && i < last_b0)
+					after_mlp++, mlp_bwd = false;
+			}
+			CHECK_EQ_INT(t, fwd1, 4);
+			CHECK_EQ_INT(t, inside, on ? 4 : 0);
+			CHECK_EQ_INT(t, after_mlp, on ? 4 : 0);
+		}
+		/* the schedule: F0, F1 B0, F2 B1, B2 (micro-batch 2's forward runs beside 1's
+		 * backward: its first op comes before 1's backward's last) */
+		size_t last_b1 = 0, first_f2 = SIZE_MAX;
+		for (size_t i = 0; i < p[1].nops; i++) {
+			const struct plan_op *o = &p[1].ops[i];
+			if (o->micro == 1 && o->phase == PLAN_PHASE_BWD && o->layer >= 0)
+				last_b1 = i;
+			if (o->micro == 2 && o->phase == PLAN_PHASE_FWD && o->layer >= 0 &&
+			    first_f2 == SIZE_MAX)
+				first_f2 = i;
+		}
+		CHECK(t, first_f2 < last_b1);
+	}
+	for (int on = 0; on < 2; on++)
+		if (ok[on])
+			plan_release(&p[on]);
+	free(j);
+}
+
 /* MoE parallel folding (Megatron-Core expert_tp != tp): the expert groups are carved out of a
  * stage's tp x dp ranks in rank order, expert_tp fastest, then ep, then the replicas. With tp 2,
  * dp 8, ep 8, expert_tp 1 on 16 GPUs an expert group is the 8 ranks of a node (both tp ranks
@@ -3256,6 +3343,7 @@ int main(void)
 	TEST_RUN(&t, test_uneven_stages);
 	TEST_RUN(&t, test_uneven_stages_interleaved);
 	TEST_RUN(&t, test_overlap_p2p_comm);
+	TEST_RUN(&t, test_moe_a2a_overlap);
 	TEST_RUN(&t, test_recompute_modules);
 	TEST_RUN(&t, test_tp_comm_overlap_userbuffers);
 	TEST_RUN(&t, test_async_tp_backward);
