@@ -32,7 +32,10 @@ static void usage(FILE *f)
 		"from 8192 tokens (cp = 2, 4, 8; the all-to-all for models with sliding windows),\n"
 		"expert parallelism for MoE models (ep divides dp, megatron dp x cp, and the\n"
 		"experts; megatron at tp > 1 also with expert_tp 1, the expert groups folded over\n"
-		"tp x dp x cp), and optimizer offload to CPU when nothing fits on the GPUs.\n"
+		"tp x dp x cp, and with ep > 1 each choice again with Megatron-Core's combined 1F1B,\n"
+		"overlap_moe_expert_parallel_comm, shown ep^, where Megatron allows it: no full\n"
+		"recompute, with pp > 1 interleaved only), and optimizer offload to CPU when\n"
+		"nothing fits on the GPUs.\n"
 		"What does not fit in GPU memory is dropped; the rest is simulated and ranked by\n"
 		"step time. Candidates NCCL could not run with the strategy's nccl_algo /\n"
 		"nccl_proto (NCCL_ALGO / NCCL_PROTO) are dropped and counted.\n"
@@ -88,10 +91,10 @@ static void cand_desc(enum strat_framework f, const struct search_cand *c, char 
 	char et[32] = "";
 	if (c->etp > 0)
 		snprintf(et, sizeof(et), " expert_tp %lld", (long long)c->etp);
-	snprintf(buf, len, "tp %lld pp %lld%s vp %lld cp %lld dp %lld ep %lld%s micro %lld %s recompute %s%s",
+	snprintf(buf, len, "tp %lld pp %lld%s vp %lld cp %lld dp %lld ep %lld%s%s micro %lld %s recompute %s%s",
 		 (long long)c->tp, (long long)c->pp, c->split_el ? " (embedding and loss counted)" : "",
 		 (long long)c->vp, (long long)c->cp, (long long)c->dp,
-		 (long long)c->ep, et,
+		 (long long)c->ep, et, c->moe_overlap ? " moe a2a overlap" : "",
 		 (long long)c->micro,
 		 search_cand_shard(f, c), recompute_label(c, rl, sizeof(rl)),
 		 c->offload == STRAT_OFFLOAD_CPU ? " offload cpu" : "");
@@ -106,14 +109,16 @@ static void print_text(const struct job *base, const struct search_space *sp,
 	printf("%-4s %3s %3s %2s %2s %4s %4s %5s %4s  %-13s %-9s %-7s %10s %12s %6s  %s\n", "#",
 	       "tp", "pp", "vp", "cp", "dp", "ep", "micro", "gas", "zero/shard", "recompute", "offload", "step (s)", "tok/s/GPU",
 	       "MFU", "peak/capacity GiB");
-	bool any_el = false, any_et = false;
+	bool any_el = false, any_et = false, any_ov = false;
 	for (int i = 0; i < r->ntop; i++) {
 		const struct search_cand *c = &r->top[i];
 		char rl[32], pp[24], ep[24];
 		snprintf(pp, sizeof(pp), "%lld%s", (long long)c->pp, c->split_el ? "*" : "");
-		snprintf(ep, sizeof(ep), "%lld%s", (long long)c->ep, c->etp > 0 ? "+" : "");
+		snprintf(ep, sizeof(ep), "%lld%s%s", (long long)c->ep, c->etp > 0 ? "+" : "",
+			 c->moe_overlap ? "^" : "");
 		any_el |= c->split_el;
 		any_et |= c->etp > 0;
+		any_ov |= c->moe_overlap;
 		printf("%-4d %3lld %3s %2lld %2lld %4lld %4s %5lld %4lld  %-13s %-9s %-7s %10.4f %12.1f %5.1f%%  %.1f/%.1f\n",
 		       i + 1, (long long)c->tp, pp, (long long)c->vp, (long long)c->cp,
 		       (long long)c->dp, ep,
@@ -128,6 +133,9 @@ static void print_text(const struct job *base, const struct search_space *sp,
 	if (any_et)
 		printf("+ the experts' own tensor parallelism (expert_tp, MoE parallel folding): expert "
 		       "groups over tp x dp x cp\n");
+	if (any_ov)
+		printf("^ overlap_moe_expert_parallel_comm: the combined 1F1B runs one micro-batch's "
+		       "all-to-alls under another's compute\n");
 	printf("\ncandidates %lld (rejected by the resolver %lld, skipped %lld, duplicates %lld), fit %lld, "
 	       "simulated %lld (pruned by bound %lld, over capacity in the timeline %lld)%s\n",
 	       (long long)r->candidates, (long long)r->rejected, (long long)r->skipped,
@@ -152,6 +160,7 @@ static cJSON *cand_json(enum strat_framework f, const struct search_cand *c)
 	cJSON_AddNumberToObject(o, "dp", (double)c->dp);
 	cJSON_AddNumberToObject(o, "ep", (double)c->ep);
 	cJSON_AddNumberToObject(o, "expert_tp", (double)(c->etp > 0 ? c->etp : c->tp));
+	cJSON_AddBoolToObject(o, "overlap_moe_expert_parallel_comm", c->moe_overlap);
 	cJSON_AddNumberToObject(o, "micro_batch", (double)c->micro);
 	cJSON_AddNumberToObject(o, "grad_accum", (double)c->grad_accum);
 	cJSON_AddNumberToObject(o, "zero_stage", c->zero);

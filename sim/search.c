@@ -169,6 +169,8 @@ static void cand_sets(const struct job *base, const struct search_space *sp, str
 	}
 	if (c->recompute_layers > 0)
 		add_set(c, "recompute_num_layers=%lld", (long long)c->recompute_layers);
+	if (c->moe_overlap)
+		add_set(c, "overlap_moe_expert_parallel_comm=true");
 	/* the model code is the user's whatever the degrees (its default follows tp and pp): the
 	 * base strategy's when it is of the searched framework, else that framework's own code
 	 * (Megatron's fused kernels; HF modules for DeepSpeed and FSDP); a user --set wins */
@@ -429,6 +431,7 @@ struct shared {
 	const struct job *base;
 	const struct search_space *sp;
 	bool moe_rc; /* Megatron MoE, no user recompute_modules: also try sel:moe */
+	bool moe_ovl; /* Megatron MoE, no user overlap_moe_expert_parallel_comm: also try it */
 	struct task *tasks;
 	size_t ntasks, next_task;
 	/* simulation */
@@ -544,103 +547,121 @@ static void run_task(struct shared *sh, struct task *t)
 	 * with the same figures recomputes nothing (flash attention saves no scores), a
 	 * duplicate */
 	int64_t none_peak[MAX_DIVS][SEARCH_MAX_VP], none_bound[MAX_DIVS][SEARCH_MAX_VP];
-	for (int k = 0; k < t->nm; k++)
-		for (int v = 0; v < nv; v++)
-			none_peak[k][v] = none_bound[k][v] = -1;
-	/* recompute choices: none, selective, full of half of each model chunk's layers
-	 * (Megatron's block method; the activations of the rest are kept), full, for FSDP
-	 * without TP on a dense model torchtitan's selective op AC, and for Megatron MoE models
-	 * selective with the experts' activation and the separate norms (recompute_modules)
-	 * unless the user gives the modules */
-	for (int o = 0; o < 6; o++) {
-		int r = o < 2 ? o : o < 4 ? STRAT_RECOMPUTE_FULL
-			: o == 4   ? STRAT_RECOMPUTE_OP
-				   : STRAT_RECOMPUTE_SELECTIVE;
-		bool block = o == 2;
-		if (sp->pin_recompute >= 0 && sp->pin_recompute != r)
-			continue;
-		if (o == 5 && !sh->moe_rc)
-			continue;
-		if (r == STRAT_RECOMPUTE_OP && (sp->framework != STRAT_FSDP || t->tp > 1 ||
-						base->model.experts > 0 || base->strat.lora_rank > 0))
-			continue;
-		if (block != (sp->pin_recompute_layers > 0) &&
-		    (sp->pin_recompute_layers > 0 || sp->pin_recompute == STRAT_RECOMPUTE_FULL ||
-		     sp->framework != STRAT_MEGATRON))
-			continue; /* a pinned N, or a pinned full, or no block method outside Megatron */
-		bool too_big = false; /* a smaller micro-batch did not fit: no larger one will */
-		for (int k = 0; k < t->nm && !too_big; k++) {
-			for (int v = 0; v < nv; v++) {
-				struct search_cand c;
-				memset(&c, 0, sizeof(c));
-				c.tp = t->tp;
-				c.pp = t->pp;
-				c.split_el = t->split_el;
-				c.dp = t->dp;
-				c.ep = t->ep;
-				c.etp = t->etp;
-				c.cp = t->cp;
-				c.vp = vps[v];
-				c.micro = t->mics[k];
-				c.grad_accum = sp->global_batch / (t->dp * c.micro);
-				/* Megatron's interleaved schedule runs micro-batches in groups of pp */
-				if (c.vp > 1 && c.grad_accum % t->pp != 0)
-					continue;
-				c.zero = t->zero;
-				c.zeropp = t->zeropp;
-				c.mics = t->use_mics;
-				c.recompute = (enum strat_recompute)r;
-				c.rc_modules = o == 5 ? SEARCH_RC_MOE_MODULES : 0;
-				if (block) {
-					/* half of a model chunk's layers, or the pinned N */
-					int64_t lpc = stage_layers(base, t->pp, t->split_el) / c.vp;
-					c.recompute_layers = sp->pin_recompute_layers > 0 ? sp->pin_recompute_layers
-											    : lpc / 2;
-					if (c.recompute_layers < 1 ||
-					    (sp->pin_recompute_layers <= 0 && c.recompute_layers >= lpc))
-						continue; /* the same as full or none */
-				}
-				c.offload = t->offload;
-				c.sequence_parallel = sp->framework == STRAT_MEGATRON && t->tp > 1;
-				cand_sets(base, sp, &c);
-				t->candidates++;
-				struct tw_err e = { 0 };
-				memset(j, 0, sizeof(*j));
-				if (resolve_locked(sh, &c, j, &e) != TW_OK ||
-				    !measure(j, &c, reps, w, &plan, &e)) {
-					if (t->rejected++ == 0)
-						snprintf(t->first_reject, sizeof(t->first_reject),
-							 "%.199s", e.msg);
-					continue;
-				}
-				c.sequence_parallel = j->strat.sequence_parallel;
-				if (r == STRAT_RECOMPUTE_NONE) {
-					none_peak[k][v] = c.peak_bytes;
-					none_bound[k][v] = c.bound_ns;
-				} else if (r == STRAT_RECOMPUTE_SELECTIVE && none_peak[k][v] == c.peak_bytes &&
-					   none_bound[k][v] == c.bound_ns) {
-					t->duplicates++;
-					continue;
-				}
-				int64_t shortfall = c.short_bytes;
-				if (shortfall > 0) {
-					if (shortfall < t->closest_short) {
-						t->closest_short = shortfall;
-						t->closest = c;
+	/* Megatron MoE with expert parallelism: each choice again with the combined 1F1B
+	 * (overlap_moe_expert_parallel_comm), where Megatron allows it */
+	/* the combined 1F1B keeps at least the activations of the plain schedule: a choice that
+	 * did not fit (or was refused) without it is not tried with it */
+	bool fit0[6][MAX_DIVS][SEARCH_MAX_VP];
+	memset(fit0, 0, sizeof(fit0));
+	for (int ov = 0; ov < (sh->moe_ovl && t->ep > 1 ? 2 : 1); ov++) {
+		for (int k = 0; k < t->nm; k++)
+			for (int v = 0; v < nv; v++)
+				none_peak[k][v] = none_bound[k][v] = -1;
+		/* recompute choices: none, selective, full of half of each model chunk's layers
+		 * (Megatron's block method; the activations of the rest are kept), full, for FSDP
+		 * without TP on a dense model torchtitan's selective op AC, and for Megatron MoE models
+		 * selective with the experts' activation and the separate norms (recompute_modules)
+		 * unless the user gives the modules */
+		for (int o = 0; o < 6; o++) {
+			int r = o < 2 ? o : o < 4 ? STRAT_RECOMPUTE_FULL
+				: o == 4   ? STRAT_RECOMPUTE_OP
+					   : STRAT_RECOMPUTE_SELECTIVE;
+			bool block = o == 2;
+			if (sp->pin_recompute >= 0 && sp->pin_recompute != r)
+				continue;
+			if (o == 5 && !sh->moe_rc)
+				continue;
+			if (ov && r == STRAT_RECOMPUTE_FULL)
+				continue; /* Megatron refuses full recompute with the overlap */
+			if (r == STRAT_RECOMPUTE_OP && (sp->framework != STRAT_FSDP || t->tp > 1 ||
+							base->model.experts > 0 || base->strat.lora_rank > 0))
+				continue;
+			if (block != (sp->pin_recompute_layers > 0) &&
+			    (sp->pin_recompute_layers > 0 || sp->pin_recompute == STRAT_RECOMPUTE_FULL ||
+			     sp->framework != STRAT_MEGATRON))
+				continue; /* a pinned N, or a pinned full, or no block method outside Megatron */
+			bool too_big = false; /* a smaller micro-batch did not fit: no larger one will */
+			for (int k = 0; k < t->nm && !too_big; k++) {
+				for (int v = 0; v < nv; v++) {
+					struct search_cand c;
+					memset(&c, 0, sizeof(c));
+					c.tp = t->tp;
+					c.pp = t->pp;
+					c.split_el = t->split_el;
+					c.dp = t->dp;
+					c.ep = t->ep;
+					c.etp = t->etp;
+					c.cp = t->cp;
+					c.vp = vps[v];
+					c.moe_overlap = ov;
+					if (ov && c.pp > 1 && c.vp == 1)
+						continue; /* with a pipeline: the interleaved schedule only */
+					if (ov && !fit0[o][k][v]) {
+						t->candidates++, t->skipped++;
+						continue;
 					}
-					/* activations grow with the micro-batch; the interleaved
-					 * schedule keeps more in flight than plain 1F1B (vps[0]) for any
-					 * vp, though not monotonically in vp */
-					if (v == 0) {
-						t->skipped += (t->nm - k - 1) * nv + nv - 1;
-						t->candidates += (t->nm - k - 1) * nv + nv - 1;
-						too_big = true;
-						break;
+					c.micro = t->mics[k];
+					c.grad_accum = sp->global_batch / (t->dp * c.micro);
+					/* Megatron's interleaved schedule runs micro-batches in groups of pp */
+					if (c.vp > 1 && c.grad_accum % t->pp != 0)
+						continue;
+					c.zero = t->zero;
+					c.zeropp = t->zeropp;
+					c.mics = t->use_mics;
+					c.recompute = (enum strat_recompute)r;
+					c.rc_modules = o == 5 ? SEARCH_RC_MOE_MODULES : 0;
+					if (block) {
+						/* half of a model chunk's layers, or the pinned N */
+						int64_t lpc = stage_layers(base, t->pp, t->split_el) / c.vp;
+						c.recompute_layers = sp->pin_recompute_layers > 0 ? sp->pin_recompute_layers
+												    : lpc / 2;
+						if (c.recompute_layers < 1 ||
+						    (sp->pin_recompute_layers <= 0 && c.recompute_layers >= lpc))
+							continue; /* the same as full or none */
 					}
-					continue;
+					c.offload = t->offload;
+					c.sequence_parallel = sp->framework == STRAT_MEGATRON && t->tp > 1;
+					cand_sets(base, sp, &c);
+					t->candidates++;
+					struct tw_err e = { 0 };
+					memset(j, 0, sizeof(*j));
+					if (resolve_locked(sh, &c, j, &e) != TW_OK ||
+					    !measure(j, &c, reps, w, &plan, &e)) {
+						if (t->rejected++ == 0)
+							snprintf(t->first_reject, sizeof(t->first_reject),
+								 "%.199s", e.msg);
+						continue;
+					}
+					c.sequence_parallel = j->strat.sequence_parallel;
+					if (r == STRAT_RECOMPUTE_NONE) {
+						none_peak[k][v] = c.peak_bytes;
+						none_bound[k][v] = c.bound_ns;
+					} else if (r == STRAT_RECOMPUTE_SELECTIVE && none_peak[k][v] == c.peak_bytes &&
+						   none_bound[k][v] == c.bound_ns) {
+						t->duplicates++;
+						continue;
+					}
+					int64_t shortfall = c.short_bytes;
+					if (shortfall > 0) {
+						if (shortfall < t->closest_short) {
+							t->closest_short = shortfall;
+							t->closest = c;
+						}
+						/* activations grow with the micro-batch; the interleaved
+						 * schedule keeps more in flight than plain 1F1B (vps[0]) for any
+						 * vp, though not monotonically in vp */
+						if (v == 0) {
+							t->skipped += (t->nm - k - 1) * nv + nv - 1;
+							t->candidates += (t->nm - k - 1) * nv + nv - 1;
+							too_big = true;
+							break;
+						}
+						continue;
+					}
+					fit0[o][k][v] = !ov;
+					TW_GROW(t->fit, t->cap, t->nfit + 1);
+					t->fit[t->nfit++] = c;
 				}
-				TW_GROW(t->fit, t->cap, t->nfit + 1);
-				t->fit[t->nfit++] = c;
 			}
 		}
 	}
@@ -944,8 +965,11 @@ enum tw_result search_run(const struct job *base, const struct search_space *spa
 	sh.base = base;
 	sh.sp = &sp;
 	static const char *const rc_key[] = { "recompute_modules" };
+	static const char *const ovl_key[] = { "overlap_moe_expert_parallel_comm" };
 	sh.moe_rc = sp.framework == STRAT_MEGATRON && m->experts > 0 &&
 		    !user_sets_any(&sp, rc_key, 1);
+	sh.moe_ovl = sp.framework == STRAT_MEGATRON && m->experts > 0 &&
+		     !user_sets_any(&sp, ovl_key, 1);
 	sh.res = res;
 	pthread_mutex_init(&sh.mu, NULL);
 	pthread_mutex_init(&sh.resolve_mu, NULL);

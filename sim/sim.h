@@ -117,6 +117,8 @@ struct search_cand {
 	unsigned rc_modules;         /* megatron MoE, selective: SEARCH_RC_MOE_MODULES (shown
 					sel:moe), 0: the attention core alone */
 	enum strat_offload offload;  /* optimizer offload */
+	bool moe_overlap;            /* megatron MoE: overlap_moe_expert_parallel_comm (the
+					combined 1F1B) */
 	bool sequence_parallel;
 	int64_t peak_bytes;          /* worst role: plan_memory gpu_total */
 	int64_t capacity_bytes;      /* gpu.memory_gib */

@@ -177,3 +177,19 @@ check "plan --set nccl_algo=tree: exits 0 with candidates ranked and the unrunna
 st=$?
 check "plan --set nccl_algo=NVLSTree on one node: exit 2, one line, nothing runs" \
 	"[ $st -eq 2 ] && [ ! -s '$tmp/o' ] && [ \$(wc -l <'$tmp/e') -eq 1 ] && grep -q 'nothing runs: .* fit but NCCL could not run them' '$tmp/e'"
+
+# MoE with expert parallelism under Megatron: each choice also with the combined 1F1B
+# (overlap_moe_expert_parallel_comm), only where Megatron allows it; a user's pin keeps it off
+"$TWIN" plan -m tiny-moe -c dgx-h100 --gpus 16 --global-batch 64 --framework megatron --top 200 \
+	--exhaustive --json >"$tmp/mo.json" 2>"$err"
+"$TWIN" plan -m tiny-moe -c dgx-h100 --gpus 16 --global-batch 64 --framework megatron --top 200 \
+	--exhaustive --set overlap_moe_expert_parallel_comm=false --json >"$tmp/mo_off.json" 2>>"$err"
+check "plan: MoE candidates with the combined 1F1B, where Megatron allows it, and not when pinned off" \
+	python3 -c "
+import json
+on, off = (json.load(open(f))['top'] for f in ('$tmp/mo.json', '$tmp/mo_off.json'))
+ov = [c for c in on if c['overlap_moe_expert_parallel_comm']]
+assert ov and len(ov) < len(on), len(ov)
+assert all(c['ep'] > 1 and c['recompute'] != 'full' and (c['pp'] == 1 or c['vp'] > 1) for c in ov)
+assert all('overlap_moe_expert_parallel_comm=true' in c['sets'] for c in ov)
+assert not any(c['overlap_moe_expert_parallel_comm'] for c in off)"
