@@ -895,22 +895,27 @@ enum tw_result search_run(const struct job *base, const struct search_space *spa
 			       (long long)gpus,
 			       sp.pin_pp >= 0 ? " (and the pinned --set pp)" : "");
 
-	/* context-parallel degrees (Megatron's ring attention): 1, and from SEARCH_CP_MIN_SEQ
-	 * tokens per sample the powers of two up to SEARCH_MAX_CP that cut a sample into 2 cp
-	 * chunks (the load-balanced split); a pin keeps only itself */
+	/* context-parallel degrees (Megatron's ring attention; torchtitan's, PyTorch's
+	 * context_parallel, under FSDP): 1, and from SEARCH_CP_MIN_SEQ tokens per sample the
+	 * powers of two up to SEARCH_MAX_CP that cut a sample into 2 cp chunks (the
+	 * load-balanced split); a pin keeps only itself. PyTorch's rotation runs no sliding
+	 * window (core/strategy.c), so FSDP splits no windowed model's sequence */
 	int64_t cps[8];
 	int ncp = 0;
 	int64_t seq = sp.seq > 0 ? sp.seq : m->seq_len;
+	bool windowed = m->sliding_window > 0 && model_local_layers(m) > 0 && m->sliding_window < seq;
+	bool cp_ok = sp.framework == STRAT_MEGATRON || (sp.framework == STRAT_FSDP && !windowed);
 	if (sp.pin_cp <= 1)
 		cps[ncp++] = 1;
 	if (sp.pin_cp > 1) {
-		if (sp.framework != STRAT_MEGATRON || seq % (2 * sp.pin_cp) != 0)
+		if (!cp_ok || seq % (2 * sp.pin_cp) != 0)
 			return tw_errf(err, TW_ERR_INVALID,
 				       "--set cp=%lld: context parallelism is searched for --framework "
-				       "megatron, with a sequence (%lld tokens) divisible by 2 x cp",
+				       "megatron, and fsdp on models without sliding windows, with a "
+				       "sequence (%lld tokens) divisible by 2 x cp",
 				       (long long)sp.pin_cp, (long long)seq);
 		cps[ncp++] = sp.pin_cp;
-	} else if (sp.pin_cp < 0 && sp.framework == STRAT_MEGATRON && seq >= SEARCH_CP_MIN_SEQ) {
+	} else if (sp.pin_cp < 0 && cp_ok && seq >= SEARCH_CP_MIN_SEQ) {
 		for (int64_t c = 2; c <= SEARCH_MAX_CP; c *= 2)
 			if (seq % (2 * c) == 0)
 				cps[ncp++] = c;

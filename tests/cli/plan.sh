@@ -193,3 +193,14 @@ assert ov and len(ov) < len(on), len(ov)
 assert all(c['ep'] > 1 and c['recompute'] != 'full' and (c['pp'] == 1 or c['vp'] > 1) for c in ov)
 assert all('overlap_moe_expert_parallel_comm=true' in c['sets'] for c in ov)
 assert not any(c['overlap_moe_expert_parallel_comm'] for c in off)"
+
+# context parallelism under FSDP (torchtitan's): long samples get cp candidates; a model with
+# sliding windows keeps cp 1 there (PyTorch's rotation runs no window)
+"$TWIN" plan -m llama3-8b -c dgx-h100 --gpus 16 --global-batch 16 --seq 65536 --framework fsdp \
+	--top 20 --exhaustive --json >"$tmp/fcp.json" 2>"$err"
+"$TWIN" plan -m gemma3-27b -c dgx-h100 --gpus 16 --global-batch 16 --seq 16384 --framework fsdp \
+	--top 20 --exhaustive --json >"$tmp/fcpw.json" 2>>"$err"
+check "plan --framework fsdp: cp candidates for long samples, none for a windowed model" python3 -c "
+import json
+a, w = (json.load(open(f))['top'] for f in ('$tmp/fcp.json', '$tmp/fcpw.json'))
+assert any(c['cp'] > 1 for c in a) and w and all(c['cp'] == 1 for c in w), ([c['cp'] for c in a], [c['cp'] for c in w])"
