@@ -2398,9 +2398,9 @@ static void reuse_distances(struct pb *b, bool first, bool last)
 static void layer_fwd_piece(struct pb *b, int64_t l, enum lpiece pc)
 {
 	b->layer = (int32_t)l;
-	struct act_sizes a = layer_act(b, l);
-	int64_t ai = act_index(b, l);
 	if (pc == LP_ATTN) {
+		struct act_sizes a = layer_act(b, l);
+		int64_t ai = act_index(b, l);
 		if (b->pg_op && b->pg_op[ai % b->nlayers] != PLAN_NONE) {
 			/* its parameters, updated by the last step, are gathered by now */
 			wait_on(b, b->pg_op[ai % b->nlayers]);
@@ -2567,13 +2567,14 @@ static void layer_bwd_begin(struct pb *b, int64_t l, const struct act_sizes *a, 
 static void layer_bwd_piece(struct pb *b, int64_t l, enum lpiece pc)
 {
 	b->layer = (int32_t)l;
-	struct act_sizes a = layer_act(b, l);
-	int64_t ai = act_index(b, l);
-	if (pc == LP_COMBINE)
-		layer_bwd_begin(b, l, &a, ai);
+	if (pc == LP_COMBINE) {
+		struct act_sizes a = layer_act(b, l);
+		layer_bwd_begin(b, l, &a, act_index(b, l));
+	}
 	layer_bwd_ops(b, l, pc);
 	if (pc != LP_ATTN)
 		return;
+	int64_t ai = act_index(b, l);
 	mem_free(b, b->bwd_ws, "workspace", PLAN_STREAM_COMPUTE);
 	b->bwd_ws = -1;
 	if (b->bwd_rc >= 0)
@@ -3101,6 +3102,9 @@ static void run_pair(struct pb *b, const struct item *f, const struct item *k, i
 	int64_t klo = b->first[k->chunk], kn = b->nl[k->chunk], both = fn < kn ? fn : kn;
 	item_begin(b, f, logits);
 	chain_get(b, &cf);
+	for (int s = 0; s < PLAN_NUM_STREAMS; s++) /* the backward waits for none of it */
+		b->wait[s] = PLAN_NONE;
+	b->tpo_ag = PLAN_NONE;
 	item_begin(b, k, logits);
 	chain_get(b, &ck);
 	for (int64_t i = 0; i < both; i++)
