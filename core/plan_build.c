@@ -1971,19 +1971,24 @@ static void moe_bwd(struct pb *b, int64_t l, enum lpiece pc)
 	}
 }
 
+/* Piece pc of layer l's MoE block, or at LP_MLP a dense layer's MLP */
+static void mlp_piece(struct pb *b, int64_t l, enum lpiece pc, bool bwd)
+{
+	if (layer_moe(b, l)) {
+		if (bwd)
+			moe_bwd(b, l, pc);
+		else
+			moe_fwd(b, l, pc);
+	} else if (pc == LP_MLP) {
+		dense_mlp(b, l, bwd);
+	}
+}
+
 /* MLP or MoE block between the second norm and the residual. */
 static void mlp_block(struct pb *b, int64_t l, bool bwd)
 {
-	if (!layer_moe(b, l)) {
-		dense_mlp(b, l, bwd);
-		return;
-	}
-	for (int i = 0; i < LP_NUM; i++) {
-		if (bwd)
-			moe_bwd(b, l, (enum lpiece)(LP_NUM - 1 - i));
-		else
-			moe_fwd(b, l, (enum lpiece)i);
-	}
+	for (int i = 0; i < LP_NUM; i++)
+		mlp_piece(b, l, (enum lpiece)(bwd ? LP_NUM - 1 - i : i), bwd);
 }
 
 /* TP entry/exit of a block (Megatron f/g): SP all-gathers the sequence-sharded input and
@@ -2176,21 +2181,12 @@ static void layer_fwd_ops(struct pb *b, int64_t l, enum lpiece pc)
 	double tne = (double)(b->sp ? T / tp : T) * h;
 	bool moe = layer_moe(b, l);
 	bool own = moe && moe_dispatch_sp(b); /* the block gathers for itself */
-	if (pc == LP_DISPATCH) {
-		if (moe)
-			moe_fwd(b, l, pc);
-		return;
-	}
-	if (pc == LP_MLP) {
-		if (moe)
-			moe_fwd(b, l, pc);
-		else
-			dense_mlp(b, l, false);
+	if (pc == LP_DISPATCH || pc == LP_MLP) {
+		mlp_piece(b, l, pc, false);
 		return;
 	}
 	if (pc == LP_COMBINE) {
-		if (moe)
-			moe_fwd(b, l, pc);
+		mlp_piece(b, l, pc, false);
 		if (!own)
 			tp_exit(b, false);
 		residual_op(b, "residual2", tne, false, false);
@@ -2221,8 +2217,7 @@ static void layer_fwd_ops(struct pb *b, int64_t l, enum lpiece pc)
 	sub_out(b, l, 1);
 	if (!own)
 		tp_enter(b, false);
-	if (moe)
-		moe_fwd(b, l, pc);
+	mlp_piece(b, l, pc, false);
 }
 
 static void layer_fwd_all(struct pb *b, int64_t l)
@@ -2246,24 +2241,14 @@ static void layer_bwd_ops(struct pb *b, int64_t l, enum lpiece pc)
 		residual_op(b, "residual2_bwd", tne, true, m->mlp_bias);
 		if (!own)
 			tp_enter(b, true); /* SP: gather the output grad */
-		if (moe)
-			moe_bwd(b, l, pc);
+		mlp_piece(b, l, pc, true);
 		return;
 	}
-	if (pc == LP_MLP) {
-		if (moe)
-			moe_bwd(b, l, pc);
-		else
-			dense_mlp(b, l, true); /* fc1 gathers and reduces in col_bwd */
+	if (pc == LP_MLP || pc == LP_DISPATCH) { /* a dense fc1 gathers and reduces in col_bwd */
+		mlp_piece(b, l, pc, true);
 		return;
 	}
-	if (pc == LP_DISPATCH) {
-		if (moe)
-			moe_bwd(b, l, pc);
-		return;
-	}
-	if (moe)
-		moe_bwd(b, l, pc);
+	mlp_piece(b, l, pc, true);
 	if (moe && !own) {
 		tp_enter(b, true); /* SP: gather the saved norm output again for the weight grads */
 		tp_exit(b, true);
