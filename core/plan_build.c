@@ -852,6 +852,13 @@ static bool moe_dispatch_sp(const struct pb *b)
 	return b->megatron && b->sp && b->tp > 1;
 }
 
+/* The busiest expert rank's received tokens over the mean (strategy moe_load_imbalance); every
+ * rank is costed as that one */
+static double moe_imb(const struct pb *b)
+{
+	return b->s->moe_load_imbalance > 1 ? b->s->moe_load_imbalance : 1.0;
+}
+
 struct act_sizes {
 	int64_t saved;  /* bytes kept for backward without recompute */
 	int64_t input;  /* layer input (full-recompute checkpoint) */
@@ -915,27 +922,29 @@ static struct act_sizes layer_act(const struct pb *b, int64_t l)
 	if (rc_mod(b, STRAT_RC_MLA_UP) && b->m->kv_lora_rank > 0)
 		rc_split += T * ab * (b->qd + b->kvd + b->kvdv);
 	if (layer_moe(b, l)) {
+		/* the token copies the busiest expert rank receives (moe_imb) */
+		int64_t Tk = (int64_t)llround((double)(T * b->topk) * moe_imb(b));
 		rep += T * b->E * 4;
 		/* the experts' input: the permuted token copies; Megatron-Core's dispatcher
 		 * all-gathers them over TP, so each TP rank keeps all T x top-k (folded experts:
 		 * the T / tp of each of the expert_tp ranks) */
-		int64_t xin = T * b->topk * h * gb;
+		int64_t xin = Tk * h * gb;
 		if (b->etp != tp)
 			xin = xin / tp * b->etp;
 		if (moe_dispatch_sp(b) || b->etp != tp)
 			whole += xin;
 		else
 			rep += xin;
-		split += T * b->topk * mlpb * b->fe + T * mlpb * b->fs;
-		work = T * b->topk * (b->swiglu ? 2 : 1) * b->fe * ab;
+		split += Tk * mlpb * b->fe + T * mlpb * b->fs;
+		work = Tk * (b->swiglu ? 2 : 1) * b->fe * ab;
 		if (rc_mod(b, STRAT_RC_MOE)) { /* all of the block but its input */
 			bool w = moe_dispatch_sp(b) || b->etp != tp;
 			rc_rep += T * b->E * 4 + (w ? 0 : xin);
 			rc_whole += w ? xin : 0;
-			rc_split += T * b->topk * mlpb * b->fe + T * mlpb * b->fs;
+			rc_split += Tk * mlpb * b->fe + T * mlpb * b->fs;
 		} else {
 			if (rc_mod(b, STRAT_RC_MOE_ACT)) /* the activation's output, fc2's input */
-				rc_split += T * b->topk * b->fe * gb;
+				rc_split += Tk * b->fe * gb;
 			if (rc_mod(b, STRAT_RC_SHARED))
 				rc_split += T * mlpb * b->fs;
 		}
@@ -1786,7 +1795,7 @@ static void ep_a2a(struct pb *b, const char *net, const char *nvl, int64_t count
 		coll_tp(b, PLAN_ALL_TO_ALL, JOB_GROUP_EP, net, count);
 		return;
 	}
-	double tok = (double)Tr * (double)b->h;
+	double tok = (double)Tr * (double)b->h * moe_imb(b);
 	uint32_t x = coll(b, PLAN_ALL_TO_ALL, JOB_GROUP_EP_XNODE, PLAN_STREAM_COMM_TP, net,
 			  (int64_t)llround(tok * b->ep_nodes), b->pdt, b->last_compute);
 	uint32_t y = coll(b, PLAN_ALL_TO_ALL, JOB_GROUP_EP_NODE, PLAN_STREAM_COMM_EP, nvl,
@@ -1846,7 +1855,7 @@ struct moe_dims {
 	int64_t et;         /* the experts' TP degree */
 	enum job_group eg;
 	double load;        /* token copies the local experts process: every rank of eg brings
-			     * its own */
+			     * its own; the busiest rank's (moe_imb) */
 	double rload;       /* token copies this rank routes */
 	int64_t per, a2a;   /* tokens per local expert; elements of one all-to-all */
 };
@@ -1860,11 +1869,23 @@ static struct moe_dims moe_dims(const struct pb *b)
 	d.et = d.fold ? b->etp : b->tp;
 	d.eg = d.fold ? JOB_GROUP_ETP : JOB_GROUP_TP;
 	d.gath = d.fold ? d.et > 1 : d.disp;
-	d.load = (double)(d.fold ? d.Tr * d.et : b->T) * (double)b->topk;
+	d.load = (double)(d.fold ? d.Tr * d.et : b->T) * (double)b->topk * moe_imb(b);
 	d.rload = (double)d.Tr * (double)b->topk;
 	d.per = (int64_t)ceil(d.load / (double)b->El);
-	d.a2a = d.Tr * b->topk * b->h;
+	/* what the busiest rank receives (the combine sends it back) */
+	d.a2a = (int64_t)llround((double)(d.Tr * b->topk * b->h) * moe_imb(b));
 	return d;
+}
+
+/* An expert GEMM of the busiest rank (moe_imb) runs more than the mean rank's share: its
+ * hardware FLOPs are the busiest rank's, its model FLOPs (the useful work) the mean's */
+static void expert_gemm(struct pb *b, const char *name, int64_t m, int64_t n, int64_t k,
+			int64_t batch, double rows, bool model)
+{
+	uint32_t id = gemm(b, name, m, n, k, batch, rows, model);
+	double extra = b->p->ops[id].u.compute.flops * (1.0 - 1.0 / moe_imb(b));
+	if (model && b->phase == PLAN_PHASE_FWD && !(b->flags & (PLAN_F_RECOMPUTE | PLAN_F_LORA)))
+		b->p->model_flops -= 3.0 * extra;
 }
 
 static void moe_fwd(struct pb *b, int64_t l, enum lpiece pc)
@@ -1914,9 +1935,9 @@ static void moe_fwd(struct pb *b, int64_t l, enum lpiece pc)
 			coll_wait(b, PLAN_ALL_GATHER, d.eg, "ag_dispatch", d.a2a);
 		break;
 	case LP_MLP:
-		gemm(b, "expert_fc1", d.per, wide * b->fe / d.et, b->h, b->El, d.load, true);
+		expert_gemm(b, "expert_fc1", d.per, wide * b->fe / d.et, b->h, b->El, d.load, true);
 		act_op(b, "expert_act", d.load * b->fe / d.et, false, 0);
-		gemm(b, "expert_fc2", d.per, b->h, b->fe / d.et, b->El, d.load, true);
+		expert_gemm(b, "expert_fc2", d.per, b->h, b->fe / d.et, b->El, d.load, true);
 		if (d.gath)
 			coll_wait(b, PLAN_REDUCE_SCATTER, d.eg, "rs_combine", d.a2a);
 		break;
@@ -1953,10 +1974,11 @@ static void moe_bwd(struct pb *b, int64_t l, enum lpiece pc)
 			coll_wait(b, PLAN_ALL_GATHER, d.eg, "ag_combine_bwd", d.a2a);
 		break;
 	case LP_MLP:
-		gemm(b, "expert_fc2_bwd", d.per, b->h, b->fe / d.et, b->El * g, d.load * g, false);
+		expert_gemm(b, "expert_fc2_bwd", d.per, b->h, b->fe / d.et, b->El * g, d.load * g,
+			    false);
 		act_op(b, "expert_act_bwd", d.load * b->fe / d.et, true, 0);
-		gemm(b, "expert_fc1_bwd", d.per, wide * b->fe / d.et, b->h, b->El * g, d.load * g,
-		     false);
+		expert_gemm(b, "expert_fc1_bwd", d.per, wide * b->fe / d.et, b->h, b->El * g,
+			    d.load * g, false);
 		if (d.gath) /* the all-gather's backward */
 			coll_wait(b, PLAN_REDUCE_SCATTER, d.eg, "rs_dispatch_bwd", d.a2a);
 		break;
@@ -2496,7 +2518,8 @@ static void modules_recompute(struct pb *b, int64_t l)
 		return;
 	}
 	if (moe && rc_mod(b, STRAT_RC_MOE_ACT))
-		act_op(b, "expert_act_recompute", (double)T * (double)b->topk * b->fe / tp, false, 0);
+		act_op(b, "expert_act_recompute", (double)T * (double)b->topk * moe_imb(b) * b->fe / tp,
+		       false, 0);
 	if (moe && b->fs > 0 && rc_mod(b, STRAT_RC_SHARED))
 		shared_fwd(b);
 }

@@ -142,7 +142,7 @@ static const char *const our_keys[] = {
 	"first_stage_layers", "last_stage_layers", "account_for_embedding_in_pipeline_split",
 	"account_for_loss_in_pipeline_split", "recompute_modules", "hidden_dropout",
 	"attention_dropout", "cross_entropy", "attention_kernel", "nccl_algo", "nccl_proto",
-	"moe_dispatcher", "overlap_moe_expert_parallel_comm", NULL};
+	"moe_dispatcher", "overlap_moe_expert_parallel_comm", "moe_load_imbalance", NULL};
 
 static bool is_our_key(const char *k)
 {
@@ -424,9 +424,9 @@ struct ours {
 	struct oval framework, version, tp, pp, cp, cp_kind, kernels, ep, etp, vp, sp, schedule,
 		recompute, flash, fp8, tf32, precision, optimizer, distopt, fsdp_sharding, fsdp_group,
 		fsdp_version, fsdp_reduce, lora_rank, lora_targets, seq_len, host_op, ogr, opg, tpo, atp,
-		rnl, grb, fsl, lsl, afe, afl, rcm, hdrop, adrop, ce, akern, op2p, nalgo, nproto, disp, moeo;
+		rnl, grb, fsl, lsl, afe, afl, rcm, hdrop, adrop, ce, akern, op2p, nalgo, nproto, disp, moeo, imb;
 	bool ogr_v, opg_v, tpo_v, atp_v, grb_v, afe_v, afl_v, op2p_v, moeo_v;
-	double host_op_v, hdrop_v, adrop_v;
+	double host_op_v, hdrop_v, adrop_v, imb_v;
 	int framework_i, schedule_i, recompute_i, cp_kind_i, kernels_i, precision_i, optimizer_i,
 		fsdp_i, fsdp_reduce_i, ce_i, disp_i;
 	int64_t tp_v, pp_v, cp_v, ep_v, etp_v, vp_v, seq_v, fsdp_group_v, fsdp_version_v, lora_rank_v,
@@ -604,6 +604,7 @@ static enum tw_result parse_ours(struct strat_rd *r, const cJSON *o, struct ours
 	TW_CHECK(obool(r, o, NULL, "tp_comm_overlap", &u->tpo_v, &u->tpo));
 	TW_CHECK(obool(r, o, NULL, "overlap_p2p_comm", &u->op2p_v, &u->op2p));
 	TW_CHECK(obool(r, o, NULL, "overlap_moe_expert_parallel_comm", &u->moeo_v, &u->moeo));
+	TW_CHECK(onum(r, o, NULL, "moe_load_imbalance", 1, 64, &u->imb_v, &u->imb));
 	TW_CHECK(obool(r, o, NULL, "async_tensor_model_parallel_allreduce", &u->atp_v, &u->atp));
 	TW_CHECK(obool(r, o, NULL, "grad_reduce_in_bf16", &u->grb_v, &u->grb));
 	TW_CHECK(oenum(r, o, NULL, "precision", precision_names, &u->precision_i, &u->precision));
@@ -1752,6 +1753,20 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 	oprov(s, "moe_dispatcher", &u.disp, "one all-to-all over the expert group", "%s",
 	      dispatcher_names[s->moe_dispatcher]);
 	TW_CHECK(check_moe_a2a_overlap(r, &u));
+	s->moe_load_imbalance = u.imb.given ? u.imb_v : 1.0;
+	if (u.imb.given && r->m && r->m->experts == 0)
+		return sfail(r, "moe_load_imbalance", "needs a mixture-of-experts model (%s is dense)",
+			     r->m->name);
+	if (u.imb.given && s->moe_load_imbalance > 1 && s->ep < 2)
+		return sfail(r, "moe_load_imbalance", "needs expert parallelism: ep > 1 (with every "
+			     "expert on each rank, imbalance moves work between a rank's own experts)");
+	if (u.imb.given && s->moe_load_imbalance > 1 && s->framework == STRAT_DEEPSPEED)
+		return sfail(r, "moe_load_imbalance", "DeepSpeed's MoE pads each expert to its "
+			     "capacity (capacity_factor) and drops what is over it: imbalance costs it "
+			     "tokens, not time");
+	if (u.imb.given || (r->m && r->m->experts > 0))
+		oprov(s, "moe_load_imbalance", &u.imb, "balanced routing", "%g",
+		      s->moe_load_imbalance);
 	if (u.akern.given) {
 		snprintf(s->attention_kernel, sizeof(s->attention_kernel), "%s", u.akern_v);
 		if (!s->flash_attention)
@@ -1986,6 +2001,7 @@ struct cJSON *strategy_to_json(const struct strategy *s)
 	cJSON_AddStringToObject(a, "cross_entropy", ce_names[s->cross_entropy]);
 	cJSON_AddStringToObject(a, "moe_dispatcher", dispatcher_names[s->moe_dispatcher]);
 	cJSON_AddBoolToObject(a, "overlap_moe_expert_parallel_comm", s->moe_a2a_overlap);
+	cJSON_AddNumberToObject(a, "moe_load_imbalance", s->moe_load_imbalance);
 	cJSON_AddStringToObject(a, "attention_kernel", s->attention_kernel);
 	cJSON_AddStringToObject(o, "nccl_algo", s->nccl_algo);
 	cJSON_AddStringToObject(o, "nccl_proto", s->nccl_proto);

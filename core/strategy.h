@@ -194,6 +194,11 @@ struct strategy {
 	 * layer by layer, so each one's dispatch and combine all-to-alls run under the other's
 	 * compute; off by default */
 	bool moe_a2a_overlap;
+	/* tokens the busiest expert rank receives over the mean (>= 1; 1: balanced, as
+	 * benchmarks force it): a what-if of dropless routing's imbalance. Every rank is costed
+	 * as the busiest (its experts' GEMMs, all-to-alls and activations), since the others wait
+	 * for it at the next all-to-all */
+	double moe_load_imbalance;
 	/* NCCL_ALGO / NCCL_PROTO as the job's environment sets them: the algorithms and protocols
 	 * they take away from NCCL's tuner, bit i = strat_nccl_algo_names[i] /
 	 * strat_nccl_proto_names[i] (0: NCCL's default, all of them); the text as given */

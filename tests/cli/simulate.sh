@@ -258,7 +258,21 @@ assert a2a(on)['count'] == a2a(off)['count']
 assert on['sim']['step_ns'] == full['sim']['step_ns']"
 done
 
-# uneven stages under interleaving: they change the step, and a split Megatron refuses is one
+# moe_load_imbalance: the busiest expert rank's load; the step grows with it, the model FLOPs
+# per step do not, and both modes agree
+for i in 1 1.2 1.5; do
+	"$TWIN" simulate -m qwen3-30b-a3b -c dgx-h100 --gpus 16 -s "$tmp/moeo.json" \
+		--set moe_load_imbalance=$i --json >"$tmp/imb_$i.json" 2>"$err"
+done
+"$TWIN" simulate -m qwen3-30b-a3b -c dgx-h100 --gpus 16 -s "$tmp/moeo.json" \
+	--set moe_load_imbalance=1.2 --full --json >"$tmp/imb_full.json" 2>>"$err"
+check "simulate: moe_load_imbalance lengthens the step, keeps the model FLOPs; symmetric == full" python3 -c "
+import json
+r = [json.load(open('$tmp/imb_%s.json' % k)) for k in ('1', '1.2', '1.5', 'full')]
+s = [d['sim']['step_ns'] for d in r]
+f = [d['tflops_per_gpu_model'] * d['step_time_s'] for d in r]
+assert s[0] < s[1] < s[2] and s[1] == s[3], s
+assert abs(f[1] / f[0] - 1) < 1e-9 and abs(f[2] / f[0] - 1) < 1e-9, f"
 # line with exit 2
 echo '{"framework":"megatron","tp":2,"pp":4,"vp":2,"schedule":"interleaved","micro_batch":1,"global_batch":16}' >"$tmp/even.json"
 echo '{"framework":"megatron","tp":2,"pp":4,"vp":2,"schedule":"interleaved","micro_batch":1,"global_batch":16,"first_stage_layers":6,"last_stage_layers":6}' >"$tmp/uneven.json"

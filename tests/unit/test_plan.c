@@ -1395,6 +1395,51 @@ static void test_moe_a2a_overlap(struct test_ctx *t)
 	free(j);
 }
 
+/* moe_load_imbalance: every rank is costed as the busiest expert rank, which receives that
+ * many times the mean token copies: its expert GEMMs, all-to-alls and expert activations grow,
+ * what it routes (router, permutation) and the model FLOPs do not */
+static void test_moe_load_imbalance(struct test_ctx *t)
+{
+	struct job *j = fx_job(8);
+	fx_moe(j);
+	fx_megatron(j);
+	j->strat.ep = 4;
+	struct plan p[2];
+	struct plan_mem mem[2];
+	bool ok[2];
+	static const double imb[2] = { 1.0, 1.5 };
+	for (int i = 0; i < 2; i++) {
+		j->strat.moe_load_imbalance = imb[i];
+		ok[i] = build(j, 0, &p[i]) && fx_mem(j, 0, &mem[i]);
+	}
+	if (ok[0] && ok[1]) {
+		int64_t rows[2] = { 0 }, a2a[2] = { 0 };
+		double perm[2] = { 0 };
+		for (int i = 0; i < 2; i++)
+			for (size_t k = 0; k < p[i].nops; k++) {
+				const struct plan_op *o = &p[i].ops[k];
+				if (o->kind == PLAN_COMPUTE && !strcmp(o->name, "expert_fc1") && !rows[i])
+					rows[i] = o->u.compute.m;
+				if (o->kind == PLAN_COMPUTE && !strcmp(o->name, "permute"))
+					perm[i] += o->u.compute.bytes;
+				if (o->kind == PLAN_COLL && o->u.coll.coll == PLAN_ALL_TO_ALL)
+					a2a[i] += o->u.coll.count;
+			}
+		/* 1,024 tokens x top-2 over 2 local experts: 1,024 rows each, 1,536 for the busiest */
+		CHECK_EQ_INT(t, rows[0], 1024);
+		CHECK_EQ_INT(t, rows[1], 1536);
+		CHECK_EQ_INT(t, a2a[1], a2a[0] * 3 / 2);
+		CHECK_NEAR(t, perm[1], perm[0], 0);
+		CHECK_NEAR(t, p[1].model_flops, p[0].model_flops, 1e-9);
+		CHECK(t, p[1].hw_flops > p[0].hw_flops);
+		CHECK(t, mem[1].gpu_total > mem[0].gpu_total);
+	}
+	for (int i = 0; i < 2; i++)
+		if (ok[i])
+			plan_release(&p[i]);
+	free(j);
+}
+
 /* MoE parallel folding (Megatron-Core expert_tp != tp): the expert groups are carved out of a
  * stage's tp x dp ranks in rank order, expert_tp fastest, then ep, then the replicas. With tp 2,
  * dp 8, ep 8, expert_tp 1 on 16 GPUs an expert group is the 8 ranks of a node (both tp ranks
@@ -3344,6 +3389,7 @@ int main(void)
 	TEST_RUN(&t, test_uneven_stages_interleaved);
 	TEST_RUN(&t, test_overlap_p2p_comm);
 	TEST_RUN(&t, test_moe_a2a_overlap);
+	TEST_RUN(&t, test_moe_load_imbalance);
 	TEST_RUN(&t, test_recompute_modules);
 	TEST_RUN(&t, test_tp_comm_overlap_userbuffers);
 	TEST_RUN(&t, test_async_tp_backward);
