@@ -137,7 +137,7 @@ check_run "run host, 4 ranks, LoRA with int8 frozen weights and hpZ" "$tmp/qfroz
 # Megatron-Core's recompute_modules (experts' activation, norms; the whole block) under TP 2
 # with SP; Megatron-Core's combined 1F1B (overlap_moe_expert_parallel_comm) under TP 2 with SP,
 # and under the interleaved schedule over 2 stages; the busiest expert rank's load
-# (moe_load_imbalance), all-to-alls of counts no rank count divides
+# (moe_load_imbalance 1.37)
 for s in z1 z2 fsdp2 tp2 cp2 rc-modules rc-moe a2a-overlap a2a-overlap-pp imbalance; do
 	db=$tmp/moe-$s.db
 	spec="$FIX/$s.json"
