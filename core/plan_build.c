@@ -859,6 +859,12 @@ static double moe_imb(const struct pb *b)
 	return b->s->moe_load_imbalance > 1 ? b->s->moe_load_imbalance : 1.0;
 }
 
+/* Megatron-Core's moe_shared_expert_overlap with shared experts to overlap (beside_a2a) */
+static bool shared_overlap(const struct pb *b)
+{
+	return b->s->moe_shared_overlap && b->fs > 0 && b->megatron;
+}
+
 struct act_sizes {
 	int64_t saved;  /* bytes kept for backward without recompute */
 	int64_t input;  /* layer input (full-recompute checkpoint) */
@@ -1730,19 +1736,69 @@ static const char *const shared_fc1_bwd_names[3] = { "shared_fc1_bwd", "shared_f
 						     "shared_fc1_wgrad" };
 
 /* The shared experts' forward beside the routed ones: a dense MLP of width fs, which gathers
- * and reduce-scatters the sequence itself under Megatron-Core's dispatcher */
-static void shared_fwd(struct pb *b)
+ * and reduce-scatters the sequence itself under Megatron-Core's dispatcher. In two halves:
+ * the gather, fc1 and the activation; fc2 and the reduce-scatter. */
+static void shared_fc1(struct pb *b)
 {
 	int64_t T = b->T, tp = b->tp, wide = b->swiglu ? 2 : 1;
-	bool disp = moe_dispatch_sp(b);
-	if (disp)
+	if (moe_dispatch_sp(b))
 		tp_enter(b, false);
 	gemm(b, "shared_fc1", T, wide * b->fs / tp, b->h, 1, 0, true);
 	act_op(b, "shared_act", (double)T * b->fs / tp, false, 0);
-	gemm(b, "shared_fc2", T, b->h, b->fs / tp, 1, 0, true);
-	if (disp)
+}
+
+static void shared_fc2(struct pb *b)
+{
+	gemm(b, "shared_fc2", b->T, b->h, b->fs / b->tp, 1, 0, true);
+	if (moe_dispatch_sp(b))
 		tp_exit(b, false);
 }
+
+static void shared_fwd(struct pb *b)
+{
+	shared_fc1(b);
+	shared_fc2(b);
+}
+
+/* The shared experts' backward in the same halves, fc2's first (with the output grad's
+ * gather under Megatron-Core's dispatcher), then fc1's */
+static void shared_bwd_fc2(struct pb *b, int64_t g)
+{
+	if (moe_dispatch_sp(b))
+		tp_enter(b, true); /* the output grad */
+	gemm(b, "shared_fc2_bwd", b->T, b->h, b->fs / b->tp, g, 0, false);
+	act_op(b, "shared_act_bwd", (double)b->T * b->fs / b->tp, true, 0);
+}
+
+static void shared_bwd_fc1(struct pb *b, int64_t g)
+{
+	int64_t T = b->T, tp = b->tp, wide = b->swiglu ? 2 : 1;
+	if (moe_dispatch_sp(b)) /* a column-parallel linear of its own, as a dense fc1 */
+		col_bwd(b, shared_fc1_bwd_names, T, wide * b->fs / tp, b->h, g);
+	else
+		gemm(b, "shared_fc1_bwd", T, wide * b->fs / tp, b->h, g, 0, false);
+}
+
+/* Megatron-Core's moe_shared_expert_overlap: the shared experts run on a stream of their own,
+ * fc1 issued right after the dispatch all-to-all and fc2 after the combine (backward: fc2's
+ * after the combine's, fc1's after the dispatch's), so each runs while its all-to-all is in
+ * flight. Here on the compute stream, emitted between the all-to-all and the first kernel
+ * that waits for it: run(b, g) emits the shared half, which waits for none of the all-to-all
+ * (the kernels after it still do). */
+static void beside_a2a(struct pb *b, void (*run)(struct pb *, int64_t), int64_t g)
+{
+	uint32_t a2a[PLAN_NUM_STREAMS];
+	memcpy(a2a, b->wait, sizeof(a2a));
+	for (int s = 0; s < PLAN_NUM_STREAMS; s++)
+		b->wait[s] = PLAN_NONE;
+	run(b, g);
+	for (int s = 0; s < PLAN_NUM_STREAMS; s++) /* a later op of a stream implies the earlier */
+		if (b->wait[s] == PLAN_NONE)
+			b->wait[s] = a2a[s];
+}
+
+static void shared_fc1_g(struct pb *b, int64_t g) { (void)g; shared_fc1(b); }
+static void shared_fc2_g(struct pb *b, int64_t g) { (void)g; shared_fc2(b); }
 
 /* C(a, k) / C(b, k): the odds that k draws without replacement from b all fall in a given a */
 static double choose_ratio(int64_t a, int64_t b, int64_t k)
@@ -1931,6 +1987,8 @@ static void moe_fwd(struct pb *b, int64_t l, enum lpiece pc)
 				b->p->ops[n].flags |= PLAN_F_HOSTWAIT;
 		}
 		ep_a2a(b, "a2a_dispatch", "a2a_dispatch_nvl", d.a2a, d.Tr);
+		if (shared_overlap(b))
+			beside_a2a(b, shared_fc1_g, 1);
 		if (d.gath)
 			coll_wait(b, PLAN_ALL_GATHER, d.eg, "ag_dispatch", d.a2a);
 		break;
@@ -1943,8 +2001,10 @@ static void moe_fwd(struct pb *b, int64_t l, enum lpiece pc)
 		break;
 	default:
 		ep_a2a(b, "a2a_combine", "a2a_combine_nvl", d.a2a, d.Tr);
+		if (shared_overlap(b))
+			beside_a2a(b, shared_fc2_g, 1);
 		elem(b, PLAN_K_PERMUTE, "unpermute", d.rload * b->h * b->ab * 2);
-		if (b->fs > 0)
+		if (b->fs > 0 && !shared_overlap(b))
 			shared_fwd(b);
 		lora_gemm(b, l, false, false);
 		sub_out(b, l, 2);
@@ -1954,22 +2014,18 @@ static void moe_fwd(struct pb *b, int64_t l, enum lpiece pc)
 static void moe_bwd(struct pb *b, int64_t l, enum lpiece pc)
 {
 	struct moe_dims d = moe_dims(b);
-	int64_t T = b->T, tp = b->tp, g = b->lora ? 1 : 2, wide = b->swiglu ? 2 : 1;
+	int64_t g = b->lora ? 1 : 2, wide = b->swiglu ? 2 : 1;
 	switch (pc) {
 	case LP_COMBINE:
 		sub_in(b, l, 2);
-		if (b->fs > 0) {
-			if (d.disp)
-				tp_enter(b, true); /* the output grad */
-			gemm(b, "shared_fc2_bwd", T, b->h, b->fs / tp, g, 0, false);
-			act_op(b, "shared_act_bwd", (double)T * b->fs / tp, true, 0);
-			if (d.disp) /* a column-parallel linear of its own, as a dense fc1 */
-				col_bwd(b, shared_fc1_bwd_names, T, wide * b->fs / tp, b->h, g);
-			else
-				gemm(b, "shared_fc1_bwd", T, wide * b->fs / tp, b->h, g, 0, false);
+		if (b->fs > 0 && !shared_overlap(b)) {
+			shared_bwd_fc2(b, g);
+			shared_bwd_fc1(b, g);
 		}
 		elem(b, PLAN_K_PERMUTE, "unpermute_bwd", d.rload * b->h * b->ab * 2);
 		ep_a2a(b, "a2a_combine_bwd", "a2a_combine_bwd_nvl", d.a2a, d.Tr);
+		if (shared_overlap(b))
+			beside_a2a(b, shared_bwd_fc2, g);
 		if (d.gath) /* the reduce-scatter's backward */
 			coll_wait(b, PLAN_ALL_GATHER, d.eg, "ag_combine_bwd", d.a2a);
 		break;
@@ -1984,6 +2040,8 @@ static void moe_bwd(struct pb *b, int64_t l, enum lpiece pc)
 		break;
 	case LP_DISPATCH:
 		ep_a2a(b, "a2a_dispatch_bwd", "a2a_dispatch_bwd_nvl", d.a2a, d.Tr);
+		if (shared_overlap(b))
+			beside_a2a(b, shared_bwd_fc1, g);
 		break;
 	default:
 		elem(b, PLAN_K_PERMUTE, "permute_bwd", d.rload * b->h * b->ab * 2);

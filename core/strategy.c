@@ -142,7 +142,8 @@ static const char *const our_keys[] = {
 	"first_stage_layers", "last_stage_layers", "account_for_embedding_in_pipeline_split",
 	"account_for_loss_in_pipeline_split", "recompute_modules", "hidden_dropout",
 	"attention_dropout", "cross_entropy", "attention_kernel", "nccl_algo", "nccl_proto",
-	"moe_dispatcher", "overlap_moe_expert_parallel_comm", "moe_load_imbalance", NULL};
+	"moe_dispatcher", "overlap_moe_expert_parallel_comm", "moe_load_imbalance",
+	"moe_shared_expert_overlap", NULL};
 
 static bool is_our_key(const char *k)
 {
@@ -424,8 +425,8 @@ struct ours {
 	struct oval framework, version, tp, pp, cp, cp_kind, kernels, ep, etp, vp, sp, schedule,
 		recompute, flash, fp8, tf32, precision, optimizer, distopt, fsdp_sharding, fsdp_group,
 		fsdp_version, fsdp_reduce, lora_rank, lora_targets, seq_len, host_op, ogr, opg, tpo, atp,
-		rnl, grb, fsl, lsl, afe, afl, rcm, hdrop, adrop, ce, akern, op2p, nalgo, nproto, disp, moeo, imb;
-	bool ogr_v, opg_v, tpo_v, atp_v, grb_v, afe_v, afl_v, op2p_v, moeo_v;
+		rnl, grb, fsl, lsl, afe, afl, rcm, hdrop, adrop, ce, akern, op2p, nalgo, nproto, disp, moeo, imb, mso;
+	bool ogr_v, opg_v, tpo_v, atp_v, grb_v, afe_v, afl_v, op2p_v, moeo_v, mso_v;
 	double host_op_v, hdrop_v, adrop_v, imb_v;
 	int framework_i, schedule_i, recompute_i, cp_kind_i, kernels_i, precision_i, optimizer_i,
 		fsdp_i, fsdp_reduce_i, ce_i, disp_i;
@@ -605,6 +606,7 @@ static enum tw_result parse_ours(struct strat_rd *r, const cJSON *o, struct ours
 	TW_CHECK(obool(r, o, NULL, "overlap_p2p_comm", &u->op2p_v, &u->op2p));
 	TW_CHECK(obool(r, o, NULL, "overlap_moe_expert_parallel_comm", &u->moeo_v, &u->moeo));
 	TW_CHECK(onum(r, o, NULL, "moe_load_imbalance", 1, 64, &u->imb_v, &u->imb));
+	TW_CHECK(obool(r, o, NULL, "moe_shared_expert_overlap", &u->mso_v, &u->mso));
 	TW_CHECK(obool(r, o, NULL, "async_tensor_model_parallel_allreduce", &u->atp_v, &u->atp));
 	TW_CHECK(obool(r, o, NULL, "grad_reduce_in_bf16", &u->grb_v, &u->grb));
 	TW_CHECK(oenum(r, o, NULL, "precision", precision_names, &u->precision_i, &u->precision));
@@ -1014,6 +1016,16 @@ static enum tw_result resolve_degrees(struct strat_rd *r, const struct strat_inp
 static enum tw_result check_moe_a2a_overlap(struct strat_rd *r, const struct ours *u)
 {
 	struct strategy *s = r->s;
+	/* moe_shared_expert_overlap: Megatron-only; the asserted exclusion is below */
+	s->moe_shared_overlap = u->mso.given && u->mso_v;
+	if (s->framework != STRAT_MEGATRON && u->mso.given)
+		return sfail(r, "moe_shared_expert_overlap", "needs framework megatron");
+	if (s->moe_shared_overlap && r->m && r->m->shared_experts == 0)
+		return sfail(r, "moe_shared_expert_overlap", "needs a model with shared experts (%s has "
+			     "none)", r->m->name);
+	if (s->framework == STRAT_MEGATRON && (u->mso.given || (r->m && r->m->shared_experts > 0)))
+		oprov(s, "moe_shared_expert_overlap", &u->mso, "Megatron default", "%s",
+		      s->moe_shared_overlap ? "true" : "false");
 	const char *k = "overlap_moe_expert_parallel_comm";
 	s->moe_a2a_overlap = u->moeo.given && u->moeo_v;
 	if (s->framework != STRAT_MEGATRON && u->moeo.given)
@@ -1033,6 +1045,9 @@ static enum tw_result check_moe_a2a_overlap(struct strat_rd *r, const struct our
 		return sfail(r, k, "does not run with moe in recompute_modules");
 	if (s->param_dtype != TW_BF16 && s->param_dtype != TW_FP16)
 		return sfail(r, k, "needs a bf16 or fp16 model (precision is fp32)");
+	if (s->moe_shared_overlap)
+		return sfail(r, k, "does not run with moe_shared_expert_overlap (Megatron: \"disable "
+			     "moe_shared_expert_overlap when enabling overlap_moe_expert_parallel_comm\")");
 	if (s->pp > 1 && !(s->schedule == STRAT_SCHED_INTERLEAVED && s->vp > 1))
 		return sfail(r, k, "with pp > 1 needs schedule interleaved with vp > 1 (Megatron: "
 			     "\"virtual_pipeline_model_parallel_size must be specified\")");
@@ -2002,6 +2017,7 @@ struct cJSON *strategy_to_json(const struct strategy *s)
 	cJSON_AddStringToObject(a, "moe_dispatcher", dispatcher_names[s->moe_dispatcher]);
 	cJSON_AddBoolToObject(a, "overlap_moe_expert_parallel_comm", s->moe_a2a_overlap);
 	cJSON_AddNumberToObject(a, "moe_load_imbalance", s->moe_load_imbalance);
+	cJSON_AddBoolToObject(a, "moe_shared_expert_overlap", s->moe_shared_overlap);
 	cJSON_AddStringToObject(a, "attention_kernel", s->attention_kernel);
 	cJSON_AddStringToObject(o, "nccl_algo", s->nccl_algo);
 	cJSON_AddStringToObject(o, "nccl_proto", s->nccl_proto);

@@ -199,6 +199,10 @@ struct strategy {
 	 * as the busiest (its experts' GEMMs, all-to-alls and activations), since the others wait
 	 * for it at the next all-to-all */
 	double moe_load_imbalance;
+	/* Megatron-Core's moe_shared_expert_overlap (--moe-shared-expert-overlap): the shared
+	 * experts' fc1 runs beside the dispatch all-to-all and fc2 beside the combine, both ways;
+	 * off by default (Megatron-Bridge's DeepSeek providers turn it on) */
+	bool moe_shared_overlap;
 	/* NCCL_ALGO / NCCL_PROTO as the job's environment sets them: the algorithms and protocols
 	 * they take away from NCCL's tuner, bit i = strat_nccl_algo_names[i] /
 	 * strat_nccl_proto_names[i] (0: NCCL's default, all of them); the text as given */

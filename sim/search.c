@@ -973,8 +973,10 @@ enum tw_result search_run(const struct job *base, const struct search_space *spa
 	static const char *const ovl_key[] = { "overlap_moe_expert_parallel_comm" };
 	sh.moe_rc = sp.framework == STRAT_MEGATRON && m->experts > 0 &&
 		    !user_sets_any(&sp, rc_key, 1);
+	/* Megatron refuses the combined 1F1B beside moe_shared_expert_overlap */
+	const char *mso = user_set_value(&sp, "moe_shared_expert_overlap");
 	sh.moe_ovl = sp.framework == STRAT_MEGATRON && m->experts > 0 &&
-		     !user_sets_any(&sp, ovl_key, 1);
+		     !user_sets_any(&sp, ovl_key, 1) && !(mso && !strcmp(mso, "true"));
 	sh.res = res;
 	pthread_mutex_init(&sh.mu, NULL);
 	pthread_mutex_init(&sh.resolve_mu, NULL);

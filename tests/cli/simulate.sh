@@ -258,6 +258,21 @@ assert a2a(on)['count'] == a2a(off)['count']
 assert on['sim']['step_ns'] == full['sim']['step_ns']"
 done
 
+# moe_shared_expert_overlap: Llama 4 Scout's shared expert runs under its all-to-alls, so fewer
+# of them are exposed and the step is shorter; both modes agree
+for o in false true; do
+	"$TWIN" simulate -m llama4-scout -c dgx-h100 --gpus 16 -s "$tmp/moeo.json" --set ep=16 \
+		--set moe_shared_expert_overlap=$o --json >"$tmp/mso_$o.json" 2>"$err"
+done
+"$TWIN" simulate -m llama4-scout -c dgx-h100 --gpus 16 -s "$tmp/moeo.json" --set ep=16 \
+	--set moe_shared_expert_overlap=true --full --json >"$tmp/mso_full.json" 2>>"$err"
+check "simulate: moe_shared_expert_overlap hides the shared expert under the all-to-alls" python3 -c "
+import json
+on, off, full = (json.load(open('$tmp/mso_%s.json' % k)) for k in ('true', 'false', 'full'))
+a2a = lambda d: d['analysis']['collectives']['all_to_all']['exposed_ns']
+assert on['sim']['step_ns'] < off['sim']['step_ns'] and a2a(on) < a2a(off), (on['sim'], off['sim'])
+assert on['sim']['step_ns'] == full['sim']['step_ns']"
+
 # moe_load_imbalance: the busiest expert rank's load; the step grows with it, the model FLOPs
 # per step do not, and both modes agree
 for i in 1 1.2 1.5; do

@@ -1440,6 +1440,77 @@ static void test_moe_load_imbalance(struct test_ctx *t)
 	free(j);
 }
 
+/* Megatron-Core's moe_shared_expert_overlap: the shared experts' fc1 comes right after the
+ * dispatch all-to-all and fc2 after the combine, without waiting for them, while the routed
+ * experts and the unpermutation still do; backward likewise; the same ops and FLOPs */
+static bool depends_on(const struct plan *p, const struct plan_op *o, uint32_t id)
+{
+	const uint32_t *d = plan_op_deps(p, o);
+	for (uint32_t k = 0; k < o->ndeps; k++)
+		if (d[k] == id)
+			return true;
+	return false;
+}
+
+static void test_moe_shared_overlap(struct test_ctx *t)
+{
+	struct job *j = fx_job(8);
+	fx_moe(j);
+	fx_megatron(j);
+	j->strat.ep = 4;
+	struct plan p[2];
+	bool ok[2];
+	for (int on = 0; on < 2; on++) {
+		j->strat.moe_shared_overlap = on;
+		ok[on] = build(j, 0, &p[on]);
+	}
+	if (ok[0] && ok[1]) {
+		CHECK_EQ_INT(t, (int64_t)p[1].nops, (int64_t)p[0].nops);
+		CHECK_NEAR(t, p[1].hw_flops, p[0].hw_flops, 1e-12);
+		CHECK_NEAR(t, p[1].model_flops, p[0].model_flops, 1e-12);
+		/* for each all-to-all, the next compute op: with the overlap a shared expert
+		 * half that does not wait for it, then the op that does */
+		static const char *const a2a[4] = { "a2a_dispatch", "a2a_combine", "a2a_combine_bwd",
+						    "a2a_dispatch_bwd" };
+		static const char *const beside[4] = { "shared_fc1", "shared_fc2", "shared_fc2_bwd",
+						       "shared_fc1_bwd" };
+		for (int on = 0; on < 2; on++) {
+			int n_beside = 0, n_free = 0, n_waits = 0;
+			for (size_t i = 0; i < p[on].nops; i++) {
+				const struct plan_op *o = &p[on].ops[i];
+				int w = -1;
+				for (int k = 0; k < 4; k++)
+					if (o->kind == PLAN_COLL && !strcmp(o->name, a2a[k]))
+						w = k;
+				if (w < 0)
+					continue;
+				size_t k = i + 1;
+				while (k < p[on].nops && p[on].ops[k].kind != PLAN_COMPUTE)
+					k++;
+				if (k == p[on].nops)
+					continue;
+				const struct plan_op *c = &p[on].ops[k];
+				if (!strcmp(c->name, beside[w])) {
+					n_beside++;
+					n_free += !depends_on(&p[on], c, o->id);
+					while (k < p[on].nops && (p[on].ops[k].kind != PLAN_COMPUTE ||
+								 !depends_on(&p[on], &p[on].ops[k], o->id)))
+						k++;
+					n_waits += k < p[on].nops;
+				}
+			}
+			/* 4 MoE layers, one micro-batch: 4 all-to-alls each */
+			CHECK_EQ_INT(t, n_beside, on ? 16 : 0);
+			CHECK_EQ_INT(t, n_free, on ? 16 : 0);
+			CHECK_EQ_INT(t, n_waits, on ? 16 : 0);
+		}
+	}
+	for (int on = 0; on < 2; on++)
+		if (ok[on])
+			plan_release(&p[on]);
+	free(j);
+}
+
 /* MoE parallel folding (Megatron-Core expert_tp != tp): the expert groups are carved out of a
  * stage's tp x dp ranks in rank order, expert_tp fastest, then ep, then the replicas. With tp 2,
  * dp 8, ep 8, expert_tp 1 on 16 GPUs an expert group is the 8 ranks of a node (both tp ranks
@@ -3390,6 +3461,7 @@ int main(void)
 	TEST_RUN(&t, test_overlap_p2p_comm);
 	TEST_RUN(&t, test_moe_a2a_overlap);
 	TEST_RUN(&t, test_moe_load_imbalance);
+	TEST_RUN(&t, test_moe_shared_overlap);
 	TEST_RUN(&t, test_recompute_modules);
 	TEST_RUN(&t, test_tp_comm_overlap_userbuffers);
 	TEST_RUN(&t, test_async_tp_backward);
