@@ -137,8 +137,9 @@ check_run "run host, 4 ranks, LoRA with int8 frozen weights and hpZ" "$tmp/qfroz
 # Megatron-Core's recompute_modules (experts' activation, norms; the whole block) under TP 2
 # with SP; Megatron-Core's combined 1F1B (overlap_moe_expert_parallel_comm) under TP 2 with SP,
 # and under the interleaved schedule over 2 stages; the busiest expert rank's load
-# (moe_load_imbalance 1.37)
-for s in z1 z2 fsdp2 tp2 cp2 rc-modules rc-moe a2a-overlap a2a-overlap-pp imbalance; do
+# (moe_load_imbalance 1.37); a shared expert beside the all-to-alls (moe_shared_expert_overlap)
+for s in z1 z2 fsdp2 tp2 cp2 rc-modules rc-moe a2a-overlap a2a-overlap-pp imbalance shared-overlap; do
+	model=tiny-moe
 	db=$tmp/moe-$s.db
 	spec="$FIX/$s.json"
 	[ "$s" = a2a-overlap ] && spec="$FIX/tp2.json --set overlap_moe_expert_parallel_comm=true"
@@ -146,9 +147,11 @@ for s in z1 z2 fsdp2 tp2 cp2 rc-modules rc-moe a2a-overlap a2a-overlap-pp imbala
 		--set pp=2 --set vp=2 --set schedule=interleaved --set grad_accum=4 \
 		--set overlap_moe_expert_parallel_comm=true"
 	[ "$s" = imbalance ] && spec="$FIX/tp2.json --set moe_load_imbalance=1.37"
+	[ "$s" = shared-overlap ] && spec="$FIX/tp2.json --set moe_shared_expert_overlap=true" &&
+		model=$FIX/tiny-moe-shared.model.json
 	[ "$s" = fsdp2 ] && spec="torchtitan-fsdp2 --set global_batch=4 --set seq_len=128"
 	[ "$s" = cp2 ] && spec="$FIX/tp2.json --set tp=1 --set cp=2 --set distributed_optimizer=true"
-	timeout 120 $MPIRUN "$TWIN" run -m tiny-moe -c host-cpu --gpus 4 -s $spec --set ep=2 \
+	timeout 120 $MPIRUN "$TWIN" run -m $model -c host-cpu --gpus 4 -s $spec --set ep=2 \
 		--backend host --steps 1 --warmup 0 --db "$db" --json >"$tmp/moe-$s.json" \
 		2>"$tmp/moe-$s.json.err"
 	check_run "run host, 4 ranks, MoE ep 2, $s" "$tmp/moe-$s.json" $? "$db" 1
