@@ -125,6 +125,7 @@ struct pb {
 	 * outputs */
 	int32_t fwd_tmp, bwd_ws, bwd_rc;
 	uint32_t moe_probs;     /* the router's probabilities of the MoE layer in forward */
+	uint32_t moe_dgrad;     /* delay_wgrad: the experts' last input-grad GEMM in backward */
 	int32_t pend_bufs[64];  /* ZeRO-3/FSDP: full grads waiting for their reduce-scatter */
 	int npend;
 	uint32_t last_red;      /* last gradient collective or copy */
@@ -857,6 +858,13 @@ static bool moe_dispatch_sp(const struct pb *b)
 static double moe_imb(const struct pb *b)
 {
 	return b->s->moe_load_imbalance > 1 ? b->s->moe_load_imbalance : 1.0;
+}
+
+/* Megatron-Core's delay_wgrad_compute (with the combined 1F1B): the experts' weight grads
+ * apart from their input grads, and computed while the dispatch's backward runs */
+static bool delay_wgrad(const struct pb *b)
+{
+	return b->s->delay_wgrad && !b->lora;
 }
 
 /* Megatron-Core's moe_shared_expert_overlap with shared experts to overlap (beside_a2a) */
@@ -2030,16 +2038,40 @@ static void moe_bwd(struct pb *b, int64_t l, enum lpiece pc)
 			coll_wait(b, PLAN_ALL_GATHER, d.eg, "ag_combine_bwd", d.a2a);
 		break;
 	case LP_MLP:
-		expert_gemm(b, "expert_fc2_bwd", d.per, b->h, b->fe / d.et, b->El * g, d.load * g,
-			    false);
-		act_op(b, "expert_act_bwd", d.load * b->fe / d.et, true, 0);
-		expert_gemm(b, "expert_fc1_bwd", d.per, wide * b->fe / d.et, b->h, b->El * g,
-			    d.load * g, false);
+		if (delay_wgrad(b)) { /* the input grads now, the weight grads at the dispatch */
+			expert_gemm(b, "expert_fc2_dgrad", d.per, b->h, b->fe / d.et, b->El, d.load,
+				    false);
+			act_op(b, "expert_act_bwd", d.load * b->fe / d.et, true, 0);
+			expert_gemm(b, "expert_fc1_dgrad", d.per, wide * b->fe / d.et, b->h, b->El,
+				    d.load, false);
+			b->moe_dgrad = b->last_compute;
+		} else {
+			expert_gemm(b, "expert_fc2_bwd", d.per, b->h, b->fe / d.et, b->El * g,
+				    d.load * g, false);
+			act_op(b, "expert_act_bwd", d.load * b->fe / d.et, true, 0);
+			expert_gemm(b, "expert_fc1_bwd", d.per, wide * b->fe / d.et, b->h, b->El * g,
+				    d.load * g, false);
+		}
 		if (d.gath) /* the all-gather's backward */
 			coll_wait(b, PLAN_REDUCE_SCATTER, d.eg, "rs_dispatch_bwd", d.a2a);
 		break;
 	case LP_DISPATCH:
-		ep_a2a(b, "a2a_dispatch_bwd", "a2a_dispatch_bwd_nvl", d.a2a, d.Tr);
+		if (delay_wgrad(b)) {
+			/* Megatron-Core's delay_wgrad_compute: mlp.backward_dw() runs before the
+			 * dispatch's backward is issued, which waits only for the input grads (its
+			 * ScheduleNode's event), so the weight grads run beside it */
+			uint32_t dgrad = b->moe_dgrad;
+			expert_gemm(b, "expert_fc2_wgrad", d.per, b->h, b->fe / d.et, b->El, d.load,
+				    false);
+			expert_gemm(b, "expert_fc1_wgrad", d.per, wide * b->fe / d.et, b->h, b->El,
+				    d.load, false);
+			uint32_t lc = b->last_compute;
+			b->last_compute = dgrad;
+			ep_a2a(b, "a2a_dispatch_bwd", "a2a_dispatch_bwd_nvl", d.a2a, d.Tr);
+			b->last_compute = lc;
+		} else {
+			ep_a2a(b, "a2a_dispatch_bwd", "a2a_dispatch_bwd_nvl", d.a2a, d.Tr);
+		}
 		if (shared_overlap(b))
 			beside_a2a(b, shared_bwd_fc1, g);
 		break;
@@ -3797,7 +3829,7 @@ static void setup(struct pb *b)
 	b->ahead[0] = b->ahead[1] = PLAN_NONE;
 	b->bucket_buf = b->grads_full = b->grads_part = -1;
 	b->fwd_tmp = b->bwd_ws = b->bwd_rc = -1;
-	b->moe_probs = PLAN_NONE;
+	b->moe_probs = b->moe_dgrad = PLAN_NONE;
 	b->layer = b->micro = b->stage = -1;
 	b->phase = PLAN_PHASE_OTHER;
 

@@ -143,7 +143,7 @@ static const char *const our_keys[] = {
 	"account_for_loss_in_pipeline_split", "recompute_modules", "hidden_dropout",
 	"attention_dropout", "cross_entropy", "attention_kernel", "nccl_algo", "nccl_proto",
 	"moe_dispatcher", "overlap_moe_expert_parallel_comm", "moe_load_imbalance",
-	"moe_shared_expert_overlap", NULL};
+	"moe_shared_expert_overlap", "delay_wgrad_compute", NULL};
 
 static bool is_our_key(const char *k)
 {
@@ -425,8 +425,8 @@ struct ours {
 	struct oval framework, version, tp, pp, cp, cp_kind, kernels, ep, etp, vp, sp, schedule,
 		recompute, flash, fp8, tf32, precision, optimizer, distopt, fsdp_sharding, fsdp_group,
 		fsdp_version, fsdp_reduce, lora_rank, lora_targets, seq_len, host_op, ogr, opg, tpo, atp,
-		rnl, grb, fsl, lsl, afe, afl, rcm, hdrop, adrop, ce, akern, op2p, nalgo, nproto, disp, moeo, imb, mso;
-	bool ogr_v, opg_v, tpo_v, atp_v, grb_v, afe_v, afl_v, op2p_v, moeo_v, mso_v;
+		rnl, grb, fsl, lsl, afe, afl, rcm, hdrop, adrop, ce, akern, op2p, nalgo, nproto, disp, moeo, imb, mso, dwg;
+	bool ogr_v, opg_v, tpo_v, atp_v, grb_v, afe_v, afl_v, op2p_v, moeo_v, mso_v, dwg_v;
 	double host_op_v, hdrop_v, adrop_v, imb_v;
 	int framework_i, schedule_i, recompute_i, cp_kind_i, kernels_i, precision_i, optimizer_i,
 		fsdp_i, fsdp_reduce_i, ce_i, disp_i;
@@ -607,6 +607,7 @@ static enum tw_result parse_ours(struct strat_rd *r, const cJSON *o, struct ours
 	TW_CHECK(obool(r, o, NULL, "overlap_moe_expert_parallel_comm", &u->moeo_v, &u->moeo));
 	TW_CHECK(onum(r, o, NULL, "moe_load_imbalance", 1, 64, &u->imb_v, &u->imb));
 	TW_CHECK(obool(r, o, NULL, "moe_shared_expert_overlap", &u->mso_v, &u->mso));
+	TW_CHECK(obool(r, o, NULL, "delay_wgrad_compute", &u->dwg_v, &u->dwg));
 	TW_CHECK(obool(r, o, NULL, "async_tensor_model_parallel_allreduce", &u->atp_v, &u->atp));
 	TW_CHECK(obool(r, o, NULL, "grad_reduce_in_bf16", &u->grb_v, &u->grb));
 	TW_CHECK(oenum(r, o, NULL, "precision", precision_names, &u->precision_i, &u->precision));
@@ -1032,6 +1033,16 @@ static enum tw_result check_moe_a2a_overlap(struct strat_rd *r, const struct our
 		return sfail(r, k, "needs framework megatron (Megatron-Core's combined 1F1B schedule)");
 	if (s->framework == STRAT_MEGATRON)
 		oprov(s, k, &u->moeo, "Megatron default", "%s", s->moe_a2a_overlap ? "true" : "false");
+	s->delay_wgrad = u->dwg.given && u->dwg_v;
+	if (u->dwg.given && s->framework != STRAT_MEGATRON)
+		return sfail(r, "delay_wgrad_compute", "needs framework megatron");
+	if (s->delay_wgrad && !s->moe_a2a_overlap)
+		return sfail(r, "delay_wgrad_compute", "needs overlap_moe_expert_parallel_comm (Megatron: "
+			     "\"overlap_moe_expert_parallel_comm must be enabled when enabling "
+			     "delay_wgrad_compute\")");
+	if (s->framework == STRAT_MEGATRON && (u->dwg.given || s->moe_a2a_overlap))
+		oprov(s, "delay_wgrad_compute", &u->dwg, "Megatron default", "%s",
+		      s->delay_wgrad ? "true" : "false");
 	if (!s->moe_a2a_overlap)
 		return TW_OK;
 	if (r->m && r->m->experts == 0)
@@ -2018,6 +2029,7 @@ struct cJSON *strategy_to_json(const struct strategy *s)
 	cJSON_AddBoolToObject(a, "overlap_moe_expert_parallel_comm", s->moe_a2a_overlap);
 	cJSON_AddNumberToObject(a, "moe_load_imbalance", s->moe_load_imbalance);
 	cJSON_AddBoolToObject(a, "moe_shared_expert_overlap", s->moe_shared_overlap);
+	cJSON_AddBoolToObject(a, "delay_wgrad_compute", s->delay_wgrad);
 	cJSON_AddStringToObject(a, "attention_kernel", s->attention_kernel);
 	cJSON_AddStringToObject(o, "nccl_algo", s->nccl_algo);
 	cJSON_AddStringToObject(o, "nccl_proto", s->nccl_proto);

@@ -203,6 +203,10 @@ struct strategy {
 	 * experts' fc1 runs beside the dispatch all-to-all and fc2 beside the combine, both ways;
 	 * off by default (Megatron-Bridge's DeepSeek providers turn it on) */
 	bool moe_shared_overlap;
+	/* Megatron-Core's delay_wgrad_compute (needs overlap_moe_expert_parallel_comm): the
+	 * experts' weight grads are computed apart from their input grads, while the dispatch's
+	 * backward all-to-all runs; off by default */
+	bool delay_wgrad;
 	/* NCCL_ALGO / NCCL_PROTO as the job's environment sets them: the algorithms and protocols
 	 * they take away from NCCL's tuner, bit i = strat_nccl_algo_names[i] /
 	 * strat_nccl_proto_names[i] (0: NCCL's default, all of them); the text as given */

@@ -136,8 +136,9 @@ check_run "run host, 4 ranks, LoRA with int8 frozen weights and hpZ" "$tmp/qfroz
 # folds both cp ranks into an expert group, whose replicas are then the two dp ranks;
 # Megatron-Core's recompute_modules (experts' activation, norms; the whole block) under TP 2
 # with SP; Megatron-Core's combined 1F1B (overlap_moe_expert_parallel_comm) under TP 2 with SP,
-# and under the interleaved schedule over 2 stages; the busiest expert rank's load
-# (moe_load_imbalance 1.37); a shared expert beside the all-to-alls (moe_shared_expert_overlap)
+# and under the interleaved schedule over 2 stages with delay_wgrad_compute; the busiest expert
+# rank's load (moe_load_imbalance 1.37); a shared expert beside the all-to-alls
+# (moe_shared_expert_overlap)
 for s in z1 z2 fsdp2 tp2 cp2 rc-modules rc-moe a2a-overlap a2a-overlap-pp imbalance shared-overlap; do
 	model=tiny-moe
 	db=$tmp/moe-$s.db
@@ -145,7 +146,7 @@ for s in z1 z2 fsdp2 tp2 cp2 rc-modules rc-moe a2a-overlap a2a-overlap-pp imbala
 	[ "$s" = a2a-overlap ] && spec="$FIX/tp2.json --set overlap_moe_expert_parallel_comm=true"
 	[ "$s" = a2a-overlap-pp ] && spec="$FIX/tp2.json --set tp=1 --set sequence_parallel=false \
 		--set pp=2 --set vp=2 --set schedule=interleaved --set grad_accum=4 \
-		--set overlap_moe_expert_parallel_comm=true"
+		--set overlap_moe_expert_parallel_comm=true --set delay_wgrad_compute=true"
 	[ "$s" = imbalance ] && spec="$FIX/tp2.json --set moe_load_imbalance=1.37"
 	[ "$s" = shared-overlap ] && spec="$FIX/tp2.json --set moe_shared_expert_overlap=true" &&
 		model=$FIX/tiny-moe-shared.model.json

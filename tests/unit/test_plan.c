@@ -1511,6 +1511,54 @@ static void test_moe_shared_overlap(struct test_ctx *t)
 	free(j);
 }
 
+/* delay_wgrad_compute (with the combined 1F1B): the experts' backward splits into input and
+ * weight grads; the dispatch's backward all-to-all waits only for the input grads, the weight
+ * grads come before it on the compute stream; the same FLOPs */
+static void test_delay_wgrad(struct test_ctx *t)
+{
+	struct job *j = fx_job(8);
+	fx_moe(j);
+	fx_megatron(j);
+	j->strat.ep = 4;
+	fx_degrees(j, 1, 1, 1, 1, 3);
+	j->strat.moe_a2a_overlap = true;
+	struct plan p[2];
+	bool ok[2];
+	for (int on = 0; on < 2; on++) {
+		j->strat.delay_wgrad = on;
+		ok[on] = build(j, 0, &p[on]);
+	}
+	if (ok[0] && ok[1]) {
+		CHECK_NEAR(t, p[1].hw_flops, p[0].hw_flops, 1e-12);
+		CHECK_NEAR(t, p[1].model_flops, p[0].model_flops, 1e-12);
+		int fused = 0, dgrad = 0, wgrad = 0, a2a_on_dgrad = 0, a2a = 0;
+		uint32_t last_dgrad = UINT32_MAX;
+		bool wgrad_since = false;
+		for (size_t i = 0; i < p[1].nops; i++) {
+			const struct plan_op *o = &p[1].ops[i];
+			fused += !strcmp(o->name, "expert_fc1_bwd") || !strcmp(o->name, "expert_fc2_bwd");
+			if (!strcmp(o->name, "expert_fc1_dgrad"))
+				dgrad++, last_dgrad = o->id, wgrad_since = false;
+			if (!strcmp(o->name, "expert_fc1_wgrad"))
+				wgrad++, wgrad_since = true;
+			if (o->kind == PLAN_COLL && !strcmp(o->name, "a2a_dispatch_bwd")) {
+				a2a++;
+				a2a_on_dgrad += wgrad_since && depends_on(&p[1], o, last_dgrad);
+			}
+		}
+		/* 3 micro-batches x 4 MoE layers */
+		CHECK_EQ_INT(t, fused, 0);
+		CHECK_EQ_INT(t, dgrad, 12);
+		CHECK_EQ_INT(t, wgrad, 12);
+		CHECK_EQ_INT(t, a2a, 12);
+		CHECK_EQ_INT(t, a2a_on_dgrad, 12);
+	}
+	for (int on = 0; on < 2; on++)
+		if (ok[on])
+			plan_release(&p[on]);
+	free(j);
+}
+
 /* MoE parallel folding (Megatron-Core expert_tp != tp): the expert groups are carved out of a
  * stage's tp x dp ranks in rank order, expert_tp fastest, then ep, then the replicas. With tp 2,
  * dp 8, ep 8, expert_tp 1 on 16 GPUs an expert group is the 8 ranks of a node (both tp ranks
@@ -3462,6 +3510,7 @@ int main(void)
 	TEST_RUN(&t, test_moe_a2a_overlap);
 	TEST_RUN(&t, test_moe_load_imbalance);
 	TEST_RUN(&t, test_moe_shared_overlap);
+	TEST_RUN(&t, test_delay_wgrad);
 	TEST_RUN(&t, test_recompute_modules);
 	TEST_RUN(&t, test_tp_comm_overlap_userbuffers);
 	TEST_RUN(&t, test_async_tp_backward);
