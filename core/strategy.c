@@ -425,7 +425,8 @@ struct ours {
 	struct oval framework, version, tp, pp, cp, cp_kind, kernels, ep, etp, vp, sp, schedule,
 		recompute, flash, fp8, tf32, precision, optimizer, distopt, fsdp_sharding, fsdp_group,
 		fsdp_version, fsdp_reduce, lora_rank, lora_targets, seq_len, host_op, ogr, opg, tpo, atp,
-		rnl, grb, fsl, lsl, afe, afl, rcm, hdrop, adrop, ce, akern, op2p, nalgo, nproto, disp, moeo, imb, mso, dwg;
+		rnl, grb, fsl, lsl, afe, afl, rcm, hdrop, adrop, ce, akern, op2p, nalgo, nproto, disp,
+		moeo, imb, mso, dwg;
 	bool ogr_v, opg_v, tpo_v, atp_v, grb_v, afe_v, afl_v, op2p_v, moeo_v, mso_v, dwg_v;
 	double host_op_v, hdrop_v, adrop_v, imb_v;
 	int framework_i, schedule_i, recompute_i, cp_kind_i, kernels_i, precision_i, optimizer_i,
@@ -1009,15 +1010,28 @@ static enum tw_result resolve_degrees(struct strat_rd *r, const struct strat_inp
 	return TW_OK;
 }
 
-/* Rules between degrees and framework, independent of the model. */
-/* Megatron-Core's overlap_moe_expert_parallel_comm and the rules its TransformerConfig
- * asserts (transformer_config.py): expert parallelism, the all-to-all or flex dispatcher, no
- * full recompute and no recomputed MoE block, a 16-bit model, and with a pipeline the
- * interleaved schedule */
-static enum tw_result check_moe_a2a_overlap(struct strat_rd *r, const struct ours *u)
+/* The MoE knobs: the busiest expert rank's load (a what-if of dropless routing), and
+ * Megatron-Core's overlaps with the rules its TransformerConfig asserts (transformer_config.py):
+ * the combined 1F1B (overlap_moe_expert_parallel_comm) needs expert parallelism, no full
+ * recompute and no recomputed MoE block, a 16-bit model and with a pipeline the interleaved
+ * schedule, and excludes the shared-expert overlap; delay_wgrad_compute needs it */
+static enum tw_result check_moe_knobs(struct strat_rd *r, const struct ours *u)
 {
 	struct strategy *s = r->s;
-	/* moe_shared_expert_overlap: Megatron-only; the asserted exclusion is below */
+	s->moe_load_imbalance = u->imb.given ? u->imb_v : 1.0;
+	if (u->imb.given && r->m && r->m->experts == 0)
+		return sfail(r, "moe_load_imbalance", "needs a mixture-of-experts model (%s is dense)",
+			     r->m->name);
+	if (u->imb.given && s->moe_load_imbalance > 1 && s->ep < 2)
+		return sfail(r, "moe_load_imbalance", "needs expert parallelism: ep > 1 (with every "
+			     "expert on each rank, imbalance moves work between a rank's own experts)");
+	if (u->imb.given && s->moe_load_imbalance > 1 && s->framework == STRAT_DEEPSPEED)
+		return sfail(r, "moe_load_imbalance", "DeepSpeed's MoE pads each expert to its "
+			     "capacity (capacity_factor) and drops what is over it: imbalance costs it "
+			     "tokens, not time");
+	if (u->imb.given || (r->m && r->m->experts > 0))
+		oprov(s, "moe_load_imbalance", &u->imb, "balanced routing", "%g",
+		      s->moe_load_imbalance);
 	s->moe_shared_overlap = u->mso.given && u->mso_v;
 	if (s->framework != STRAT_MEGATRON && u->mso.given)
 		return sfail(r, "moe_shared_expert_overlap", "needs framework megatron");
@@ -1065,6 +1079,7 @@ static enum tw_result check_moe_a2a_overlap(struct strat_rd *r, const struct our
 	return TW_OK;
 }
 
+/* Rules between degrees and framework, independent of the model. */
 static enum tw_result check_framework(struct strat_rd *r, const struct ours *u)
 {
 	struct strategy *s = r->s;
@@ -1778,21 +1793,7 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 	oprov(s, "cross_entropy", &u.ce, "the model code's own loss", "%s", ce_names[s->cross_entropy]);
 	oprov(s, "moe_dispatcher", &u.disp, "one all-to-all over the expert group", "%s",
 	      dispatcher_names[s->moe_dispatcher]);
-	TW_CHECK(check_moe_a2a_overlap(r, &u));
-	s->moe_load_imbalance = u.imb.given ? u.imb_v : 1.0;
-	if (u.imb.given && r->m && r->m->experts == 0)
-		return sfail(r, "moe_load_imbalance", "needs a mixture-of-experts model (%s is dense)",
-			     r->m->name);
-	if (u.imb.given && s->moe_load_imbalance > 1 && s->ep < 2)
-		return sfail(r, "moe_load_imbalance", "needs expert parallelism: ep > 1 (with every "
-			     "expert on each rank, imbalance moves work between a rank's own experts)");
-	if (u.imb.given && s->moe_load_imbalance > 1 && s->framework == STRAT_DEEPSPEED)
-		return sfail(r, "moe_load_imbalance", "DeepSpeed's MoE pads each expert to its "
-			     "capacity (capacity_factor) and drops what is over it: imbalance costs it "
-			     "tokens, not time");
-	if (u.imb.given || (r->m && r->m->experts > 0))
-		oprov(s, "moe_load_imbalance", &u.imb, "balanced routing", "%g",
-		      s->moe_load_imbalance);
+	TW_CHECK(check_moe_knobs(r, &u));
 	if (u.akern.given) {
 		snprintf(s->attention_kernel, sizeof(s->attention_kernel), "%s", u.akern_v);
 		if (!s->flash_attention)
