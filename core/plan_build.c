@@ -2083,10 +2083,10 @@ static void moe_bwd(struct pb *b, int64_t l, enum lpiece pc)
 	}
 }
 
-/* Piece pc of layer l's MoE block, or at LP_MLP a dense layer's MLP */
-static void mlp_piece(struct pb *b, int64_t l, enum lpiece pc, bool bwd)
+/* Piece pc of layer l's MoE block (moe: layer_moe), or at LP_MLP a dense layer's MLP */
+static void mlp_piece(struct pb *b, int64_t l, enum lpiece pc, bool bwd, bool moe)
 {
-	if (layer_moe(b, l)) {
+	if (moe) {
 		if (bwd)
 			moe_bwd(b, l, pc);
 		else
@@ -2099,8 +2099,9 @@ static void mlp_piece(struct pb *b, int64_t l, enum lpiece pc, bool bwd)
 /* MLP or MoE block between the second norm and the residual. */
 static void mlp_block(struct pb *b, int64_t l, bool bwd)
 {
+	bool moe = layer_moe(b, l);
 	for (int i = 0; i < LP_NUM; i++)
-		mlp_piece(b, l, (enum lpiece)(bwd ? LP_NUM - 1 - i : i), bwd);
+		mlp_piece(b, l, (enum lpiece)(bwd ? LP_NUM - 1 - i : i), bwd, moe);
 }
 
 /* TP entry/exit of a block (Megatron f/g): SP all-gathers the sequence-sharded input and
@@ -2294,11 +2295,11 @@ static void layer_fwd_ops(struct pb *b, int64_t l, enum lpiece pc)
 	bool moe = layer_moe(b, l);
 	bool own = moe && moe_dispatch_sp(b); /* the block gathers for itself */
 	if (pc == LP_DISPATCH || pc == LP_MLP) {
-		mlp_piece(b, l, pc, false);
+		mlp_piece(b, l, pc, false, moe);
 		return;
 	}
 	if (pc == LP_COMBINE) {
-		mlp_piece(b, l, pc, false);
+		mlp_piece(b, l, pc, false, moe);
 		if (!own)
 			tp_exit(b, false);
 		residual_op(b, "residual2", tne, false, false);
@@ -2329,7 +2330,7 @@ static void layer_fwd_ops(struct pb *b, int64_t l, enum lpiece pc)
 	sub_out(b, l, 1);
 	if (!own)
 		tp_enter(b, false);
-	mlp_piece(b, l, pc, false);
+	mlp_piece(b, l, pc, false, moe);
 }
 
 static void layer_fwd_all(struct pb *b, int64_t l)
@@ -2353,14 +2354,14 @@ static void layer_bwd_ops(struct pb *b, int64_t l, enum lpiece pc)
 		residual_op(b, "residual2_bwd", tne, true, m->mlp_bias);
 		if (!own)
 			tp_enter(b, true); /* SP: gather the output grad */
-		mlp_piece(b, l, pc, true);
+		mlp_piece(b, l, pc, true, moe);
 		return;
 	}
 	if (pc == LP_MLP || pc == LP_DISPATCH) { /* a dense fc1 gathers and reduces in col_bwd */
-		mlp_piece(b, l, pc, true);
+		mlp_piece(b, l, pc, true, moe);
 		return;
 	}
-	mlp_piece(b, l, pc, true);
+	mlp_piece(b, l, pc, true, moe);
 	if (moe && !own) {
 		tp_enter(b, true); /* SP: gather the saved norm output again for the weight grads */
 		tp_exit(b, true);
