@@ -853,11 +853,24 @@ static bool moe_dispatch_sp(const struct pb *b)
 	return b->megatron && b->sp && b->tp > 1;
 }
 
-/* The busiest expert rank's received tokens over the mean (strategy moe_load_imbalance); every
- * rank is costed as that one */
+/* The busiest expert rank's received tokens over the mean (strategy moe_load_imbalance), at
+ * most the experts' capacity when Megatron drops tokens, and the capacity itself when it pads
+ * them to it; every rank is costed as that one */
 static double moe_imb(const struct pb *b)
 {
-	return b->s->moe_load_imbalance > 1 ? b->s->moe_load_imbalance : 1.0;
+	double imb = b->s->moe_load_imbalance > 1 ? b->s->moe_load_imbalance : 1.0;
+	double cf = b->s->moe_capacity_factor;
+	if (cf <= 0)
+		return imb;
+	return b->s->moe_pad_to_capacity ? cf : fmin(imb, cf);
+}
+
+/* Megatron's padding to capacity: this rank's permuted tokens are padded too (its sends are
+ * capacity x experts) */
+static double moe_pad(const struct pb *b)
+{
+	return b->s->moe_capacity_factor > 0 && b->s->moe_pad_to_capacity ? b->s->moe_capacity_factor
+									   : 1.0;
 }
 
 /* Megatron-Core's delay_wgrad_compute (with the combined 1F1B): the experts' weight grads
@@ -1934,7 +1947,7 @@ static struct moe_dims moe_dims(const struct pb *b)
 	d.eg = d.fold ? JOB_GROUP_ETP : JOB_GROUP_TP;
 	d.gath = d.fold ? d.et > 1 : d.disp;
 	d.load = (double)(d.fold ? d.Tr * d.et : b->T) * (double)b->topk * moe_imb(b);
-	d.rload = (double)d.Tr * (double)b->topk;
+	d.rload = (double)d.Tr * (double)b->topk * moe_pad(b);
 	d.per = (int64_t)ceil(d.load / (double)b->El);
 	/* what the busiest rank receives (the combine sends it back) */
 	d.a2a = (int64_t)llround((double)(d.Tr * b->topk * b->h) * moe_imb(b));
@@ -1950,6 +1963,22 @@ static void expert_gemm(struct pb *b, const char *name, int64_t m, int64_t n, in
 	double extra = b->p->ops[id].u.compute.flops * (1.0 - 1.0 / moe_imb(b));
 	if (model && b->phase == PLAN_PHASE_FWD && !(b->flags & (PLAN_F_RECOMPUTE | PLAN_F_LORA)))
 		b->p->model_flops -= 3.0 * extra;
+}
+
+/* Megatron-Core's all-to-all dispatcher: the tokens this rank sends each expert, all-gathered
+ * over the expert group (E int64 counts), are copied to the host for the all-to-all's split
+ * sizes, and the host waits for that copy before it issues the all-to-all
+ * (token_dispatcher.py, its d2h event synchronized "before_ep_alltoall"); the permute is already
+ * issued, and in the combined 1F1B so is the other micro-batch's MLP backward. Padded to
+ * capacity the sizes are fixed and none of this happens. */
+static void token_counts(struct pb *b)
+{
+	if (!b->megatron || b->s->moe_dispatcher != STRAT_DISPATCH_ALLTOALL)
+		return;
+	uint32_t n = coll(b, PLAN_ALL_GATHER, JOB_GROUP_EP, PLAN_STREAM_COMM_TP,
+			  "ag_tokens_per_expert", 2 * b->E, TW_FP32, b->moe_probs);
+	if (n != PLAN_NONE)
+		b->p->ops[n].flags |= PLAN_F_HOSTWAIT;
 }
 
 static void moe_fwd(struct pb *b, int64_t l, enum lpiece pc)
@@ -1977,23 +2006,18 @@ static void moe_fwd(struct pb *b, int64_t l, enum lpiece pc)
 				uint32_t w = elem(b, PLAN_K_ELEMWISE, "expert_where", d.rload * 8.0);
 				b->p->ops[w].flags |= PLAN_F_HOSTWAIT;
 			}
-		elem(b, PLAN_K_PERMUTE, "permute", d.rload * b->h * b->ab * 2);
 		b->moe_probs = probs;
+		/* with dropping but no padding the output size is dynamic: Megatron-Core's
+		 * dispatcher synchronizes "before_permutation_1", so the host waits for the
+		 * counts before it issues the permute */
+		if (b->s->moe_capacity_factor > 0 && !b->s->moe_pad_to_capacity)
+			token_counts(b);
+		elem(b, PLAN_K_PERMUTE, "permute", d.rload * b->h * b->ab * 2);
 		break;
 	}
 	case LP_DISPATCH:
-		if (b->megatron && b->s->moe_dispatcher == STRAT_DISPATCH_ALLTOALL) {
-			/* Megatron-Core's all-to-all dispatcher: the tokens this rank sends each
-			 * expert, all-gathered over the expert group (E int64 counts), are copied
-			 * to the host for the all-to-all's split sizes, and the host waits for that
-			 * copy before it issues the all-to-all (token_dispatcher.py, its d2h event
-			 * synchronized "before_ep_alltoall"); the permute is already issued, and in
-			 * the combined 1F1B so is the other micro-batch's MLP backward */
-			uint32_t n = coll(b, PLAN_ALL_GATHER, JOB_GROUP_EP, PLAN_STREAM_COMM_TP,
-					  "ag_tokens_per_expert", 2 * b->E, TW_FP32, b->moe_probs);
-			if (n != PLAN_NONE)
-				b->p->ops[n].flags |= PLAN_F_HOSTWAIT;
-		}
+		if (b->s->moe_capacity_factor <= 0)
+			token_counts(b);
 		ep_a2a(b, "a2a_dispatch", "a2a_dispatch_nvl", d.a2a, d.Tr);
 		if (shared_overlap(b))
 			beside_a2a(b, shared_fc1_g, 1);

@@ -143,7 +143,8 @@ static const char *const our_keys[] = {
 	"account_for_loss_in_pipeline_split", "recompute_modules", "hidden_dropout",
 	"attention_dropout", "cross_entropy", "attention_kernel", "nccl_algo", "nccl_proto",
 	"moe_dispatcher", "overlap_moe_expert_parallel_comm", "moe_load_imbalance",
-	"moe_shared_expert_overlap", "delay_wgrad_compute", NULL};
+	"moe_shared_expert_overlap", "delay_wgrad_compute", "moe_expert_capacity_factor",
+	"moe_pad_expert_input_to_capacity", NULL};
 
 static bool is_our_key(const char *k)
 {
@@ -426,9 +427,9 @@ struct ours {
 		recompute, flash, fp8, tf32, precision, optimizer, distopt, fsdp_sharding, fsdp_group,
 		fsdp_version, fsdp_reduce, lora_rank, lora_targets, seq_len, host_op, ogr, opg, tpo, atp,
 		rnl, grb, fsl, lsl, afe, afl, rcm, hdrop, adrop, ce, akern, op2p, nalgo, nproto, disp,
-		moeo, imb, mso, dwg;
-	bool ogr_v, opg_v, tpo_v, atp_v, grb_v, afe_v, afl_v, op2p_v, moeo_v, mso_v, dwg_v;
-	double host_op_v, hdrop_v, adrop_v, imb_v;
+		moeo, imb, mso, dwg, mcf, mpad;
+	bool ogr_v, opg_v, tpo_v, atp_v, grb_v, afe_v, afl_v, op2p_v, moeo_v, mso_v, dwg_v, mpad_v;
+	double host_op_v, hdrop_v, adrop_v, imb_v, mcf_v;
 	int framework_i, schedule_i, recompute_i, cp_kind_i, kernels_i, precision_i, optimizer_i,
 		fsdp_i, fsdp_reduce_i, ce_i, disp_i;
 	int64_t tp_v, pp_v, cp_v, ep_v, etp_v, vp_v, seq_v, fsdp_group_v, fsdp_version_v, lora_rank_v,
@@ -609,6 +610,8 @@ static enum tw_result parse_ours(struct strat_rd *r, const cJSON *o, struct ours
 	TW_CHECK(onum(r, o, NULL, "moe_load_imbalance", 1, 64, &u->imb_v, &u->imb));
 	TW_CHECK(obool(r, o, NULL, "moe_shared_expert_overlap", &u->mso_v, &u->mso));
 	TW_CHECK(obool(r, o, NULL, "delay_wgrad_compute", &u->dwg_v, &u->dwg));
+	TW_CHECK(onum(r, o, NULL, "moe_expert_capacity_factor", 1, 64, &u->mcf_v, &u->mcf));
+	TW_CHECK(obool(r, o, NULL, "moe_pad_expert_input_to_capacity", &u->mpad_v, &u->mpad));
 	TW_CHECK(obool(r, o, NULL, "async_tensor_model_parallel_allreduce", &u->atp_v, &u->atp));
 	TW_CHECK(obool(r, o, NULL, "grad_reduce_in_bf16", &u->grb_v, &u->grb));
 	TW_CHECK(oenum(r, o, NULL, "precision", precision_names, &u->precision_i, &u->precision));
@@ -1010,7 +1013,8 @@ static enum tw_result resolve_degrees(struct strat_rd *r, const struct strat_inp
 	return TW_OK;
 }
 
-/* The MoE knobs: the busiest expert rank's load (a what-if of dropless routing), and
+/* The MoE knobs: the busiest expert rank's load (a what-if of dropless routing), Megatron's
+ * capacity factor and padding, and
  * Megatron-Core's overlaps with the rules its TransformerConfig asserts (transformer_config.py):
  * the combined 1F1B (overlap_moe_expert_parallel_comm) needs expert parallelism, no full
  * recompute and no recomputed MoE block, a 16-bit model and with a pipeline the interleaved
@@ -1032,6 +1036,29 @@ static enum tw_result check_moe_knobs(struct strat_rd *r, const struct ours *u)
 	if (u->imb.given || (r->m && r->m->experts > 0))
 		oprov(s, "moe_load_imbalance", &u->imb, "balanced routing", "%g",
 		      s->moe_load_imbalance);
+	/* Megatron-Core's token dropping and padding, with its all-to-all dispatcher */
+	s->moe_capacity_factor = u->mcf.given ? u->mcf_v : 0;
+	s->moe_pad_to_capacity = u->mpad.given && u->mpad_v;
+	if ((u->mcf.given || u->mpad.given) && s->framework != STRAT_MEGATRON)
+		return sfail(r, u->mcf.given ? "moe_expert_capacity_factor"
+					     : "moe_pad_expert_input_to_capacity",
+			     "needs framework megatron");
+	if (u->mcf.given && r->m && r->m->experts == 0)
+		return sfail(r, "moe_expert_capacity_factor", "needs a mixture-of-experts model (%s is "
+			     "dense)", r->m->name);
+	if (u->mcf.given && s->moe_dispatcher != STRAT_DISPATCH_ALLTOALL)
+		return sfail(r, "moe_expert_capacity_factor", "is modelled with moe_dispatcher "
+			     "alltoall (Megatron: DeepEP does not pad to capacity)");
+	if (s->moe_pad_to_capacity && !u->mcf.given)
+		return sfail(r, "moe_pad_expert_input_to_capacity", "needs moe_expert_capacity_factor "
+			     "(Megatron: \"moe_expert_capacity_factor must be set to use "
+			     "moe_pad_expert_input_to_capacity\")");
+	if (u->mcf.given) {
+		oprov(s, "moe_expert_capacity_factor", &u->mcf, "dropless", "%g",
+		      s->moe_capacity_factor);
+		oprov(s, "moe_pad_expert_input_to_capacity", &u->mpad, "Megatron default", "%s",
+		      s->moe_pad_to_capacity ? "true" : "false");
+	}
 	s->moe_shared_overlap = u->mso.given && u->mso_v;
 	if (s->framework != STRAT_MEGATRON && u->mso.given)
 		return sfail(r, "moe_shared_expert_overlap", "needs framework megatron");
@@ -2031,6 +2058,8 @@ struct cJSON *strategy_to_json(const struct strategy *s)
 	cJSON_AddNumberToObject(a, "moe_load_imbalance", s->moe_load_imbalance);
 	cJSON_AddBoolToObject(a, "moe_shared_expert_overlap", s->moe_shared_overlap);
 	cJSON_AddBoolToObject(a, "delay_wgrad_compute", s->delay_wgrad);
+	cJSON_AddNumberToObject(a, "moe_expert_capacity_factor", s->moe_capacity_factor);
+	cJSON_AddBoolToObject(a, "moe_pad_expert_input_to_capacity", s->moe_pad_to_capacity);
 	cJSON_AddStringToObject(a, "attention_kernel", s->attention_kernel);
 	cJSON_AddStringToObject(o, "nccl_algo", s->nccl_algo);
 	cJSON_AddStringToObject(o, "nccl_proto", s->nccl_proto);

@@ -207,6 +207,12 @@ struct strategy {
 	 * experts' weight grads are computed apart from their input grads, while the dispatch's
 	 * backward all-to-all runs; off by default */
 	bool delay_wgrad;
+	/* Megatron-Core's --moe-expert-capacity-factor (0: dropless, its default) and
+	 * --moe-pad-expert-input-to-capacity: an expert takes at most factor x its mean share of
+	 * tokens and drops the rest; padded, every expert runs its whole capacity, the
+	 * all-to-alls have fixed sizes and the host does not wait for the token counts */
+	double moe_capacity_factor;
+	bool moe_pad_to_capacity;
 	/* NCCL_ALGO / NCCL_PROTO as the job's environment sets them: the algorithms and protocols
 	 * they take away from NCCL's tuner, bit i = strat_nccl_algo_names[i] /
 	 * strat_nccl_proto_names[i] (0: NCCL's default, all of them); the text as given */

@@ -138,8 +138,9 @@ check_run "run host, 4 ranks, LoRA with int8 frozen weights and hpZ" "$tmp/qfroz
 # with SP; Megatron-Core's combined 1F1B (overlap_moe_expert_parallel_comm) under TP 2 with SP,
 # and under the interleaved schedule over 2 stages with delay_wgrad_compute; the busiest expert
 # rank's load (moe_load_imbalance 1.37); a shared expert beside the all-to-alls
-# (moe_shared_expert_overlap)
-for s in z1 z2 fsdp2 tp2 cp2 rc-modules rc-moe a2a-overlap a2a-overlap-pp imbalance shared-overlap; do
+# (moe_shared_expert_overlap); experts padded to their capacity (fixed all-to-alls, no counts)
+for s in z1 z2 fsdp2 tp2 cp2 rc-modules rc-moe a2a-overlap a2a-overlap-pp imbalance shared-overlap \
+	capacity-pad; do
 	model=tiny-moe
 	db=$tmp/moe-$s.db
 	spec="$FIX/$s.json"
@@ -148,6 +149,8 @@ for s in z1 z2 fsdp2 tp2 cp2 rc-modules rc-moe a2a-overlap a2a-overlap-pp imbala
 		--set pp=2 --set vp=2 --set schedule=interleaved --set grad_accum=4 \
 		--set overlap_moe_expert_parallel_comm=true --set delay_wgrad_compute=true"
 	[ "$s" = imbalance ] && spec="$FIX/tp2.json --set moe_load_imbalance=1.37"
+	[ "$s" = capacity-pad ] && spec="$FIX/tp2.json --set moe_expert_capacity_factor=1.5 \
+		--set moe_pad_expert_input_to_capacity=true"
 	[ "$s" = shared-overlap ] && spec="$FIX/tp2.json --set moe_shared_expert_overlap=true" &&
 		model=$FIX/tiny-moe-shared.model.json
 	[ "$s" = fsdp2 ] && spec="torchtitan-fsdp2 --set global_batch=4 --set seq_len=128"

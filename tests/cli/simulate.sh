@@ -270,6 +270,26 @@ import json
 on, full, ov = (json.load(open(f)) for f in ('$tmp/dwg.json', '$tmp/dwg--full.json', '$tmp/moeo_true.json'))
 assert on['sim']['step_ns'] <= ov['sim']['step_ns'] and on['sim']['step_ns'] == full['sim']['step_ns']"
 
+# Megatron's capacity factor: dropping caps an imbalanced load at the capacity, padding runs the
+# capacity whatever the routing; both modes agree
+for c in "" "--set moe_expert_capacity_factor=1.25" \
+	"--set moe_expert_capacity_factor=1.25 --set moe_pad_expert_input_to_capacity=true"; do
+	n=$(echo "$c" | wc -w)
+	# shellcheck disable=SC2086
+	"$TWIN" simulate -m qwen3-30b-a3b -c dgx-h100 --gpus 16 -s "$tmp/moeo.json" \
+		--set moe_load_imbalance=1.5 $c --json >"$tmp/cap_$n.json" 2>"$err"
+done
+"$TWIN" simulate -m qwen3-30b-a3b -c dgx-h100 --gpus 16 -s "$tmp/moeo.json" \
+	--set moe_load_imbalance=1.25 --json >"$tmp/cap_imb.json" 2>>"$err"
+"$TWIN" simulate -m qwen3-30b-a3b -c dgx-h100 --gpus 16 -s "$tmp/moeo.json" \
+	--set moe_expert_capacity_factor=1.25 --set moe_pad_expert_input_to_capacity=true --full \
+	--json >"$tmp/cap_full.json" 2>>"$err"
+check "simulate: capacity factor caps the load (dropping) or fixes it (padding); symmetric == full" python3 -c "
+import json
+d = {k: json.load(open('$tmp/cap_%s.json' % k))['sim']['step_ns'] for k in ('0', '2', '4', 'imb', 'full')}
+assert d['2'] == d['imb'] < d['0'], d
+assert d['4'] == d['full'] and d['4'] >= d['imb'], d"
+
 # moe_shared_expert_overlap: Llama 4 Scout's shared expert runs under its all-to-alls, so fewer
 # of them are exposed and the step is shorter; both modes agree
 for o in false true; do

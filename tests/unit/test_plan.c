@@ -1559,6 +1559,69 @@ static void test_delay_wgrad(struct test_ctx *t)
 	free(j);
 }
 
+/* Megatron-Core's capacity factor: dropping caps the busiest rank's load at the capacity and
+ * makes the host wait for the counts before the permutation; padding runs every expert at its
+ * capacity, sends padded all-to-alls and needs no counts at all */
+static void test_moe_capacity(struct test_ctx *t)
+{
+	struct job *j = fx_job(8);
+	fx_moe(j);
+	fx_megatron(j);
+	j->strat.ep = 4;
+	j->strat.moe_load_imbalance = 1.5;
+	struct plan p[3]; /* dropless, dropping at 1.25, padded to 1.25 */
+	bool ok[3];
+	for (int i = 0; i < 3; i++) {
+		j->strat.moe_capacity_factor = i ? 1.25 : 0;
+		j->strat.moe_pad_to_capacity = i == 2;
+		ok[i] = build(j, 0, &p[i]);
+	}
+	if (ok[0] && ok[1] && ok[2]) {
+		int64_t rows[3] = { 0 }, a2a[3] = { 0 };
+		double perm[3] = { 0 };
+		int counts[3] = { 0 }, counts_first[3] = { 0 };
+		for (int i = 0; i < 3; i++) {
+			bool permuted = false;
+			for (size_t k = 0; k < p[i].nops; k++) {
+				const struct plan_op *o = &p[i].ops[k];
+				if (o->kind == PLAN_COMPUTE && !strcmp(o->name, "expert_fc1") && !rows[i])
+					rows[i] = o->u.compute.m;
+				if (o->kind == PLAN_COMPUTE && !strcmp(o->name, "permute")) {
+					perm[i] += o->u.compute.bytes;
+					permuted = true;
+				}
+				if (o->kind == PLAN_COLL && o->u.coll.coll == PLAN_ALL_TO_ALL)
+					a2a[i] += o->u.coll.count;
+				if (o->kind == PLAN_COLL && !strcmp(o->name, "ag_tokens_per_expert")) {
+					counts[i]++;
+					counts_first[i] += !permuted;
+				}
+			}
+		}
+		/* 1,024 rows per local expert balanced: 1,536 at 1.5, 1,280 at the capacity */
+		CHECK_EQ_INT(t, rows[0], 1536);
+		CHECK_EQ_INT(t, rows[1], 1280);
+		CHECK_EQ_INT(t, rows[2], 1280);
+		CHECK_EQ_INT(t, a2a[1] * 6, a2a[0] * 5);
+		CHECK_EQ_INT(t, a2a[2], a2a[1]);
+		/* only padding pads this rank's own permuted tokens */
+		CHECK_NEAR(t, perm[1], perm[0], 0);
+		CHECK_NEAR(t, perm[2], perm[0] * 1.25, 1e-12);
+		/* 4 MoE layers: the counts before the all-to-all (dropless), before the first
+		 * permutation of the layer (dropping), none (padded) */
+		CHECK_EQ_INT(t, counts[0], 4);
+		CHECK_EQ_INT(t, counts[1], 4);
+		CHECK_EQ_INT(t, counts[2], 0);
+		CHECK_EQ_INT(t, counts_first[1], 1);
+		CHECK_EQ_INT(t, counts_first[0], 0);
+		CHECK_NEAR(t, p[2].model_flops, p[0].model_flops, 1e-9);
+	}
+	for (int i = 0; i < 3; i++)
+		if (ok[i])
+			plan_release(&p[i]);
+	free(j);
+}
+
 /* MoE parallel folding (Megatron-Core expert_tp != tp): the expert groups are carved out of a
  * stage's tp x dp ranks in rank order, expert_tp fastest, then ep, then the replicas. With tp 2,
  * dp 8, ep 8, expert_tp 1 on 16 GPUs an expert group is the 8 ranks of a node (both tp ranks
@@ -3511,6 +3574,7 @@ int main(void)
 	TEST_RUN(&t, test_moe_load_imbalance);
 	TEST_RUN(&t, test_moe_shared_overlap);
 	TEST_RUN(&t, test_delay_wgrad);
+	TEST_RUN(&t, test_moe_capacity);
 	TEST_RUN(&t, test_recompute_modules);
 	TEST_RUN(&t, test_tp_comm_overlap_userbuffers);
 	TEST_RUN(&t, test_async_tp_backward);
