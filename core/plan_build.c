@@ -1783,17 +1783,18 @@ static void shared_fwd(struct pb *b)
 
 /* The shared experts' backward in the same halves, fc2's first (with the output grad's
  * gather under Megatron-Core's dispatcher), then fc1's */
-static void shared_bwd_fc2(struct pb *b, int64_t g)
+static void shared_bwd_fc2(struct pb *b)
 {
+	int64_t g = b->lora ? 1 : 2;
 	if (moe_dispatch_sp(b))
 		tp_enter(b, true); /* the output grad */
 	gemm(b, "shared_fc2_bwd", b->T, b->h, b->fs / b->tp, g, 0, false);
 	act_op(b, "shared_act_bwd", (double)b->T * b->fs / b->tp, true, 0);
 }
 
-static void shared_bwd_fc1(struct pb *b, int64_t g)
+static void shared_bwd_fc1(struct pb *b)
 {
-	int64_t T = b->T, tp = b->tp, wide = b->swiglu ? 2 : 1;
+	int64_t T = b->T, tp = b->tp, wide = b->swiglu ? 2 : 1, g = b->lora ? 1 : 2;
 	if (moe_dispatch_sp(b)) /* a column-parallel linear of its own, as a dense fc1 */
 		col_bwd(b, shared_fc1_bwd_names, T, wide * b->fs / tp, b->h, g);
 	else
@@ -1804,22 +1805,20 @@ static void shared_bwd_fc1(struct pb *b, int64_t g)
  * fc1 issued right after the dispatch all-to-all and fc2 after the combine (backward: fc2's
  * after the combine's, fc1's after the dispatch's), so each runs while its all-to-all is in
  * flight. Here on the compute stream, emitted between the all-to-all and the first kernel
- * that waits for it: run(b, g) emits the shared half, which waits for none of the all-to-all
+ * that waits for it: run(b) emits the shared half, which waits for none of the all-to-all
  * (the kernels after it still do). */
-static void beside_a2a(struct pb *b, void (*run)(struct pb *, int64_t), int64_t g)
+static void beside_a2a(struct pb *b, void (*run)(struct pb *))
 {
 	uint32_t a2a[PLAN_NUM_STREAMS];
 	memcpy(a2a, b->wait, sizeof(a2a));
 	for (int s = 0; s < PLAN_NUM_STREAMS; s++)
 		b->wait[s] = PLAN_NONE;
-	run(b, g);
+	run(b);
 	for (int s = 0; s < PLAN_NUM_STREAMS; s++) /* a later op of a stream implies the earlier */
 		if (b->wait[s] == PLAN_NONE)
 			b->wait[s] = a2a[s];
 }
 
-static void shared_fc1_g(struct pb *b, int64_t g) { (void)g; shared_fc1(b); }
-static void shared_fc2_g(struct pb *b, int64_t g) { (void)g; shared_fc2(b); }
 
 /* C(a, k) / C(b, k): the odds that k draws without replacement from b all fall in a given a */
 static double choose_ratio(int64_t a, int64_t b, int64_t k)
@@ -1856,27 +1855,24 @@ static double experts_reach(int64_t E, int64_t k, int64_t n, int64_t g, int64_t 
 	return (double)n * p;
 }
 
-/* The expert group's all-to-all of count elements (Tr routed tokens of this rank): one
- * collective, or DeepEP's two stages side by side, each token once to every node it reaches
- * (the rank at its place there, on COMM_TP) and the copies on to their expert ranks over
- * NVLink (COMM_EP); what follows waits for both */
-static void ep_a2a(struct pb *b, const char *net, const char *nvl, int64_t count, int64_t Tr)
+/* The expert group's all-to-all of count elements (Tr routed tokens of this rank), after the
+ * kernel dep: one collective (on a stream of its own under the combined 1F1B), or DeepEP's two
+ * stages side by side, each token once to every node it reaches (the rank at its place there,
+ * on COMM_TP) and the copies on to their expert ranks over NVLink (COMM_EP); what follows waits
+ * for both */
+static void ep_a2a(struct pb *b, const char *net, const char *nvl, int64_t count, int64_t Tr,
+		   uint32_t dep)
 {
-	if (b->ep_nodes <= 0 && b->s->moe_a2a_overlap) {
-		/* the combined 1F1B runs the all-to-alls on a stream of their own */
-		wait_on(b, coll(b, PLAN_ALL_TO_ALL, JOB_GROUP_EP, PLAN_STREAM_COMM_EP, net, count,
-				b->pdt, b->last_compute));
-		return;
-	}
 	if (b->ep_nodes <= 0) {
-		coll_tp(b, PLAN_ALL_TO_ALL, JOB_GROUP_EP, net, count);
+		enum plan_stream st = b->s->moe_a2a_overlap ? PLAN_STREAM_COMM_EP : PLAN_STREAM_COMM_TP;
+		wait_on(b, coll(b, PLAN_ALL_TO_ALL, JOB_GROUP_EP, st, net, count, b->pdt, dep));
 		return;
 	}
 	double tok = (double)Tr * (double)b->h * moe_imb(b);
 	uint32_t x = coll(b, PLAN_ALL_TO_ALL, JOB_GROUP_EP_XNODE, PLAN_STREAM_COMM_TP, net,
-			  (int64_t)llround(tok * b->ep_nodes), b->pdt, b->last_compute);
+			  (int64_t)llround(tok * b->ep_nodes), b->pdt, dep);
 	uint32_t y = coll(b, PLAN_ALL_TO_ALL, JOB_GROUP_EP_NODE, PLAN_STREAM_COMM_EP, nvl,
-			  (int64_t)llround(tok * b->ep_ranks), b->pdt, b->last_compute);
+			  (int64_t)llround(tok * b->ep_ranks), b->pdt, dep);
 	wait_on(b, x);
 	wait_on(b, y);
 }
@@ -2018,9 +2014,9 @@ static void moe_fwd(struct pb *b, int64_t l, enum lpiece pc)
 	case LP_DISPATCH:
 		if (b->s->moe_capacity_factor <= 0)
 			token_counts(b);
-		ep_a2a(b, "a2a_dispatch", "a2a_dispatch_nvl", d.a2a, d.Tr);
+		ep_a2a(b, "a2a_dispatch", "a2a_dispatch_nvl", d.a2a, d.Tr, b->last_compute);
 		if (shared_overlap(b))
-			beside_a2a(b, shared_fc1_g, 1);
+			beside_a2a(b, shared_fc1);
 		if (d.gath)
 			coll_wait(b, PLAN_ALL_GATHER, d.eg, "ag_dispatch", d.a2a);
 		break;
@@ -2032,9 +2028,9 @@ static void moe_fwd(struct pb *b, int64_t l, enum lpiece pc)
 			coll_wait(b, PLAN_REDUCE_SCATTER, d.eg, "rs_combine", d.a2a);
 		break;
 	default:
-		ep_a2a(b, "a2a_combine", "a2a_combine_nvl", d.a2a, d.Tr);
+		ep_a2a(b, "a2a_combine", "a2a_combine_nvl", d.a2a, d.Tr, b->last_compute);
 		if (shared_overlap(b))
-			beside_a2a(b, shared_fc2_g, 1);
+			beside_a2a(b, shared_fc2);
 		elem(b, PLAN_K_PERMUTE, "unpermute", d.rload * b->h * b->ab * 2);
 		if (b->fs > 0 && !shared_overlap(b))
 			shared_fwd(b);
@@ -2051,53 +2047,45 @@ static void moe_bwd(struct pb *b, int64_t l, enum lpiece pc)
 	case LP_COMBINE:
 		sub_in(b, l, 2);
 		if (b->fs > 0 && !shared_overlap(b)) {
-			shared_bwd_fc2(b, g);
-			shared_bwd_fc1(b, g);
+			shared_bwd_fc2(b);
+			shared_bwd_fc1(b);
 		}
 		elem(b, PLAN_K_PERMUTE, "unpermute_bwd", d.rload * b->h * b->ab * 2);
-		ep_a2a(b, "a2a_combine_bwd", "a2a_combine_bwd_nvl", d.a2a, d.Tr);
+		ep_a2a(b, "a2a_combine_bwd", "a2a_combine_bwd_nvl", d.a2a, d.Tr, b->last_compute);
 		if (shared_overlap(b))
-			beside_a2a(b, shared_bwd_fc2, g);
+			beside_a2a(b, shared_bwd_fc2);
 		if (d.gath) /* the reduce-scatter's backward */
 			coll_wait(b, PLAN_ALL_GATHER, d.eg, "ag_combine_bwd", d.a2a);
 		break;
-	case LP_MLP:
-		if (delay_wgrad(b)) { /* the input grads now, the weight grads at the dispatch */
-			expert_gemm(b, "expert_fc2_dgrad", d.per, b->h, b->fe / d.et, b->El, d.load,
-				    false);
-			act_op(b, "expert_act_bwd", d.load * b->fe / d.et, true, 0);
-			expert_gemm(b, "expert_fc1_dgrad", d.per, wide * b->fe / d.et, b->h, b->El,
-				    d.load, false);
-			b->moe_dgrad = b->last_compute;
-		} else {
-			expert_gemm(b, "expert_fc2_bwd", d.per, b->h, b->fe / d.et, b->El * g,
-				    d.load * g, false);
-			act_op(b, "expert_act_bwd", d.load * b->fe / d.et, true, 0);
-			expert_gemm(b, "expert_fc1_bwd", d.per, wide * b->fe / d.et, b->h, b->El * g,
-				    d.load * g, false);
-		}
+	case LP_MLP: {
+		/* with delayed weight grads the input grads alone now, the weight grads at the
+		 * dispatch */
+		bool dw = delay_wgrad(b);
+		int64_t gm = dw ? 1 : g;
+		expert_gemm(b, dw ? "expert_fc2_dgrad" : "expert_fc2_bwd", d.per, b->h, b->fe / d.et,
+			    b->El * gm, d.load * (double)gm, false);
+		act_op(b, "expert_act_bwd", d.load * b->fe / d.et, true, 0);
+		expert_gemm(b, dw ? "expert_fc1_dgrad" : "expert_fc1_bwd", d.per, wide * b->fe / d.et,
+			    b->h, b->El * gm, d.load * (double)gm, false);
+		b->moe_dgrad = b->last_compute;
 		if (d.gath) /* the all-gather's backward */
 			coll_wait(b, PLAN_REDUCE_SCATTER, d.eg, "rs_dispatch_bwd", d.a2a);
 		break;
+	}
 	case LP_DISPATCH:
 		if (delay_wgrad(b)) {
 			/* Megatron-Core's delay_wgrad_compute: mlp.backward_dw() runs before the
 			 * dispatch's backward is issued, which waits only for the input grads (its
 			 * ScheduleNode's event), so the weight grads run beside it */
-			uint32_t dgrad = b->moe_dgrad;
 			expert_gemm(b, "expert_fc2_wgrad", d.per, b->h, b->fe / d.et, b->El, d.load,
 				    false);
 			expert_gemm(b, "expert_fc1_wgrad", d.per, wide * b->fe / d.et, b->h, b->El,
 				    d.load, false);
-			uint32_t lc = b->last_compute;
-			b->last_compute = dgrad;
-			ep_a2a(b, "a2a_dispatch_bwd", "a2a_dispatch_bwd_nvl", d.a2a, d.Tr);
-			b->last_compute = lc;
-		} else {
-			ep_a2a(b, "a2a_dispatch_bwd", "a2a_dispatch_bwd_nvl", d.a2a, d.Tr);
 		}
+		/* after the experts' input grads */
+		ep_a2a(b, "a2a_dispatch_bwd", "a2a_dispatch_bwd_nvl", d.a2a, d.Tr, b->moe_dgrad);
 		if (shared_overlap(b))
-			beside_a2a(b, shared_bwd_fc1, g);
+			beside_a2a(b, shared_bwd_fc1);
 		break;
 	default:
 		elem(b, PLAN_K_PERMUTE, "permute_bwd", d.rload * b->h * b->ab * 2);
@@ -3057,6 +3045,19 @@ static void recv_ahead(struct pb *b, const struct item *it, size_t n, size_t i)
 	}
 }
 
+/* Whether this backward ends with the bucketed gradient reduction (not ZeRO-3's per-unit one),
+ * and whether DeepSpeed holds its IPG buckets for it meanwhile */
+static bool bucket_reduces(const struct pb *b)
+{
+	return reduces_now(b) && b->shard != SH_PARAM;
+}
+
+static bool ipg_buckets(const struct pb *b)
+{
+	return bucket_reduces(b) && b->ds && b->shard >= SH_OPT && b->s->contiguous_gradients &&
+	       b->s->offload_optimizer == STRAT_OFFLOAD_NONE;
+}
+
 /* An item's work before its layers: its receive, inputs and held send; the embedding
  * (forward) or the head's backward */
 static void item_begin(struct pb *b, const struct item *it, int32_t *logits)
@@ -3085,10 +3086,7 @@ static void item_begin(struct pb *b, const struct item *it, int32_t *logits)
 		return;
 	}
 	b->phase = PLAN_PHASE_BWD;
-	bool red = reduces_now(b) && b->shard != SH_PARAM;
-	bool ipg = red && b->ds && b->shard >= SH_OPT && b->s->contiguous_gradients &&
-		   b->s->offload_optimizer == STRAT_OFFLOAD_NONE;
-	if (ipg) /* IPG bucket(s), two when overlap_comm (§2.3) */
+	if (ipg_buckets(b)) /* IPG bucket(s), two when overlap_comm (§2.3) */
 		b->bucket_buf = mem_alloc(b, PLAN_MEM_BUCKETS, PLAN_DEV_GPU,
 					  bucket_elems(b) * tw_dtype_bytes(b->comm_dt) *
 						  (b->s->overlap_comm ? 2 : 1),
@@ -3131,9 +3129,7 @@ static void item_end(struct pb *b, const struct item *it, int32_t *logits)
 		}
 		return;
 	}
-	bool red = reduces_now(b) && b->shard != SH_PARAM;
-	bool ipg = red && b->ds && b->shard >= SH_OPT && b->s->contiguous_gradients &&
-		   b->s->offload_optimizer == STRAT_OFFLOAD_NONE;
+	bool red = bucket_reduces(b), ipg = ipg_buckets(b);
 	if (first)
 		embed(b, true);
 	else if (ds_pipe)
