@@ -1308,15 +1308,30 @@ static void test_moe_megatron_dispatcher(struct test_ctx *t)
 	free(j);
 }
 
-/* Megatron-Core's overlap_moe_expert_parallel_comm: the combined 1F1B runs micro-batch i's
- * forward beside micro-batch i - 1's backward, layer by layer, with the all-to-alls on their
- * own stream; the same ops and FLOPs as without it, in another order */
-static void test_moe_a2a_overlap(struct test_ctx *t)
+/* The MoE fixture under Megatron with its 8 experts over 4 ranks (expert parallelism) */
+static struct job *moe_job(void)
 {
 	struct job *j = fx_job(8);
 	fx_moe(j);
 	fx_megatron(j);
 	j->strat.ep = 4;
+	return j;
+}
+
+/* Release the plans that were built (ok[i]) */
+static void release_plans(struct plan *p, const bool *ok, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (ok[i])
+			plan_release(&p[i]);
+}
+
+/* Megatron-Core's overlap_moe_expert_parallel_comm: the combined 1F1B runs micro-batch i's
+ * forward beside micro-batch i - 1's backward, layer by layer, with the all-to-alls on their
+ * own stream; the same ops and FLOPs as without it, in another order */
+static void test_moe_a2a_overlap(struct test_ctx *t)
+{
+	struct job *j = moe_job();
 	fx_degrees(j, 1, 1, 1, 1, 3); /* three micro-batches */
 	struct plan p[2];
 	bool ok[2];
@@ -1389,9 +1404,7 @@ static void test_moe_a2a_overlap(struct test_ctx *t)
 		}
 		CHECK(t, first_f2 < last_b1);
 	}
-	for (int on = 0; on < 2; on++)
-		if (ok[on])
-			plan_release(&p[on]);
+	release_plans(p, ok, 2);
 	free(j);
 }
 
@@ -1400,10 +1413,7 @@ static void test_moe_a2a_overlap(struct test_ctx *t)
  * what it routes (router, permutation) and the model FLOPs do not */
 static void test_moe_load_imbalance(struct test_ctx *t)
 {
-	struct job *j = fx_job(8);
-	fx_moe(j);
-	fx_megatron(j);
-	j->strat.ep = 4;
+	struct job *j = moe_job();
 	struct plan p[2];
 	struct plan_mem mem[2];
 	bool ok[2];
@@ -1434,9 +1444,7 @@ static void test_moe_load_imbalance(struct test_ctx *t)
 		CHECK(t, p[1].hw_flops > p[0].hw_flops);
 		CHECK(t, mem[1].gpu_total > mem[0].gpu_total);
 	}
-	for (int i = 0; i < 2; i++)
-		if (ok[i])
-			plan_release(&p[i]);
+	release_plans(p, ok, 2);
 	free(j);
 }
 
@@ -1454,10 +1462,7 @@ static bool depends_on(const struct plan *p, const struct plan_op *o, uint32_t i
 
 static void test_moe_shared_overlap(struct test_ctx *t)
 {
-	struct job *j = fx_job(8);
-	fx_moe(j);
-	fx_megatron(j);
-	j->strat.ep = 4;
+	struct job *j = moe_job();
 	struct plan p[2];
 	bool ok[2];
 	for (int on = 0; on < 2; on++) {
@@ -1505,9 +1510,7 @@ static void test_moe_shared_overlap(struct test_ctx *t)
 			CHECK_EQ_INT(t, n_waits, on ? 16 : 0);
 		}
 	}
-	for (int on = 0; on < 2; on++)
-		if (ok[on])
-			plan_release(&p[on]);
+	release_plans(p, ok, 2);
 	free(j);
 }
 
@@ -1516,10 +1519,7 @@ static void test_moe_shared_overlap(struct test_ctx *t)
  * grads come before it on the compute stream; the same FLOPs */
 static void test_delay_wgrad(struct test_ctx *t)
 {
-	struct job *j = fx_job(8);
-	fx_moe(j);
-	fx_megatron(j);
-	j->strat.ep = 4;
+	struct job *j = moe_job();
 	fx_degrees(j, 1, 1, 1, 1, 3);
 	j->strat.moe_a2a_overlap = true;
 	struct plan p[2];
@@ -1553,9 +1553,7 @@ static void test_delay_wgrad(struct test_ctx *t)
 		CHECK_EQ_INT(t, a2a, 12);
 		CHECK_EQ_INT(t, a2a_on_dgrad, 12);
 	}
-	for (int on = 0; on < 2; on++)
-		if (ok[on])
-			plan_release(&p[on]);
+	release_plans(p, ok, 2);
 	free(j);
 }
 
@@ -1564,10 +1562,7 @@ static void test_delay_wgrad(struct test_ctx *t)
  * capacity, sends padded all-to-alls and needs no counts at all */
 static void test_moe_capacity(struct test_ctx *t)
 {
-	struct job *j = fx_job(8);
-	fx_moe(j);
-	fx_megatron(j);
-	j->strat.ep = 4;
+	struct job *j = moe_job();
 	j->strat.moe_load_imbalance = 1.5;
 	struct plan p[3]; /* dropless, dropping at 1.25, padded to 1.25 */
 	bool ok[3];
@@ -1616,9 +1611,7 @@ static void test_moe_capacity(struct test_ctx *t)
 		CHECK_EQ_INT(t, counts_first[0], 0);
 		CHECK_NEAR(t, p[2].model_flops, p[0].model_flops, 1e-9);
 	}
-	for (int i = 0; i < 3; i++)
-		if (ok[i])
-			plan_release(&p[i]);
+	release_plans(p, ok, 3);
 	free(j);
 }
 
