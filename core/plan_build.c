@@ -873,6 +873,12 @@ static double moe_pad(const struct pb *b)
 									   : 1.0;
 }
 
+/* Megatron's drop-and-pad path: tokens padded to the experts' capacity */
+static bool moe_pad_cap(const struct pb *b)
+{
+	return b->s->moe_capacity_factor > 0 && b->s->moe_pad_to_capacity;
+}
+
 /* Megatron-Core's delay_wgrad_compute (with the combined 1F1B): the experts' weight grads
  * apart from their input grads, and computed while the dispatch's backward runs */
 static bool delay_wgrad(const struct pb *b)
@@ -1950,6 +1956,79 @@ static struct moe_dims moe_dims(const struct pb *b)
 	return d;
 }
 
+/* ---- Megatron-Core's token rearrangement (moe_utils.py permute / unpermute /
+ * sort_chunks_by_idxs). P: this rank's permuted token copies (rload rows), Q: its routed tokens
+ * (Tr rows), in bytes; E x Tr the routing map. The dispatchers hand the probs to the experts,
+ * whose activation applies them, so the unpermutation only merges the copies. With
+ * moe_permute_fusion Transformer Engine's kernels move each row once: permute reads a token per
+ * copy and writes the copy (2P), unpermute reads the copies and writes the merged tokens
+ * (P + Q), and backward the reverse (2P; P + Q). Unfused, PyTorch ops:
+ *  - permute: the map transposed (2 B an entry), an arange and a stable radix argsort of it
+ *    (int64 indices: 8 written, then key and index read and written over two passes, 35 B an
+ *    entry), the indices modulo the tokens and the probs transposed and gathered (32 B a copy),
+ *    the index_select (2P): 8 kernels; backward index_select's zeros and index_add_ (Q + 3P);
+ *  - unpermute: a zeroed output (Q) and scatter_add_ of the copies into it (P read, their rows
+ *    read and written, 2P): 2 kernels; backward scatter_add's gather (2P).
+ * Other frameworks' MoE blocks keep one pass of the copies each way (2P). */
+static bool moe_fused(const struct pb *b)
+{
+	return !b->megatron || b->s->moe_permute_fusion;
+}
+
+static void permute_fwd(struct pb *b, const struct moe_dims *d)
+{
+	double P = d->rload * (double)b->h * b->ab, map = (double)b->E * (double)d->Tr;
+	if (moe_fused(b))
+		elem(b, PLAN_K_PERMUTE, "permute", 2 * P);
+	else
+		elem_k(b, PLAN_K_PERMUTE, "permute", 2 * P + 37 * map + 32 * d->rload, 7);
+}
+
+static void unpermute_fwd(struct pb *b, const struct moe_dims *d)
+{
+	double P = d->rload * (double)b->h * b->ab, Q = (double)d->Tr * (double)b->h * b->ab;
+	if (!b->megatron)
+		elem(b, PLAN_K_PERMUTE, "unpermute", 2 * P);
+	else if (moe_fused(b))
+		elem(b, PLAN_K_PERMUTE, "unpermute", P + Q);
+	else
+		elem_k(b, PLAN_K_PERMUTE, "unpermute", 3 * P + Q, 1);
+}
+
+static void unpermute_bwd(struct pb *b, const struct moe_dims *d)
+{
+	elem(b, PLAN_K_PERMUTE, "unpermute_bwd", 2 * d->rload * (double)b->h * b->ab);
+}
+
+static void permute_bwd(struct pb *b, const struct moe_dims *d)
+{
+	double P = d->rload * (double)b->h * b->ab, Q = (double)d->Tr * (double)b->h * b->ab;
+	if (!b->megatron)
+		elem(b, PLAN_K_PERMUTE, "permute_bwd", 2 * P);
+	else
+		elem_k(b, PLAN_K_PERMUTE, "permute_bwd", moe_fused(b) ? P + Q : 3 * P + Q,
+		       moe_fused(b) ? 0 : 1);
+}
+
+/* Megatron-Core's all-to-all dispatcher with several local experts receives each source
+ * rank's tokens grouped by expert and regroups them by expert before the GEMMs, and back
+ * before the combine ("permutation 2", sort_chunks_by_idxs; padded to capacity a transpose
+ * made contiguous): a pass over the received copies (R) each way, and one each in backward,
+ * the probs (4 B a copy) along with the first. Unfused it is torch.split into one view per
+ * (source rank, expert) chunk and torch.cat of them in the new order. */
+static void sort_chunks(struct pb *b, const struct moe_dims *d, const char *name, bool probs)
+{
+	if (!b->megatron || b->ep_nodes > 0 || b->El < 2)
+		return;
+	double R = d->load * ((double)b->h * b->ab + (probs ? 4.0 : 0.0));
+	bool split = !b->s->moe_permute_fusion && !moe_pad_cap(b);
+	uint32_t id = elem_k(b, PLAN_K_PERMUTE, name, 2 * R, split && probs ? 1 : 0);
+	if (split) {
+		double chunks = (double)b->ep * (double)d->et * (double)b->El * (probs ? 2.0 : 1.0);
+		b->p->ops[id].host_views = (uint32_t)fmin(chunks, (double)UINT32_MAX);
+	}
+}
+
 /* An expert GEMM of the busiest rank (moe_imb) runs more than the mean rank's share: its
  * hardware FLOPs are the busiest rank's, its model FLOPs (the useful work) the mean's */
 static void expert_gemm(struct pb *b, const char *name, int64_t m, int64_t n, int64_t k,
@@ -2008,7 +2087,7 @@ static void moe_fwd(struct pb *b, int64_t l, enum lpiece pc)
 		 * counts before it issues the permute */
 		if (b->s->moe_capacity_factor > 0 && !b->s->moe_pad_to_capacity)
 			token_counts(b);
-		elem(b, PLAN_K_PERMUTE, "permute", d.rload * b->h * b->ab * 2);
+		permute_fwd(b, &d);
 		break;
 	}
 	case LP_DISPATCH:
@@ -2021,9 +2100,11 @@ static void moe_fwd(struct pb *b, int64_t l, enum lpiece pc)
 			coll_wait(b, PLAN_ALL_GATHER, d.eg, "ag_dispatch", d.a2a);
 		break;
 	case LP_MLP:
+		sort_chunks(b, &d, "sort_chunks", true);
 		expert_gemm(b, "expert_fc1", d.per, wide * b->fe / d.et, b->h, b->El, d.load, true);
 		act_op(b, "expert_act", d.load * b->fe / d.et, false, 0);
 		expert_gemm(b, "expert_fc2", d.per, b->h, b->fe / d.et, b->El, d.load, true);
+		sort_chunks(b, &d, "unsort_chunks", false);
 		if (d.gath)
 			coll_wait(b, PLAN_REDUCE_SCATTER, d.eg, "rs_combine", d.a2a);
 		break;
@@ -2031,7 +2112,7 @@ static void moe_fwd(struct pb *b, int64_t l, enum lpiece pc)
 		ep_a2a(b, "a2a_combine", "a2a_combine_nvl", d.a2a, d.Tr, b->last_compute);
 		if (shared_overlap(b))
 			beside_a2a(b, shared_fc2);
-		elem(b, PLAN_K_PERMUTE, "unpermute", d.rload * b->h * b->ab * 2);
+		unpermute_fwd(b, &d);
 		if (b->fs > 0 && !shared_overlap(b))
 			shared_fwd(b);
 		lora_gemm(b, l, false, false);
@@ -2050,7 +2131,7 @@ static void moe_bwd(struct pb *b, int64_t l, enum lpiece pc)
 			shared_bwd_fc2(b);
 			shared_bwd_fc1(b);
 		}
-		elem(b, PLAN_K_PERMUTE, "unpermute_bwd", d.rload * b->h * b->ab * 2);
+		unpermute_bwd(b, &d);
 		ep_a2a(b, "a2a_combine_bwd", "a2a_combine_bwd_nvl", d.a2a, d.Tr, b->last_compute);
 		if (shared_overlap(b))
 			beside_a2a(b, shared_bwd_fc2);
@@ -2062,11 +2143,13 @@ static void moe_bwd(struct pb *b, int64_t l, enum lpiece pc)
 		 * dispatch */
 		bool dw = delay_wgrad(b);
 		int64_t gm = dw ? 1 : g;
+		sort_chunks(b, &d, "unsort_chunks_bwd", false);
 		expert_gemm(b, dw ? "expert_fc2_dgrad" : "expert_fc2_bwd", d.per, b->h, b->fe / d.et,
 			    b->El * gm, d.load * (double)gm, false);
 		act_op(b, "expert_act_bwd", d.load * b->fe / d.et, true, 0);
 		expert_gemm(b, dw ? "expert_fc1_dgrad" : "expert_fc1_bwd", d.per, wide * b->fe / d.et,
 			    b->h, b->El * gm, d.load * (double)gm, false);
+		sort_chunks(b, &d, "sort_chunks_bwd", false);
 		b->moe_dgrad = b->last_compute;
 		if (d.gath) /* the all-gather's backward */
 			coll_wait(b, PLAN_REDUCE_SCATTER, d.eg, "rs_dispatch_bwd", d.a2a);
@@ -2088,7 +2171,7 @@ static void moe_bwd(struct pb *b, int64_t l, enum lpiece pc)
 			beside_a2a(b, shared_bwd_fc1);
 		break;
 	default:
-		elem(b, PLAN_K_PERMUTE, "permute_bwd", d.rload * b->h * b->ab * 2);
+		permute_bwd(b, &d);
 		gemm(b, "router_bwd", d.Tr, b->E, b->h, g, 0, false);
 		lora_gemm(b, l, false, true);
 		sub_out(b, l, 2);

@@ -213,6 +213,10 @@ struct strategy {
 	 * all-to-alls have fixed sizes and the host does not wait for the token counts */
 	double moe_capacity_factor;
 	bool moe_pad_to_capacity;
+	/* Megatron-Core's --moe-permute-fusion: Transformer Engine's fused kernels rearrange the
+	 * tokens around the all-to-alls; off (its default), PyTorch ops do: an argsort, index
+	 * select, masked_select (whose size the host waits for), scatter-add, split and cat */
+	bool moe_permute_fusion;
 	/* NCCL_ALGO / NCCL_PROTO as the job's environment sets them: the algorithms and protocols
 	 * they take away from NCCL's tuner, bit i = strat_nccl_algo_names[i] /
 	 * strat_nccl_proto_names[i] (0: NCCL's default, all of them); the text as given */

@@ -1537,8 +1537,11 @@ static void test_delay_wgrad(struct test_ctx *t)
 		for (size_t i = 0; i < p[1].nops; i++) {
 			const struct plan_op *o = &p[1].ops[i];
 			fused += !strcmp(o->name, "expert_fc1_bwd") || !strcmp(o->name, "expert_fc2_bwd");
+			/* the input grads end with the regrouping's backward (two local experts) */
 			if (!strcmp(o->name, "expert_fc1_dgrad"))
-				dgrad++, last_dgrad = o->id, wgrad_since = false;
+				dgrad++;
+			if (!strcmp(o->name, "sort_chunks_bwd"))
+				last_dgrad = o->id, wgrad_since = false;
 			if (!strcmp(o->name, "expert_fc1_wgrad"))
 				wgrad++, wgrad_since = true;
 			if (o->kind == PLAN_COLL && !strcmp(o->name, "a2a_dispatch_bwd")) {
@@ -1564,6 +1567,7 @@ static void test_moe_capacity(struct test_ctx *t)
 {
 	struct job *j = moe_job();
 	j->strat.moe_load_imbalance = 1.5;
+	j->strat.moe_permute_fusion = true; /* one pass of the copies: bytes scale with them */
 	struct plan p[3]; /* dropless, dropping at 1.25, padded to 1.25 */
 	bool ok[3];
 	for (int i = 0; i < 3; i++) {
@@ -1612,6 +1616,63 @@ static void test_moe_capacity(struct test_ctx *t)
 		CHECK_NEAR(t, p[2].model_flops, p[0].model_flops, 1e-9);
 	}
 	release_plans(p, ok, 3);
+	free(j);
+}
+
+/* Megatron-Core's token rearrangement: with two local experts the received tokens are regrouped
+ * by expert and back, each way and in backward (4 passes a layer, fused or not; padded to
+ * capacity too); unfused, torch.split makes a view per (source rank, expert) chunk (none when
+ * padded: a transpose) and the permutation sorts the routing map; TE's fused kernels move fewer
+ * bytes in fewer kernels. One local expert needs no regrouping. The FLOPs do not move. */
+static void test_moe_permute_fusion(struct test_ctx *t)
+{
+	struct job *j = moe_job(); /* 8 experts over ep 4: two local experts */
+	struct plan p[4];          /* unfused, fused, unfused padded to capacity, ep 8 */
+	bool ok[4];
+	for (int i = 0; i < 4; i++) {
+		j->strat.moe_permute_fusion = i == 1;
+		j->strat.moe_capacity_factor = i == 2 ? 1.0 : 0;
+		j->strat.moe_pad_to_capacity = i == 2;
+		j->strat.ep = i == 3 ? 8 : 4;
+		ok[i] = build(j, 0, &p[i]);
+	}
+	if (ok[0] && ok[1] && ok[2] && ok[3]) {
+		int sorts[4] = { 0 }, kernels[4] = { 0 };
+		uint32_t views[4] = { 0 };
+		double bytes[4] = { 0 };
+		for (int i = 0; i < 4; i++)
+			for (size_t k = 0; k < p[i].nops; k++) {
+				const struct plan_op *o = &p[i].ops[k];
+				if (o->kind != PLAN_COMPUTE || o->u.compute.kernel != PLAN_K_PERMUTE)
+					continue;
+				bytes[i] += o->u.compute.bytes;
+				kernels[i] += 1 + o->u.compute.extra_kernels;
+				sorts[i] += strstr(o->name, "sort_chunks") != NULL;
+				if (!strcmp(o->name, "sort_chunks"))
+					views[i] += o->host_views;
+			}
+		/* 4 MoE layers, one micro-batch */
+		CHECK_EQ_INT(t, sorts[0], 16);
+		CHECK_EQ_INT(t, sorts[1], 16);
+		CHECK_EQ_INT(t, sorts[2], 16);
+		CHECK_EQ_INT(t, sorts[3], 0);
+		/* tokens and probs split into 4 ranks x 2 experts, 4 layers */
+		CHECK_EQ_INT(t, views[0], 64);
+		CHECK_EQ_INT(t, views[1], 0);
+		CHECK_EQ_INT(t, views[2], 0);
+		/* a layer: the 4 regroupings (the forward one cats the probs too when split), the
+		 * permutation's 8 kernels and the unpermutation's 2, one each backward; fused 1 each */
+		CHECK_EQ_INT(t, kernels[0], 4 * (5 + 8 + 2 + 1 + 2));
+		CHECK_EQ_INT(t, kernels[1], 4 * (4 + 4));
+		/* unfused moves more a layer: the map's sort (37 B an entry of 8 experts x 1,024
+		 * tokens), the indices and probs (32 B a copy of 2,048), a pass of the copies
+		 * (P = 2,048 x 1,024 x 2 B) more in the unpermutation and in the permutation's
+		 * backward each: 303,104 + 65,536 + 4P */
+		CHECK_NEAR(t, bytes[0] - bytes[1], 4.0 * (303104 + 65536 + 4.0 * 4194304), 1e-12);
+		CHECK_NEAR(t, p[1].hw_flops, p[0].hw_flops, 1e-12);
+		CHECK_NEAR(t, p[1].model_flops, p[0].model_flops, 1e-12);
+	}
+	release_plans(p, ok, 4);
 	free(j);
 }
 
@@ -3568,6 +3629,7 @@ int main(void)
 	TEST_RUN(&t, test_moe_shared_overlap);
 	TEST_RUN(&t, test_delay_wgrad);
 	TEST_RUN(&t, test_moe_capacity);
+	TEST_RUN(&t, test_moe_permute_fusion);
 	TEST_RUN(&t, test_recompute_modules);
 	TEST_RUN(&t, test_tp_comm_overlap_userbuffers);
 	TEST_RUN(&t, test_async_tp_backward);
