@@ -691,6 +691,22 @@ static cJSON *strategy_json(const cJSON *cs, const cJSON *s, const cJSON *m, str
 			cJSON_AddBoolToObject(o, "overlap_param_gather", true);
 			assume(vc, "strategy.overlap_param_gather=true (the case says so)");
 		}
+		/* MoE: Megatron-LM's MoE example scripts and Megatron-Bridge's model providers run
+		 * the local experts as grouped GEMMs and fuse the token permutation (Megatron-Core
+		 * defaults to neither); a case that says otherwise keeps the default */
+		const cJSON *moe = field(m, "moe");
+		if (cJSON_IsObject(moe)) {
+			if (!case_mentions(cs, "SequentialMLP", "moe_grouped_gemm=false")) {
+				cJSON_AddBoolToObject(o, "moe_grouped_gemm", true);
+				assume(vc, "strategy.moe_grouped_gemm=true (Megatron's MoE scripts and "
+					   "recipes pass it)");
+			}
+			if (!case_mentions(cs, "moe_permute_fusion=false", "permute fusion off")) {
+				cJSON_AddBoolToObject(o, "moe_permute_fusion", true);
+				assume(vc, "strategy.moe_permute_fusion=true (Megatron's MoE scripts and "
+					   "recipes pass it)");
+			}
+		}
 	}
 	static const char *const ints[] = { "tp", "pp", "cp", "ep", "micro_batch", "global_batch" };
 	for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++) {

@@ -106,6 +106,9 @@ struct plan_op {
 			uint8_t torch_softmax; /* unfused attention's softmax in PyTorch fp32 ops:
 						* PLAN_SOFTMAX_* (0: the fused kernel) */
 			uint8_t extra_kernels; /* kernels beyond one it launches (eager PyTorch ops) */
+			uint16_t repeat;  /* issued this many times in a row, one per local expert
+					   * (a loop over experts, not a grouped GEMM): its kernels
+					   * and host calls each time; 0 or 1: once */
 			int64_t m, n, k, batch;       /* GEMM: batch x (m x k)(k x n) */
 			int64_t b, heads, s_q, s_kv, head_dim; /* attention (head_dim: q and k) */
 			int64_t head_dim_v; /* attention: v and the output (0: head_dim) */
@@ -253,6 +256,11 @@ enum {
  * scales them, adds the mask, softmaxes into fp32 and casts back before P·V reads them: 24
  * (11 more), backward 26 (none more); 0 for any other op. */
 double plan_torch_softmax_bytes(const struct plan_op *op);
+/* How many times a compute op is issued in a row (its repeat, at least 1). */
+static inline int64_t plan_op_repeat(const struct plan_op *op)
+{
+	return op->kind == PLAN_COMPUTE && op->u.compute.repeat > 1 ? op->u.compute.repeat : 1;
+}
 /* The share of an attention op's s_q x s_kv query-key pairs its kernel computes (1/2 causal,
  * less for a flash kernel over a sliding window: model_attn_frac of the op's layer; 1 without
  * a mask) into *share, and the keys the executors' GEMMs span for it: s_kv, or a band as wide

@@ -2029,12 +2029,42 @@ static void sort_chunks(struct pb *b, const struct moe_dims *d, const char *name
 	}
 }
 
+/* Local experts that run one after another, an MLP each: Megatron-Core's SequentialMLP
+ * (without moe_grouped_gemm), DeepSpeed's Experts and HF's sparse MoE blocks loop over them;
+ * Megatron's TEGroupedMLP and torchtitan's grouped_mm run them in one call. */
+static int64_t expert_repeat(const struct pb *b)
+{
+	if (b->El < 2)
+		return 1;
+	if (b->megatron)
+		return b->s->moe_grouped_gemm ? 1 : b->El;
+	return b->ds || b->eager ? b->El : 1;
+}
+
+static void set_repeat(struct pb *b, uint32_t id)
+{
+	int64_t r = expert_repeat(b);
+	b->p->ops[id].u.compute.repeat = (uint16_t)(r < UINT16_MAX ? r : UINT16_MAX);
+}
+
+/* SequentialMLP and DeepSpeed's Experts split the received copies into one view per expert
+ * and torch.cat the experts' outputs (a pass over them); backward, the input grads are
+ * concatenated again. HF's blocks add each expert's output into place instead (unpermute). */
+static void expert_cat(struct pb *b, const struct moe_dims *d, const char *name)
+{
+	if (expert_repeat(b) < 2 || b->eager)
+		return;
+	uint32_t id = elem(b, PLAN_K_PERMUTE, name, 2 * d->load * (double)b->h * b->ab);
+	b->p->ops[id].host_views = (uint32_t)b->El;
+}
+
 /* An expert GEMM of the busiest rank (moe_imb) runs more than the mean rank's share: its
  * hardware FLOPs are the busiest rank's, its model FLOPs (the useful work) the mean's */
 static void expert_gemm(struct pb *b, const char *name, int64_t m, int64_t n, int64_t k,
 			int64_t batch, double rows, bool model)
 {
 	uint32_t id = gemm(b, name, m, n, k, batch, rows, model);
+	set_repeat(b, id);
 	double extra = b->p->ops[id].u.compute.flops * (1.0 - 1.0 / moe_imb(b));
 	if (model && b->phase == PLAN_PHASE_FWD && !(b->flags & (PLAN_F_RECOMPUTE | PLAN_F_LORA)))
 		b->p->model_flops -= 3.0 * extra;
@@ -2045,13 +2075,20 @@ static void expert_gemm(struct pb *b, const char *name, int64_t m, int64_t n, in
  * sizes, and the host waits for that copy before it issues the all-to-all
  * (token_dispatcher.py, its d2h event synchronized "before_ep_alltoall"); the permute is already
  * issued, and in the combined 1F1B so is the other micro-batch's MLP backward. Padded to
- * capacity the sizes are fixed and none of this happens. */
+ * capacity the sizes are fixed and none of this happens. DeepEP's dispatch (and HybridEP's,
+ * without a token budget) starts with a notify: the ranks exchange how many tokens each sends
+ * each expert (E int32 a rank), and the host polls for the count it will receive before it
+ * allocates the output ("the CPU will wait for GPU's signal to arrive", fused_a2a.py). The
+ * backward's dispatch reuses the forward's handle and does not wait. */
 static void token_counts(struct pb *b)
 {
-	if (!b->megatron || b->s->moe_dispatcher != STRAT_DISPATCH_ALLTOALL)
+	if (!b->megatron)
 		return;
-	uint32_t n = coll(b, PLAN_ALL_GATHER, JOB_GROUP_EP, PLAN_STREAM_COMM_TP,
-			  "ag_tokens_per_expert", 2 * b->E, TW_FP32, b->moe_probs);
+	uint32_t n = b->s->moe_dispatcher == STRAT_DISPATCH_ALLTOALL
+			     ? coll(b, PLAN_ALL_GATHER, JOB_GROUP_EP, PLAN_STREAM_COMM_TP,
+				    "ag_tokens_per_expert", 2 * b->E, TW_FP32, b->moe_probs)
+			     : coll(b, PLAN_ALL_TO_ALL, JOB_GROUP_EP, PLAN_STREAM_COMM_TP,
+				    "deepep_notify", b->E, TW_FP32, b->moe_probs);
 	if (n != PLAN_NONE)
 		b->p->ops[n].flags |= PLAN_F_HOSTWAIT;
 }
@@ -2103,7 +2140,9 @@ static void moe_fwd(struct pb *b, int64_t l, enum lpiece pc)
 		sort_chunks(b, &d, "sort_chunks", true);
 		expert_gemm(b, "expert_fc1", d.per, wide * b->fe / d.et, b->h, b->El, d.load, true);
 		act_op(b, "expert_act", d.load * b->fe / d.et, false, 0);
+		set_repeat(b, b->last_compute);
 		expert_gemm(b, "expert_fc2", d.per, b->h, b->fe / d.et, b->El, d.load, true);
+		expert_cat(b, &d, "expert_cat");
 		sort_chunks(b, &d, "unsort_chunks", false);
 		if (d.gath)
 			coll_wait(b, PLAN_REDUCE_SCATTER, d.eg, "rs_combine", d.a2a);
@@ -2147,8 +2186,10 @@ static void moe_bwd(struct pb *b, int64_t l, enum lpiece pc)
 		expert_gemm(b, dw ? "expert_fc2_dgrad" : "expert_fc2_bwd", d.per, b->h, b->fe / d.et,
 			    b->El * gm, d.load * (double)gm, false);
 		act_op(b, "expert_act_bwd", d.load * b->fe / d.et, true, 0);
+		set_repeat(b, b->last_compute);
 		expert_gemm(b, dw ? "expert_fc1_dgrad" : "expert_fc1_bwd", d.per, wide * b->fe / d.et,
 			    b->h, b->El * gm, d.load * (double)gm, false);
+		expert_cat(b, &d, "expert_cat_bwd");
 		sort_chunks(b, &d, "sort_chunks_bwd", false);
 		b->moe_dgrad = b->last_compute;
 		if (d.gath) /* the all-gather's backward */
@@ -2704,8 +2745,11 @@ static void modules_recompute(struct pb *b, int64_t l)
 		return;
 	}
 	if (moe && rc_mod(b, STRAT_RC_MOE_ACT))
+	{
 		act_op(b, "expert_act_recompute", (double)T * (double)b->topk * moe_imb(b) * b->fe / tp,
 		       false, 0);
+		set_repeat(b, b->last_compute);
+	}
 	if (moe && b->fs > 0 && rc_mod(b, STRAT_RC_SHARED))
 		shared_fwd(b);
 }

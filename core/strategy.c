@@ -144,7 +144,7 @@ static const char *const our_keys[] = {
 	"attention_dropout", "cross_entropy", "attention_kernel", "nccl_algo", "nccl_proto",
 	"moe_dispatcher", "overlap_moe_expert_parallel_comm", "moe_load_imbalance",
 	"moe_shared_expert_overlap", "delay_wgrad_compute", "moe_expert_capacity_factor",
-	"moe_pad_expert_input_to_capacity", "moe_permute_fusion", NULL};
+	"moe_pad_expert_input_to_capacity", "moe_permute_fusion", "moe_grouped_gemm", NULL};
 
 static bool is_our_key(const char *k)
 {
@@ -427,9 +427,9 @@ struct ours {
 		recompute, flash, fp8, tf32, precision, optimizer, distopt, fsdp_sharding, fsdp_group,
 		fsdp_version, fsdp_reduce, lora_rank, lora_targets, seq_len, host_op, ogr, opg, tpo, atp,
 		rnl, grb, fsl, lsl, afe, afl, rcm, hdrop, adrop, ce, akern, op2p, nalgo, nproto, disp,
-		moeo, imb, mso, dwg, mcf, mpad, mpf;
+		moeo, imb, mso, dwg, mcf, mpad, mpf, mgg;
 	bool ogr_v, opg_v, tpo_v, atp_v, grb_v, afe_v, afl_v, op2p_v, moeo_v, mso_v, dwg_v, mpad_v,
-		mpf_v;
+		mpf_v, mgg_v;
 	double host_op_v, hdrop_v, adrop_v, imb_v, mcf_v;
 	int framework_i, schedule_i, recompute_i, cp_kind_i, kernels_i, precision_i, optimizer_i,
 		fsdp_i, fsdp_reduce_i, ce_i, disp_i;
@@ -614,6 +614,7 @@ static enum tw_result parse_ours(struct strat_rd *r, const cJSON *o, struct ours
 	TW_CHECK(onum(r, o, NULL, "moe_expert_capacity_factor", 1, 64, &u->mcf_v, &u->mcf));
 	TW_CHECK(obool(r, o, NULL, "moe_pad_expert_input_to_capacity", &u->mpad_v, &u->mpad));
 	TW_CHECK(obool(r, o, NULL, "moe_permute_fusion", &u->mpf_v, &u->mpf));
+	TW_CHECK(obool(r, o, NULL, "moe_grouped_gemm", &u->mgg_v, &u->mgg));
 	TW_CHECK(obool(r, o, NULL, "async_tensor_model_parallel_allreduce", &u->atp_v, &u->atp));
 	TW_CHECK(obool(r, o, NULL, "grad_reduce_in_bf16", &u->grb_v, &u->grb));
 	TW_CHECK(oenum(r, o, NULL, "precision", precision_names, &u->precision_i, &u->precision));
@@ -1067,6 +1068,12 @@ static enum tw_result check_moe_knobs(struct strat_rd *r, const struct ours *u)
 	if (s->framework == STRAT_MEGATRON && (u->mpf.given || (r->m && r->m->experts > 0)))
 		oprov(s, "moe_permute_fusion", &u->mpf, "Megatron default", "%s",
 		      s->moe_permute_fusion ? "true" : "false");
+	s->moe_grouped_gemm = u->mgg.given && u->mgg_v;
+	if (u->mgg.given && s->framework != STRAT_MEGATRON)
+		return sfail(r, "moe_grouped_gemm", "needs framework megatron");
+	if (s->framework == STRAT_MEGATRON && (u->mgg.given || (r->m && r->m->experts > 0)))
+		oprov(s, "moe_grouped_gemm", &u->mgg, "Megatron default", "%s",
+		      s->moe_grouped_gemm ? "true" : "false");
 	s->moe_shared_overlap = u->mso.given && u->mso_v;
 	if (s->framework != STRAT_MEGATRON && u->mso.given)
 		return sfail(r, "moe_shared_expert_overlap", "needs framework megatron");
@@ -2069,6 +2076,7 @@ struct cJSON *strategy_to_json(const struct strategy *s)
 	cJSON_AddNumberToObject(a, "moe_expert_capacity_factor", s->moe_capacity_factor);
 	cJSON_AddBoolToObject(a, "moe_pad_expert_input_to_capacity", s->moe_pad_to_capacity);
 	cJSON_AddBoolToObject(a, "moe_permute_fusion", s->moe_permute_fusion);
+	cJSON_AddBoolToObject(a, "moe_grouped_gemm", s->moe_grouped_gemm);
 	cJSON_AddStringToObject(a, "attention_kernel", s->attention_kernel);
 	cJSON_AddStringToObject(o, "nccl_algo", s->nccl_algo);
 	cJSON_AddStringToObject(o, "nccl_proto", s->nccl_proto);

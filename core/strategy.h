@@ -217,6 +217,10 @@ struct strategy {
 	 * tokens around the all-to-alls; off (its default), PyTorch ops do: an argsort, index
 	 * select, masked_select (whose size the host waits for), scatter-add, split and cat */
 	bool moe_permute_fusion;
+	/* Megatron-Core's --moe-grouped-gemm: a rank's local experts run as grouped GEMMs
+	 * (TEGroupedMLP); off (its default), SequentialMLP loops over them, an MLP each, and
+	 * concatenates their outputs */
+	bool moe_grouped_gemm;
 	/* NCCL_ALGO / NCCL_PROTO as the job's environment sets them: the algorithms and protocols
 	 * they take away from NCCL's tuner, bit i = strat_nccl_algo_names[i] /
 	 * strat_nccl_proto_names[i] (0: NCCL's default, all of them); the text as given */

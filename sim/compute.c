@@ -117,7 +117,8 @@ int64_t sim_compute_ns(const struct job *j, const struct plan_op *op)
 {
 	const struct cluster *c = &j->cluster;
 	double flops = op->u.compute.flops, bytes = op->u.compute.bytes, t;
-	double launches = 1.0 + op->u.compute.extra_kernels; /* eager ops launch several */
+	/* eager ops launch several; a loop over local experts, each time */
+	double launches = (1.0 + op->u.compute.extra_kernels) * plan_op_repeat(op);
 	if (op->stream == PLAN_STREAM_HOST) {
 		/* the host's memory and cores are shared by the job's processes on the node
 		 * (DeepSpeedCPUAdam's OpenMP threads take every core a process is given) */
@@ -232,7 +233,7 @@ static double framework_ops(const struct job *j, const struct plan_op *op)
 	bool bwd = op->phase == PLAN_PHASE_BWD && !(op->flags & PLAN_F_RECOMPUTE);
 	switch (op->kind) {
 	case PLAN_COMPUTE:
-		return compute_calls(j, op, bwd) + op->u.compute.extra_kernels;
+		return (compute_calls(j, op, bwd) + op->u.compute.extra_kernels) * plan_op_repeat(op);
 	case PLAN_COLL:
 		return 2;
 	case PLAN_P2P:

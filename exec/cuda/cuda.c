@@ -435,8 +435,15 @@ static enum tw_result compute(struct cu *c, const struct plan_op *op, cudaStream
 		/* row-major C(m x n) = A(m x k) B(k x n) is column-major C^T = B^T A^T */
 		int64_t m = op->u.compute.m, n = op->u.compute.n, k = op->u.compute.k;
 		int64_t nb = op->u.compute.batch > 0 ? op->u.compute.batch : 1;
-		return gemm(c, s, dtype, n, m, k, nb, false, c->gb, n, k * n, c->ga, k, m * k, c->gc, n,
-			    m * n, err);
+		/* a loop over local experts: one call per expert, each over its share of the batch
+		 * (the same synthetic operands each time, the same work) */
+		int64_t r = plan_op_repeat(op);
+		if (r < 2 || nb % r != 0)
+			r = 1;
+		for (int64_t i = 0; i < r; i++)
+			TW_CHECK(gemm(c, s, dtype, n, m, k, nb / r, false, c->gb, n, k * n, c->ga, k,
+				      m * k, c->gc, n, m * n, err));
+		return TW_OK;
 	}
 	if (op->u.compute.kernel == PLAN_K_ATTN) {
 		int64_t bh = (op->u.compute.b > 0 ? op->u.compute.b : 1) *
@@ -474,6 +481,7 @@ static enum tw_result compute(struct cu *c, const struct plan_op *op, cudaStream
 	/* an op that stands for several eager kernels streams its bytes in as many launches */
 	int64_t launches = op->u.compute.kernel == PLAN_K_ATTN ? op->u.compute.extra_kernels
 							       : 1 + op->u.compute.extra_kernels;
+	launches *= plan_op_repeat(op);
 	int64_t step = launches > 1 ? (bytes + launches - 1) / launches : bytes;
 	if (step > EXEC_STREAM_CHUNK || step < 1)
 		step = EXEC_STREAM_CHUNK;

@@ -120,6 +120,10 @@ moe["model"].update(activation="swiglu", kv_heads=4, ffn_hidden=2816,
 moe["strategy"]["ep"] = 8
 moe["measured"] = {"tflops_per_gpu": 100, "tokens_per_s_per_gpu": 20000}
 cases.append(moe)
+# the same with the permutation unfused, as its notes say
+mu = json.loads(json.dumps(moe))
+mu.update(id="moe_unfused", notes="flash attention; moe_permute_fusion=false")
+cases.append(mu)
 # frameworks by other names: NeMo runs Megatron's code, torchtitan FSDP2 (zero_stage 2: its
 # SHARD_GRAD_OP)
 nemo = case("nemo", "", "a 2024 README", 2, 2, 1, 8, 16)
@@ -151,6 +155,9 @@ assert d["nccl"]["metrics"][0]["predicted"] < d["nccl_ref"]["metrics"][0]["predi
 assert "No algorithm/protocol available" in d["nccl_none"]["skipped"], d["nccl_none"]
 assert has("old_vp", "strategy.overlap_p2p_comm=false") and not has("new_vp", "strategy.overlap_p2p_comm")
 assert has("moe", "model.moe.expert_ffn_hidden=model.ffn_hidden")
+assert has("moe", "strategy.moe_grouped_gemm=true") and has("moe", "strategy.moe_permute_fusion=true")
+assert has("moe_unfused", "strategy.moe_grouped_gemm=true") and not has("moe_unfused", "strategy.moe_permute_fusion")
+assert not has("deny", "strategy.moe_grouped_gemm")
 assert has("nemo", "strategy.framework=megatron") and has("tt", "strategy.framework=fsdp")
 st = json.load(open(sys.argv[3]))
 assert st["framework"] == "fsdp" and st["fsdp"] == {"version": 2, "sharding_strategy": "SHARD_GRAD_OP"}, st
@@ -160,10 +167,10 @@ per_token = 6 * l * (h * (16 + 4 + 4) * hd + 16 * hd * h + 2 * 3 * h * f) + 12 *
 got = p["tflops_per_gpu"] * 1e12 / p["tokens_per_s_per_gpu"]
 assert abs(got / per_token - 1) < 0.01, (got, per_token)
 train = [l.split() for l in open(sys.argv[2]) if l.startswith("training ")]
-assert train and train[0][1] == "12", train
+assert train and train[0][1] == "14", train
 print("ok")
 PY
-check "validate: flash denied, uneven stages, overlap_p2p_comm by date, MoE keys and FLOPs, framework names, tokens/s in the training line" \
+check "validate: flash denied, uneven stages, overlap_p2p_comm by date, MoE keys, FLOPs and recipe knobs, framework names, tokens/s in the training line" \
 	"python3 '$tmp/text.py' '$tmp/text_out.json' '$tmp/text_out.txt' '$tmp/tk/tt.strategy.json' | grep -q ok"
 
 # collective names as sources write them: each the same prediction as the simulator's name

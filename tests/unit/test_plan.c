@@ -1627,6 +1627,7 @@ static void test_moe_capacity(struct test_ctx *t)
 static void test_moe_permute_fusion(struct test_ctx *t)
 {
 	struct job *j = moe_job(); /* 8 experts over ep 4: two local experts */
+	j->strat.moe_grouped_gemm = true; /* no per-expert output concatenation */
 	struct plan p[4];          /* unfused, fused, unfused padded to capacity, ep 8 */
 	bool ok[4];
 	for (int i = 0; i < 4; i++) {
@@ -1673,6 +1674,52 @@ static void test_moe_permute_fusion(struct test_ctx *t)
 		CHECK_NEAR(t, p[1].model_flops, p[0].model_flops, 1e-12);
 	}
 	release_plans(p, ok, 4);
+	free(j);
+}
+
+/* Local experts in a loop or grouped: Megatron-Core's SequentialMLP (its default) runs each of
+ * a rank's experts as an MLP of its own and concatenates their outputs (and input grads in
+ * backward), TEGroupedMLP (moe_grouped_gemm) one grouped call; DeepSpeed's Experts loop and
+ * concatenate too, HF's eager blocks loop and add into place, torchtitan groups. The FLOPs do
+ * not move. */
+static void test_moe_grouped_gemm(struct test_ctx *t)
+{
+	struct job *j = moe_job(); /* two local experts */
+	/* Megatron sequential, Megatron grouped, DeepSpeed, HF eager, torchtitan */
+	struct plan p[5];
+	bool ok[5];
+	for (int i = 0; i < 5; i++) {
+		if (i == 2)
+			fx_strategy(&j->strat, 8), j->strat.ep = 4;
+		j->strat.moe_grouped_gemm = i == 1;
+		j->strat.kernels = i == 3 ? STRAT_KERNELS_EAGER : STRAT_KERNELS_FUSED;
+		if (i == 4)
+			j->strat.framework = STRAT_FSDP;
+		ok[i] = build(j, 0, &p[i]);
+	}
+	if (ok[0] && ok[1] && ok[2] && ok[3] && ok[4]) {
+		static const int want_repeat[5] = { 2, 1, 2, 2, 1 }, want_cats[5] = { 8, 0, 8, 0, 0 };
+		for (int i = 0; i < 5; i++) {
+			int experts = 0, looped = 0, cats = 0;
+			for (size_t k = 0; k < p[i].nops; k++) {
+				const struct plan_op *o = &p[i].ops[k];
+				if (o->kind != PLAN_COMPUTE)
+					continue;
+				if (!strncmp(o->name, "expert_fc", 9) || !strncmp(o->name, "expert_act", 10)) {
+					experts++;
+					looped += plan_op_repeat(o) == want_repeat[i];
+				}
+				cats += !strncmp(o->name, "expert_cat", 10);
+			}
+			/* 4 layers: fc1, act, fc2 and their backward passes */
+			CHECK_EQ_INT(t, experts, 4 * 6);
+			CHECK_EQ_INT(t, looped, experts);
+			CHECK_EQ_INT(t, cats, want_cats[i]);
+		}
+		CHECK_NEAR(t, p[1].hw_flops, p[0].hw_flops, 1e-12);
+		CHECK_NEAR(t, p[1].model_flops, p[0].model_flops, 1e-12);
+	}
+	release_plans(p, ok, 5);
 	free(j);
 }
 
@@ -1769,7 +1816,9 @@ static void test_moe_expert_folding(struct test_ctx *t)
  * on each node; a token goes once to each node it reaches (the rank at its place there) and
  * on over NVLink. 8 experts, top-2, 4 per node: a token reaches 2 (1 - C(4,2)/C(8,2)) = 11/7
  * nodes and 2 ranks; with 2 router groups of which 1 is chosen (a group a node) 1 node. Both
- * stages run side by side (COMM_TP, COMM_EP); the flat dispatcher is one all-to-all. */
+ * stages run side by side (COMM_TP, COMM_EP); the flat dispatcher is one all-to-all. Each
+ * forward dispatch starts with the ranks' exchange of their token counts, which the host
+ * waits for. */
 static void test_moe_deepep(struct test_ctx *t)
 {
 	struct job *j = fx_job(16);
@@ -1795,11 +1844,18 @@ static void test_moe_deepep(struct test_ctx *t)
 		struct plan p;
 		if (!build(j, 0, &p))
 			continue;
-		int net = 0, nvl = 0, flat = 0;
+		int net = 0, nvl = 0, flat = 0, notify = 0;
 		for (size_t i = 0; i < p.nops; i++) {
 			const struct plan_op *o = &p.ops[i];
 			if (o->kind != PLAN_COLL || o->u.coll.coll != PLAN_ALL_TO_ALL)
 				continue;
+			/* each forward dispatch's count exchange, which the host waits for */
+			if (!strcmp(o->name, "deepep_notify")) {
+				notify++;
+				CHECK(t, (o->flags & PLAN_F_HOSTWAIT) && o->u.coll.group == JOB_GROUP_EP &&
+						 o->u.coll.count == 8);
+				continue;
+			}
 			if (o->u.coll.group == JOB_GROUP_EP_XNODE) {
 				net++;
 				CHECK_EQ_INT(t, o->stream, PLAN_STREAM_COMM_TP);
@@ -1816,6 +1872,7 @@ static void test_moe_deepep(struct test_ctx *t)
 		CHECK_EQ_INT(t, net, 4 * 4);
 		CHECK_EQ_INT(t, nvl, 4 * 4);
 		CHECK_EQ_INT(t, flat, 0);
+		CHECK_EQ_INT(t, notify, 4);
 		plan_release(&p);
 	}
 	/* an expert group within one node: the flat all-to-all */
@@ -1823,7 +1880,7 @@ static void test_moe_deepep(struct test_ctx *t)
 	CHECK_EQ_INT(t, job_group_size(j, JOB_GROUP_EP_XNODE), 1);
 	struct plan p;
 	if (build(j, 0, &p)) {
-		CHECK_EQ_INT(t, count_coll(&p, PLAN_ALL_TO_ALL, JOB_GROUP_EP, -1), 4 * 4);
+		CHECK_EQ_INT(t, count_coll(&p, PLAN_ALL_TO_ALL, JOB_GROUP_EP, -1), 4 * 4 + 4);
 		plan_release(&p);
 	}
 	free(j);
@@ -3630,6 +3687,7 @@ int main(void)
 	TEST_RUN(&t, test_delay_wgrad);
 	TEST_RUN(&t, test_moe_capacity);
 	TEST_RUN(&t, test_moe_permute_fusion);
+	TEST_RUN(&t, test_moe_grouped_gemm);
 	TEST_RUN(&t, test_recompute_modules);
 	TEST_RUN(&t, test_tp_comm_overlap_userbuffers);
 	TEST_RUN(&t, test_async_tp_backward);

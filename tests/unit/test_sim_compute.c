@@ -95,6 +95,30 @@ static void test_gemm_time_fwd_bwd(struct test_ctx *T)
 	free(j);
 }
 
+/* A loop over local experts (repeat): the same FLOPs through the same per-expert GEMMs, one
+ * launch and one linear's host calls (3) per expert */
+static void test_repeat(struct test_ctx *T)
+{
+	struct job *j = calloc(1, sizeof(*j));
+	a100(&j->cluster);
+	j->cluster.gpu.launch_us = 4;
+	j->strat.host_op_us = 20;
+	struct plan_op op;
+	memset(&op, 0, sizeof(op));
+	op.kind = PLAN_COMPUTE;
+	op.stream = PLAN_STREAM_COMPUTE;
+	op.u.compute.kernel = PLAN_K_GEMM;
+	op.u.compute.dtype = TW_FP16;
+	op.u.compute.m = 2048, op.u.compute.n = 384, op.u.compute.k = 1024, op.u.compute.batch = 8;
+	op.u.compute.flops = 8 * 2.0 * 2048 * 384 * 1024;
+	int64_t t1 = sim_compute_ns(j, &op), h1 = sim_host_ns(j, &op);
+	op.u.compute.repeat = 8;
+	CHECK_NEAR(T, (double)(sim_compute_ns(j, &op) - t1), 7 * 4000.0, 1.0 / 28000);
+	CHECK_EQ_INT(T, (int)h1, 3 * 20000);
+	CHECK_EQ_INT(T, (int)sim_host_ns(j, &op), 8 * 3 * 20000);
+	free(j);
+}
+
 /* Host dispatch of a full-recompute checkpoint (docs/simulator.md, "Host dispatch"): its
  * autograd Function's RNG-state and autograd bookkeeping is 6 framework calls in forward (on
  * the checkpoint's allocation) and 17 in backward (on its release); other allocations cost
@@ -247,6 +271,7 @@ int main(void)
 	struct test_ctx T = { 0 };
 	TEST_RUN(&T, test_gemm_eff_by_hand);
 	TEST_RUN(&T, test_gemm_time_fwd_bwd);
+	TEST_RUN(&T, test_repeat);
 	TEST_RUN(&T, test_host_checkpoint);
 	TEST_RUN(&T, test_host_share);
 	TEST_RUN(&T, test_attention_torch_softmax);
