@@ -2018,7 +2018,7 @@ static void permute_bwd(struct pb *b, const struct moe_dims *d)
  * (source rank, expert) chunk and torch.cat of them in the new order. */
 static void sort_chunks(struct pb *b, const struct moe_dims *d, const char *name, bool probs)
 {
-	if (!b->megatron || b->ep_nodes > 0 || b->El < 2)
+	if (!b->megatron || b->s->moe_dispatcher != STRAT_DISPATCH_ALLTOALL || b->El < 2)
 		return;
 	double R = d->load * ((double)b->h * b->ab + (probs ? 4.0 : 0.0));
 	bool split = !b->s->moe_permute_fusion && !moe_pad_cap(b);
@@ -2744,8 +2744,7 @@ static void modules_recompute(struct pb *b, int64_t l)
 			tp_exit(b, false);
 		return;
 	}
-	if (moe && rc_mod(b, STRAT_RC_MOE_ACT))
-	{
+	if (moe && rc_mod(b, STRAT_RC_MOE_ACT)) {
 		act_op(b, "expert_act_recompute", (double)T * (double)b->topk * moe_imb(b) * b->fe / tp,
 		       false, 0);
 		set_repeat(b, b->last_compute);

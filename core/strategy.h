@@ -215,7 +215,7 @@ struct strategy {
 	bool moe_pad_to_capacity;
 	/* Megatron-Core's --moe-permute-fusion: Transformer Engine's fused kernels rearrange the
 	 * tokens around the all-to-alls; off (its default), PyTorch ops do: an argsort, index
-	 * select, masked_select (whose size the host waits for), scatter-add, split and cat */
+	 * select, scatter-add, split and cat */
 	bool moe_permute_fusion;
 	/* Megatron-Core's --moe-grouped-gemm: a rank's local experts run as grouped GEMMs
 	 * (TEGroupedMLP); off (its default), SequentialMLP loops over them, an MLP each, and

@@ -132,6 +132,12 @@ static void cand_sets(const struct job *base, const struct search_space *sp, str
 		}
 		if (!bf16 && own)
 			add_set(c, "precision=fp16");
+		/* MoE: the experts' grouped GEMMs and the fused permutation, as Megatron's scripts
+		 * and recipes run them (a user's --set comes after and wins) */
+		if (base->model.experts > 0) {
+			add_set(c, "moe_grouped_gemm=true");
+			add_set(c, "moe_permute_fusion=true");
+		}
 		break;
 	case STRAT_FSDP:
 		add_set(c, "framework=fsdp");
