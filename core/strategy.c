@@ -1016,6 +1016,20 @@ static enum tw_result resolve_degrees(struct strat_rd *r, const struct strat_inp
 	return TW_OK;
 }
 
+/* A Megatron-Core MoE kernel choice (off by default): refused for other frameworks, its
+ * provenance shown for MoE models */
+static enum tw_result megatron_moe_flag(struct strat_rd *r, const char *key, const struct oval *ov,
+					bool v, bool *out)
+{
+	struct strategy *s = r->s;
+	*out = ov->given && v;
+	if (ov->given && s->framework != STRAT_MEGATRON)
+		return sfail(r, key, "needs framework megatron");
+	if (s->framework == STRAT_MEGATRON && (ov->given || (r->m && r->m->experts > 0)))
+		oprov(s, key, ov, "Megatron default", "%s", *out ? "true" : "false");
+	return TW_OK;
+}
+
 /* The MoE knobs: the busiest expert rank's load (a what-if of dropless routing), Megatron's
  * capacity factor and padding, and
  * Megatron-Core's overlaps with the rules its TransformerConfig asserts (transformer_config.py):
@@ -1062,18 +1076,8 @@ static enum tw_result check_moe_knobs(struct strat_rd *r, const struct ours *u)
 		oprov(s, "moe_pad_expert_input_to_capacity", &u->mpad, "Megatron default", "%s",
 		      s->moe_pad_to_capacity ? "true" : "false");
 	}
-	s->moe_permute_fusion = u->mpf.given && u->mpf_v;
-	if (u->mpf.given && s->framework != STRAT_MEGATRON)
-		return sfail(r, "moe_permute_fusion", "needs framework megatron");
-	if (s->framework == STRAT_MEGATRON && (u->mpf.given || (r->m && r->m->experts > 0)))
-		oprov(s, "moe_permute_fusion", &u->mpf, "Megatron default", "%s",
-		      s->moe_permute_fusion ? "true" : "false");
-	s->moe_grouped_gemm = u->mgg.given && u->mgg_v;
-	if (u->mgg.given && s->framework != STRAT_MEGATRON)
-		return sfail(r, "moe_grouped_gemm", "needs framework megatron");
-	if (s->framework == STRAT_MEGATRON && (u->mgg.given || (r->m && r->m->experts > 0)))
-		oprov(s, "moe_grouped_gemm", &u->mgg, "Megatron default", "%s",
-		      s->moe_grouped_gemm ? "true" : "false");
+	TW_CHECK(megatron_moe_flag(r, "moe_permute_fusion", &u->mpf, u->mpf_v, &s->moe_permute_fusion));
+	TW_CHECK(megatron_moe_flag(r, "moe_grouped_gemm", &u->mgg, u->mgg_v, &s->moe_grouped_gemm));
 	s->moe_shared_overlap = u->mso.given && u->mso_v;
 	if (s->framework != STRAT_MEGATRON && u->mso.given)
 		return sfail(r, "moe_shared_expert_overlap", "needs framework megatron");

@@ -51,18 +51,25 @@ static void test_gemm_eff_by_hand(struct test_ctx *T)
 	CHECK_NEAR(T, sim_gemm_eff(&c, 4096, 6144, 2048), 0.6618667, 1e-6);
 }
 
+/* a forward fp16 GEMM op of batch x (2048 x 1024)(1024 x 384) */
+static void gemm_op(struct plan_op *op, int64_t batch)
+{
+	memset(op, 0, sizeof(*op));
+	op->kind = PLAN_COMPUTE;
+	op->stream = PLAN_STREAM_COMPUTE;
+	op->u.compute.kernel = PLAN_K_GEMM;
+	op->u.compute.dtype = TW_FP16;
+	op->u.compute.m = 2048, op->u.compute.n = 384, op->u.compute.k = 1024;
+	op->u.compute.batch = batch;
+	op->u.compute.flops = (double)batch * 2.0 * 2048 * 384 * 1024;
+}
+
 static void test_gemm_time_fwd_bwd(struct test_ctx *T)
 {
 	struct job *j = calloc(1, sizeof(*j));
 	a100(&j->cluster);
 	struct plan_op op;
-	memset(&op, 0, sizeof(op));
-	op.kind = PLAN_COMPUTE;
-	op.stream = PLAN_STREAM_COMPUTE;
-	op.u.compute.kernel = PLAN_K_GEMM;
-	op.u.compute.dtype = TW_FP16;
-	op.u.compute.m = 2048, op.u.compute.n = 384, op.u.compute.k = 1024, op.u.compute.batch = 1;
-	op.u.compute.flops = 2.0 * 2048 * 384 * 1024;
+	gemm_op(&op, 1);
 	/* forward: FLOPs / (peak x 0.159317), no bytes, no launch: 1.61e9 / 49.71e12 = 32.40 us */
 	CHECK_NEAR(T, (double)sim_compute_ns(j, &op), 2.0 * 2048 * 384 * 1024 / (312e12 * 0.1593167) * 1e9, 1e-4); /* ns, rounded up */
 	/* backward (batch 2): dgrad 2048 x 1024 output, depth 384: 64 tiles (q 64/108), 12 K steps
@@ -104,13 +111,7 @@ static void test_repeat(struct test_ctx *T)
 	j->cluster.gpu.launch_us = 4;
 	j->strat.host_op_us = 20;
 	struct plan_op op;
-	memset(&op, 0, sizeof(op));
-	op.kind = PLAN_COMPUTE;
-	op.stream = PLAN_STREAM_COMPUTE;
-	op.u.compute.kernel = PLAN_K_GEMM;
-	op.u.compute.dtype = TW_FP16;
-	op.u.compute.m = 2048, op.u.compute.n = 384, op.u.compute.k = 1024, op.u.compute.batch = 8;
-	op.u.compute.flops = 8 * 2.0 * 2048 * 384 * 1024;
+	gemm_op(&op, 8);
 	int64_t t1 = sim_compute_ns(j, &op), h1 = sim_host_ns(j, &op);
 	op.u.compute.repeat = 8;
 	CHECK_NEAR(T, (double)(sim_compute_ns(j, &op) - t1), 7 * 4000.0, 1.0 / 28000);
