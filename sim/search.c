@@ -61,8 +61,10 @@ static int divisors(int64_t n, int64_t *out, int max)
 static void add_set(struct search_cand *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void add_set(struct search_cand *c, const char *fmt, ...)
 {
-	if (c->nsets >= SEARCH_MAX_SETS)
+	if (c->nsets >= SEARCH_MAX_SETS) {
+		c->nsets = SEARCH_MAX_SETS + 1; /* search_job refuses it rather than drop a set */
 		return;
+	}
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(c->sets[c->nsets++], sizeof(c->sets[0]), fmt, ap);
@@ -255,6 +257,9 @@ enum tw_result search_job(const struct job *base, const struct search_space *sp,
 {
 	const char *sets[SEARCH_MAX_SETS + 64];
 	int n = 0;
+	if (c->nsets > SEARCH_MAX_SETS)
+		return tw_errf(err, TW_ERR_LIMIT, "twin plan: a candidate needs more than %d strategy "
+			       "settings (SEARCH_MAX_SETS in sim/sim.h)", SEARCH_MAX_SETS);
 	for (int i = 0; i < c->nsets; i++)
 		sets[n++] = c->sets[i];
 	for (int i = 0; i < sp->nsets && n < (int)(sizeof(sets) / sizeof(sets[0])); i++) {
