@@ -873,6 +873,17 @@ static double moe_pad(const struct pb *b)
 									   : 1.0;
 }
 
+/* DeepSpeed's MoE layer (deepspeed/moe/sharded_moe.py, Megatron-DeepSpeed's MoE; HF's eager
+ * blocks have their own): the gate builds fp32 combine weights over (token, expert, capacity
+ * slot) and the layer moves tokens with dense einsums over them, "sec,sm->ecm" to dispatch and
+ * "sec,ecm->sm" to combine, GEMMs of 2 S x EC x h FLOPs (S tokens, EC = E experts x their
+ * capacity ceil(S k / E), DeepSpeed's capacity factor 1 and min_capacity 4) instead of
+ * permutations. */
+static bool ds_einsum(const struct pb *b)
+{
+	return b->ds && !b->eager;
+}
+
 /* Megatron's drop-and-pad path: tokens padded to the experts' capacity */
 static bool moe_pad_cap(const struct pb *b)
 {
@@ -958,6 +969,10 @@ static struct act_sizes layer_act(const struct pb *b, int64_t l)
 		/* the token copies the busiest expert rank receives (moe_imb) */
 		int64_t Tk = (int64_t)llround((double)(T * b->topk) * moe_imb(b));
 		rep += T * b->E * 4;
+		/* DeepSpeed's einsums keep their 16-bit mask and combine weights over every
+		 * (token, expert, slot): 4 bytes an entry */
+		if (ds_einsum(b))
+			rep += T * b->E * (int64_t)fmax(ceil((double)(T * b->topk) / (double)b->E), 4.0) * 4;
 		/* the experts' input: the permuted token copies; Megatron-Core's dispatcher
 		 * all-gathers them over TP, so each TP rank keeps all T x top-k (folded experts:
 		 * the T / tp of each of the expert_tp ranks) */
@@ -2058,6 +2073,23 @@ static void expert_cat(struct pb *b, const struct moe_dims *d, const char *name)
 	b->p->ops[id].host_views = (uint32_t)b->El;
 }
 
+static double ds_slots(const struct pb *b, const struct moe_dims *d)
+{
+	double E = (double)b->E, cap = fmax(ceil((double)d->Tr * (double)b->topk / E), 4.0);
+	return E * cap;
+}
+
+/* Bytes a gate moves per (token, expert, slot) entry, forward: top-2 builds each choice's fp32
+ * weights (4 + 4), sums them (12), makes the bool mask (5) and the 16-bit copies the einsums
+ * take (3 + 6); top-1 one choice (4 + 5 + 9); top-k a one-hot of the slots and its product
+ * (4 + 8 + 5 + 9). Backward: the copies' and products' grads, about 14. */
+static double ds_gate_bytes(const struct pb *b, bool bwd)
+{
+	if (bwd)
+		return 14.0;
+	return b->topk == 1 ? 18.0 : b->topk == 2 ? 34.0 : 26.0;
+}
+
 /* An expert GEMM of the busiest rank (moe_imb) runs more than the mean rank's share: its
  * hardware FLOPs are the busiest rank's, its model FLOPs (the useful work) the mean's */
 static void expert_gemm(struct pb *b, const char *name, int64_t m, int64_t n, int64_t k,
@@ -2124,7 +2156,14 @@ static void moe_fwd(struct pb *b, int64_t l, enum lpiece pc)
 		 * counts before it issues the permute */
 		if (b->s->moe_capacity_factor > 0 && !b->s->moe_pad_to_capacity)
 			token_counts(b);
-		permute_fwd(b, &d);
+		if (ds_einsum(b)) {
+			double ec = ds_slots(b, &d);
+			elem_k(b, PLAN_K_ELEMWISE, "moe_gate", (double)d.Tr * ec * ds_gate_bytes(b, false),
+			       20);
+			gemm(b, "moe_dispatch_einsum", (int64_t)ec, b->h, d.Tr, 1, 0, false);
+		} else {
+			permute_fwd(b, &d);
+		}
 		break;
 	}
 	case LP_DISPATCH:
@@ -2151,7 +2190,10 @@ static void moe_fwd(struct pb *b, int64_t l, enum lpiece pc)
 		ep_a2a(b, "a2a_combine", "a2a_combine_nvl", d.a2a, d.Tr, b->last_compute);
 		if (shared_overlap(b))
 			beside_a2a(b, shared_fc2);
-		unpermute_fwd(b, &d);
+		if (ds_einsum(b))
+			gemm(b, "moe_combine_einsum", d.Tr, b->h, (int64_t)ds_slots(b, &d), 1, 0, false);
+		else
+			unpermute_fwd(b, &d);
 		if (b->fs > 0 && !shared_overlap(b))
 			shared_fwd(b);
 		lora_gemm(b, l, false, false);
@@ -2170,7 +2212,16 @@ static void moe_bwd(struct pb *b, int64_t l, enum lpiece pc)
 			shared_bwd_fc2(b);
 			shared_bwd_fc1(b);
 		}
-		unpermute_bwd(b, &d);
+		if (ds_einsum(b)) {
+			/* the grads of the combine weights (S x EC) and of the experts' output
+			 * (EC x h), then through the gate's products to its softmax */
+			gemm(b, "moe_combine_einsum_bwd", d.Tr, b->h, (int64_t)ds_slots(b, &d), 2, 0,
+			     false);
+			elem_k(b, PLAN_K_ELEMWISE, "moe_gate_bwd",
+			       (double)d.Tr * ds_slots(b, &d) * ds_gate_bytes(b, true), 10);
+		} else {
+			unpermute_bwd(b, &d);
+		}
 		ep_a2a(b, "a2a_combine_bwd", "a2a_combine_bwd_nvl", d.a2a, d.Tr, b->last_compute);
 		if (shared_overlap(b))
 			beside_a2a(b, shared_bwd_fc2);
@@ -2212,7 +2263,11 @@ static void moe_bwd(struct pb *b, int64_t l, enum lpiece pc)
 			beside_a2a(b, shared_bwd_fc1);
 		break;
 	default:
-		permute_bwd(b, &d);
+		if (ds_einsum(b)) /* the tokens' grad: the mask times the dispatched grads */
+			gemm(b, "moe_dispatch_einsum_bwd", d.Tr, b->h, (int64_t)ds_slots(b, &d), 1, 0,
+			     false);
+		else
+			permute_bwd(b, &d);
 		gemm(b, "router_bwd", d.Tr, b->E, b->h, g, 0, false);
 		lora_gemm(b, l, false, true);
 		sub_out(b, l, 2);

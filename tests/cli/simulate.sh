@@ -338,6 +338,22 @@ f = lambda x: x['tflops_per_gpu_model'] * x['step_time_s']
 assert abs(f(on) - f(off)) < 1e-6 * f(off)
 assert off['strategy']['activations']['moe_grouped_gemm'] is False"
 
+# DeepSpeed's MoE layer dispatches and combines with einsums over (token, expert, slot), whose
+# FLOPs grow with the square of a micro-batch's tokens: hardware FLOPs per token grow with the
+# micro-batch, model FLOPs per token do not
+for mb in 1 4; do
+	"$TWIN" simulate -m mixtral-8x7b -c dgx-h100 --gpus 32 -s ds-zero3 --set zero_optimization.stage=2 \
+		--set ep=8 --set kernels=fused --set recompute=none --set seq_len=2048 --set micro_batch=$mb \
+		--set global_batch=$((32 * mb)) --json >"$tmp/dsmoe_$mb.json" 2>"$err"
+done
+check "simulate: DeepSpeed's MoE einsums grow with the micro-batch's tokens squared" python3 -c "
+import json
+a, b = (json.load(open('$tmp/dsmoe_%d.json' % m)) for m in (1, 4))
+hw = lambda d, m: d['tflops_per_gpu_hardware'] * d['step_time_s'] / m
+md = lambda d, m: d['tflops_per_gpu_model'] * d['step_time_s'] / m
+assert hw(b, 4) > 1.1 * hw(a, 1), (hw(a, 1), hw(b, 4))
+assert abs(md(b, 4) - md(a, 1)) < 1e-6 * md(a, 1)"
+
 # moe_load_imbalance: the busiest expert rank's load; the step grows with it, the model FLOPs
 # per step do not, and both modes agree
 for i in 1 1.2 1.5; do

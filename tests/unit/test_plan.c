@@ -1723,6 +1723,48 @@ static void test_moe_grouped_gemm(struct test_ctx *t)
 	free(j);
 }
 
+/* DeepSpeed's MoE layer moves tokens with dense einsums over (token, expert, capacity slot):
+ * 1,024 tokens, top-2 of 8 experts of capacity 256 (2,048 slots), hidden 1,024, so each
+ * einsum is 2 x 1,024 x 2,048 x 1,024 FLOPs: dispatch and combine forward, the combine's two
+ * grads and the dispatch's one backward; no permutations. HF's eager blocks permute instead.
+ * The einsums are not model FLOPs. */
+static void test_moe_ds_einsum(struct test_ctx *t)
+{
+	struct job *j = moe_job();
+	fx_strategy(&j->strat, 8);
+	j->strat.ep = 4;
+	struct plan p[2]; /* DeepSpeed's fused model code, HF's eager */
+	bool ok[2];
+	for (int i = 0; i < 2; i++) {
+		j->strat.kernels = i ? STRAT_KERNELS_EAGER : STRAT_KERNELS_FUSED;
+		ok[i] = build(j, 0, &p[i]);
+	}
+	if (ok[0] && ok[1]) {
+		const double f = 2.0 * 1024 * 2048 * 1024;
+		for (int i = 0; i < 2; i++) {
+			double ein = 0;
+			int n = 0, perm = 0;
+			for (size_t k = 0; k < p[i].nops; k++) {
+				const struct plan_op *o = &p[i].ops[k];
+				if (o->kind != PLAN_COMPUTE)
+					continue;
+				if (strstr(o->name, "_einsum")) {
+					n++;
+					ein += o->u.compute.flops;
+				}
+				perm += strstr(o->name, "permute") != NULL;
+			}
+			/* 4 MoE layers, one micro-batch: 4 einsums, 5 GEMMs' worth each */
+			CHECK_EQ_INT(t, n, i ? 0 : 16);
+			CHECK_NEAR(t, ein, i ? 0 : 4 * 5 * f, 1e-12);
+			CHECK_EQ_INT(t, perm, i ? 16 : 0);
+		}
+		CHECK_NEAR(t, p[0].model_flops, p[1].model_flops, 1e-12);
+	}
+	release_plans(p, ok, 2);
+	free(j);
+}
+
 /* MoE parallel folding (Megatron-Core expert_tp != tp): the expert groups are carved out of a
  * stage's tp x dp ranks in rank order, expert_tp fastest, then ep, then the replicas. With tp 2,
  * dp 8, ep 8, expert_tp 1 on 16 GPUs an expert group is the 8 ranks of a node (both tp ranks
@@ -3688,6 +3730,7 @@ int main(void)
 	TEST_RUN(&t, test_moe_capacity);
 	TEST_RUN(&t, test_moe_permute_fusion);
 	TEST_RUN(&t, test_moe_grouped_gemm);
+	TEST_RUN(&t, test_moe_ds_einsum);
 	TEST_RUN(&t, test_recompute_modules);
 	TEST_RUN(&t, test_tp_comm_overlap_userbuffers);
 	TEST_RUN(&t, test_async_tp_backward);
