@@ -853,6 +853,17 @@ static bool moe_dispatch_sp(const struct pb *b)
 	return b->megatron && b->sp && b->tp > 1;
 }
 
+/* DeepSpeed's MoE layer (deepspeed/moe/sharded_moe.py, Megatron-DeepSpeed's MoE; HF's eager
+ * blocks have their own): the gate builds fp32 combine weights over (token, expert, capacity
+ * slot) and the layer moves tokens with dense einsums over them, "sec,sm->ecm" to dispatch and
+ * "sec,ecm->sm" to combine, GEMMs of 2 S x EC x h FLOPs (S tokens, EC = E experts x their
+ * capacity ceil(S k x / E) with x the capacity factor (1 by default) or, without dropping, the
+ * busiest expert's load over the mean; min_capacity 4) instead of permutations. */
+static bool ds_einsum(const struct pb *b)
+{
+	return b->ds && !b->eager;
+}
+
 /* The busiest expert rank's received tokens over the mean (strategy moe_load_imbalance), at
  * most the experts' capacity when Megatron drops tokens, and the capacity itself when it pads
  * them to it; every rank is costed as that one */
@@ -860,6 +871,10 @@ static double moe_imb(const struct pb *b)
 {
 	double imb = b->s->moe_load_imbalance > 1 ? b->s->moe_load_imbalance : 1.0;
 	double cf = b->s->moe_capacity_factor;
+	/* DeepSpeed's MoE layer pads every expert to its capacity: the factor's (1 unless set)
+	 * while it drops tokens, the busiest expert's count when it does not */
+	if (ds_einsum(b))
+		return b->s->moe_dropless ? imb : fmax(cf, 1.0);
 	if (cf <= 0)
 		return imb;
 	return b->s->moe_pad_to_capacity ? cf : fmin(imb, cf);
@@ -869,19 +884,10 @@ static double moe_imb(const struct pb *b)
  * capacity x experts) */
 static double moe_pad(const struct pb *b)
 {
+	if (ds_einsum(b)) /* its dispatched tensor is experts x capacity slots */
+		return moe_imb(b);
 	return b->s->moe_capacity_factor > 0 && b->s->moe_pad_to_capacity ? b->s->moe_capacity_factor
 									   : 1.0;
-}
-
-/* DeepSpeed's MoE layer (deepspeed/moe/sharded_moe.py, Megatron-DeepSpeed's MoE; HF's eager
- * blocks have their own): the gate builds fp32 combine weights over (token, expert, capacity
- * slot) and the layer moves tokens with dense einsums over them, "sec,sm->ecm" to dispatch and
- * "sec,ecm->sm" to combine, GEMMs of 2 S x EC x h FLOPs (S tokens, EC = E experts x their
- * capacity ceil(S k / E), DeepSpeed's capacity factor 1 and min_capacity 4) instead of
- * permutations. */
-static bool ds_einsum(const struct pb *b)
-{
-	return b->ds && !b->eager;
 }
 
 /* Megatron's drop-and-pad path: tokens padded to the experts' capacity */
@@ -972,7 +978,8 @@ static struct act_sizes layer_act(const struct pb *b, int64_t l)
 		/* DeepSpeed's einsums keep their 16-bit mask and combine weights over every
 		 * (token, expert, slot): 4 bytes an entry */
 		if (ds_einsum(b))
-			rep += T * b->E * (int64_t)fmax(ceil((double)(T * b->topk) / (double)b->E), 4.0) * 4;
+			rep += T * b->E *
+			       (int64_t)fmax(ceil((double)(T * b->topk) * moe_pad(b) / (double)b->E), 4.0) * 4;
 		/* the experts' input: the permuted token copies; Megatron-Core's dispatcher
 		 * all-gathers them over TP, so each TP rank keeps all T x top-k (folded experts:
 		 * the T / tp of each of the expert_tp ranks) */
@@ -2075,7 +2082,7 @@ static void expert_cat(struct pb *b, const struct moe_dims *d, const char *name)
 
 static double ds_slots(const struct pb *b, const struct moe_dims *d)
 {
-	double E = (double)b->E, cap = fmax(ceil((double)d->Tr * (double)b->topk / E), 4.0);
+	double E = (double)b->E, cap = fmax(ceil((double)d->Tr * (double)b->topk * moe_pad(b) / E), 4.0);
 	return E * cap;
 }
 
@@ -2158,6 +2165,14 @@ static void moe_fwd(struct pb *b, int64_t l, enum lpiece pc)
 			token_counts(b);
 		if (ds_einsum(b)) {
 			double ec = ds_slots(b, &d);
+			if (b->s->moe_dropless) {
+				/* without dropping, the busiest expert's count is all-reduced (MAX) over
+				 * the expert group and becomes the one-hot's class count, a host int */
+				uint32_t n = coll(b, PLAN_ALL_REDUCE, JOB_GROUP_EP, PLAN_STREAM_COMM_TP,
+						  "moe_capacity_max", 2, TW_FP32, b->moe_probs);
+				if (n != PLAN_NONE)
+					b->p->ops[n].flags |= PLAN_F_HOSTWAIT;
+			}
 			elem_k(b, PLAN_K_ELEMWISE, "moe_gate", (double)d.Tr * ec * ds_gate_bytes(b, false),
 			       20);
 			gemm(b, "moe_dispatch_einsum", (int64_t)ec, b->h, d.Tr, 1, 0, false);

@@ -144,7 +144,8 @@ static const char *const our_keys[] = {
 	"attention_dropout", "cross_entropy", "attention_kernel", "nccl_algo", "nccl_proto",
 	"moe_dispatcher", "overlap_moe_expert_parallel_comm", "moe_load_imbalance",
 	"moe_shared_expert_overlap", "delay_wgrad_compute", "moe_expert_capacity_factor",
-	"moe_pad_expert_input_to_capacity", "moe_permute_fusion", "moe_grouped_gemm", NULL};
+	"moe_pad_expert_input_to_capacity", "moe_permute_fusion", "moe_grouped_gemm", "moe_drop_tokens",
+	NULL};
 
 static bool is_our_key(const char *k)
 {
@@ -427,9 +428,9 @@ struct ours {
 		recompute, flash, fp8, tf32, precision, optimizer, distopt, fsdp_sharding, fsdp_group,
 		fsdp_version, fsdp_reduce, lora_rank, lora_targets, seq_len, host_op, ogr, opg, tpo, atp,
 		rnl, grb, fsl, lsl, afe, afl, rcm, hdrop, adrop, ce, akern, op2p, nalgo, nproto, disp,
-		moeo, imb, mso, dwg, mcf, mpad, mpf, mgg;
+		moeo, imb, mso, dwg, mcf, mpad, mpf, mgg, mdt;
 	bool ogr_v, opg_v, tpo_v, atp_v, grb_v, afe_v, afl_v, op2p_v, moeo_v, mso_v, dwg_v, mpad_v,
-		mpf_v, mgg_v;
+		mpf_v, mgg_v, mdt_v;
 	double host_op_v, hdrop_v, adrop_v, imb_v, mcf_v;
 	int framework_i, schedule_i, recompute_i, cp_kind_i, kernels_i, precision_i, optimizer_i,
 		fsdp_i, fsdp_reduce_i, ce_i, disp_i;
@@ -615,6 +616,7 @@ static enum tw_result parse_ours(struct strat_rd *r, const cJSON *o, struct ours
 	TW_CHECK(obool(r, o, NULL, "moe_pad_expert_input_to_capacity", &u->mpad_v, &u->mpad));
 	TW_CHECK(obool(r, o, NULL, "moe_permute_fusion", &u->mpf_v, &u->mpf));
 	TW_CHECK(obool(r, o, NULL, "moe_grouped_gemm", &u->mgg_v, &u->mgg));
+	TW_CHECK(obool(r, o, NULL, "moe_drop_tokens", &u->mdt_v, &u->mdt));
 	TW_CHECK(obool(r, o, NULL, "async_tensor_model_parallel_allreduce", &u->atp_v, &u->atp));
 	TW_CHECK(obool(r, o, NULL, "grad_reduce_in_bf16", &u->grb_v, &u->grb));
 	TW_CHECK(oenum(r, o, NULL, "precision", precision_names, &u->precision_i, &u->precision));
@@ -1039,6 +1041,17 @@ static enum tw_result megatron_moe_flag(struct strat_rd *r, const char *key, con
 static enum tw_result check_moe_knobs(struct strat_rd *r, const struct ours *u)
 {
 	struct strategy *s = r->s;
+	/* DeepSpeed's MoE layer (Megatron-DeepSpeed's model code) pads every expert to its
+	 * capacity: the capacity factor times its mean share while it drops tokens (its default),
+	 * else the busiest expert's count; HF's eager blocks under DeepSpeed are dropless */
+	bool ds_layer = s->framework == STRAT_DEEPSPEED && s->kernels == STRAT_KERNELS_FUSED;
+	s->moe_dropless = u->mdt.given && !u->mdt_v;
+	if (u->mdt.given && !ds_layer)
+		return sfail(r, "moe_drop_tokens", "is DeepSpeed's MoE layer's (framework deepspeed "
+			     "with kernels fused, Megatron-DeepSpeed's model code)");
+	if (ds_layer && (u->mdt.given || (r->m && r->m->experts > 0)))
+		oprov(s, "moe_drop_tokens", &u->mdt, "DeepSpeed default", "%s",
+		      s->moe_dropless ? "false" : "true");
 	s->moe_load_imbalance = u->imb.given ? u->imb_v : 1.0;
 	if (u->imb.given && r->m && r->m->experts == 0)
 		return sfail(r, "moe_load_imbalance", "needs a mixture-of-experts model (%s is dense)",
@@ -1046,20 +1059,25 @@ static enum tw_result check_moe_knobs(struct strat_rd *r, const struct ours *u)
 	if (u->imb.given && s->moe_load_imbalance > 1 && s->ep < 2)
 		return sfail(r, "moe_load_imbalance", "needs expert parallelism: ep > 1 (with every "
 			     "expert on each rank, imbalance moves work between a rank's own experts)");
-	if (u->imb.given && s->moe_load_imbalance > 1 && s->framework == STRAT_DEEPSPEED)
+	if (u->imb.given && s->moe_load_imbalance > 1 && ds_layer && !s->moe_dropless)
 		return sfail(r, "moe_load_imbalance", "DeepSpeed's MoE pads each expert to its "
 			     "capacity (capacity_factor) and drops what is over it: imbalance costs it "
-			     "tokens, not time");
+			     "tokens, not time (moe_drop_tokens false sizes the capacity by the "
+			     "busiest expert)");
 	if (u->imb.given || (r->m && r->m->experts > 0))
 		oprov(s, "moe_load_imbalance", &u->imb, "balanced routing", "%g",
 		      s->moe_load_imbalance);
 	/* Megatron-Core's token dropping and padding, with its all-to-all dispatcher */
 	s->moe_capacity_factor = u->mcf.given ? u->mcf_v : 0;
 	s->moe_pad_to_capacity = u->mpad.given && u->mpad_v;
-	if ((u->mcf.given || u->mpad.given) && s->framework != STRAT_MEGATRON)
-		return sfail(r, u->mcf.given ? "moe_expert_capacity_factor"
-					     : "moe_pad_expert_input_to_capacity",
-			     "needs framework megatron");
+	if (u->mpad.given && s->framework != STRAT_MEGATRON)
+		return sfail(r, "moe_pad_expert_input_to_capacity", "needs framework megatron");
+	if (u->mcf.given && s->framework != STRAT_MEGATRON && !ds_layer)
+		return sfail(r, "moe_expert_capacity_factor", "needs framework megatron, or "
+			     "DeepSpeed's MoE layer (kernels fused)");
+	if (u->mcf.given && ds_layer && s->moe_dropless)
+		return sfail(r, "moe_expert_capacity_factor", "DeepSpeed ignores it when it does not "
+			     "drop tokens (moe_drop_tokens false): the busiest expert sets the capacity");
 	if (u->mcf.given && r->m && r->m->experts == 0)
 		return sfail(r, "moe_expert_capacity_factor", "needs a mixture-of-experts model (%s is "
 			     "dense)", r->m->name);
@@ -1070,7 +1088,11 @@ static enum tw_result check_moe_knobs(struct strat_rd *r, const struct ours *u)
 		return sfail(r, "moe_pad_expert_input_to_capacity", "needs moe_expert_capacity_factor "
 			     "(Megatron: \"moe_expert_capacity_factor must be set to use "
 			     "moe_pad_expert_input_to_capacity\")");
-	if (u->mcf.given) {
+	if (ds_layer && !s->moe_dropless && (u->mcf.given || (r->m && r->m->experts > 0))) {
+		s->moe_capacity_factor = u->mcf.given ? u->mcf_v : 1.0;
+		oprov(s, "moe_expert_capacity_factor", &u->mcf, "DeepSpeed default", "%g",
+		      s->moe_capacity_factor);
+	} else if (u->mcf.given) {
 		oprov(s, "moe_expert_capacity_factor", &u->mcf, "dropless", "%g",
 		      s->moe_capacity_factor);
 		oprov(s, "moe_pad_expert_input_to_capacity", &u->mpad, "Megatron default", "%s",
@@ -2081,6 +2103,7 @@ struct cJSON *strategy_to_json(const struct strategy *s)
 	cJSON_AddBoolToObject(a, "moe_pad_expert_input_to_capacity", s->moe_pad_to_capacity);
 	cJSON_AddBoolToObject(a, "moe_permute_fusion", s->moe_permute_fusion);
 	cJSON_AddBoolToObject(a, "moe_grouped_gemm", s->moe_grouped_gemm);
+	cJSON_AddBoolToObject(a, "moe_drop_tokens", !s->moe_dropless);
 	cJSON_AddStringToObject(a, "attention_kernel", s->attention_kernel);
 	cJSON_AddStringToObject(o, "nccl_algo", s->nccl_algo);
 	cJSON_AddStringToObject(o, "nccl_proto", s->nccl_proto);

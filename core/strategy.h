@@ -221,6 +221,12 @@ struct strategy {
 	 * (TEGroupedMLP); off (its default), SequentialMLP loops over them, an MLP each, and
 	 * concatenates their outputs */
 	bool moe_grouped_gemm;
+	/* DeepSpeed's MoE layer without drop_tokens (key moe_drop_tokens false; Megatron-DeepSpeed's
+	 * --disable-moe-token-dropping): the capacity is the busiest expert's count
+	 * (moe_load_imbalance), every expert padded to it. Off, DeepSpeed's default, it pads every
+	 * expert to moe_expert_capacity_factor (its capacity_factor, default 1) times its mean
+	 * share and drops the rest */
+	bool moe_dropless;
 	/* NCCL_ALGO / NCCL_PROTO as the job's environment sets them: the algorithms and protocols
 	 * they take away from NCCL's tuner, bit i = strat_nccl_algo_names[i] /
 	 * strat_nccl_proto_names[i] (0: NCCL's default, all of them); the text as given */

@@ -354,6 +354,21 @@ md = lambda d, m: d['tflops_per_gpu_model'] * d['step_time_s'] / m
 assert hw(b, 4) > 1.1 * hw(a, 1), (hw(a, 1), hw(b, 4))
 assert abs(md(b, 4) - md(a, 1)) < 1e-6 * md(a, 1)"
 
+# DeepSpeed's MoE layer pads every expert to its capacity: a larger capacity factor, or without
+# dropping an imbalanced load, lengthens the step; HF's dropless blocks take the imbalance too
+D="--set zero_optimization.stage=2 --set ep=8 --set kernels=fused --set recompute=none --set micro_batch=2 --set global_batch=64"
+for c in "" "--set moe_expert_capacity_factor=1.25" "--set moe_drop_tokens=false --set moe_load_imbalance=1.5"; do
+	n=$(echo "$c" | wc -w)
+	# shellcheck disable=SC2086
+	"$TWIN" simulate -m mixtral-8x7b -c dgx-h100 --gpus 32 -s ds-zero3 $D $c --json >"$tmp/dscap_$n.json" 2>"$err"
+done
+check "simulate: DeepSpeed's MoE capacity factor and dropless imbalance lengthen the step" python3 -c "
+import json
+d = {k: json.load(open('$tmp/dscap_%s.json' % k)) for k in ('0', '2', '4')}
+s = {k: v['sim']['step_ns'] for k, v in d.items()}
+assert s['0'] < s['2'] and s['0'] < s['4'], s
+assert d['0']['strategy']['activations']['moe_drop_tokens'] is True and d['4']['strategy']['activations']['moe_drop_tokens'] is False"
+
 # moe_load_imbalance: the busiest expert rank's load; the step grows with it, the model FLOPs
 # per step do not, and both modes agree
 for i in 1 1.2 1.5; do

@@ -1765,6 +1765,53 @@ static void test_moe_ds_einsum(struct test_ctx *t)
 	free(j);
 }
 
+/* DeepSpeed's MoE layer pads every expert to its capacity: at capacity factor 1.25 the slots,
+ * the einsums and the experts' rows are 1.25 times those at 1 (DeepSpeed's default); without
+ * dropping the busiest expert's count sets it (imbalance 1.5), all-reduced over the expert
+ * group and read by the host once a layer; the model FLOPs stay the useful work */
+static void test_moe_ds_capacity(struct test_ctx *t)
+{
+	struct job *j = moe_job();
+	fx_strategy(&j->strat, 8);
+	j->strat.ep = 4;
+	struct plan p[3]; /* capacity factor 1, 1.25, dropless with imbalance 1.5 */
+	bool ok[3];
+	for (int i = 0; i < 3; i++) {
+		j->strat.moe_capacity_factor = i == 1 ? 1.25 : 1.0;
+		j->strat.moe_dropless = i == 2;
+		j->strat.moe_load_imbalance = i == 2 ? 1.5 : 1.0;
+		ok[i] = build(j, 0, &p[i]);
+	}
+	if (ok[0] && ok[1] && ok[2]) {
+		double ein[3] = { 0 };
+		int64_t rows[3] = { 0 };
+		int waits[3] = { 0 };
+		for (int i = 0; i < 3; i++)
+			for (size_t k = 0; k < p[i].nops; k++) {
+				const struct plan_op *o = &p[i].ops[k];
+				if (o->kind == PLAN_COMPUTE && !strcmp(o->name, "moe_dispatch_einsum"))
+					ein[i] += o->u.compute.flops;
+				if (o->kind == PLAN_COMPUTE && !strcmp(o->name, "expert_fc1") && !rows[i])
+					rows[i] = o->u.compute.m;
+				waits[i] += o->kind == PLAN_COLL && !strcmp(o->name, "moe_capacity_max") &&
+					    (o->flags & PLAN_F_HOSTWAIT);
+			}
+		/* 2,048 slots at 1 (capacity 256 of 8 experts), 2,560 at 1.25, 3,072 at 1.5 */
+		CHECK_NEAR(t, ein[1], ein[0] * 1.25, 1e-12);
+		CHECK_NEAR(t, ein[2], ein[0] * 1.5, 1e-12);
+		/* two local experts: 1,024 rows each at 1 */
+		CHECK_EQ_INT(t, rows[0], 1024);
+		CHECK_EQ_INT(t, rows[1], 1280);
+		CHECK_EQ_INT(t, rows[2], 1536);
+		CHECK_EQ_INT(t, waits[0] + waits[1], 0);
+		CHECK_EQ_INT(t, waits[2], 4);
+		CHECK_NEAR(t, p[1].model_flops, p[0].model_flops, 1e-12);
+		CHECK_NEAR(t, p[2].model_flops, p[0].model_flops, 1e-12);
+	}
+	release_plans(p, ok, 3);
+	free(j);
+}
+
 /* MoE parallel folding (Megatron-Core expert_tp != tp): the expert groups are carved out of a
  * stage's tp x dp ranks in rank order, expert_tp fastest, then ep, then the replicas. With tp 2,
  * dp 8, ep 8, expert_tp 1 on 16 GPUs an expert group is the 8 ranks of a node (both tp ranks
@@ -3731,6 +3778,7 @@ int main(void)
 	TEST_RUN(&t, test_moe_permute_fusion);
 	TEST_RUN(&t, test_moe_grouped_gemm);
 	TEST_RUN(&t, test_moe_ds_einsum);
+	TEST_RUN(&t, test_moe_ds_capacity);
 	TEST_RUN(&t, test_recompute_modules);
 	TEST_RUN(&t, test_tp_comm_overlap_userbuffers);
 	TEST_RUN(&t, test_async_tp_backward);
