@@ -1318,6 +1318,15 @@ static struct job *moe_job(void)
 	return j;
 }
 
+/* The same MoE model under DeepSpeed's defaults, ep 4 (two local experts) */
+static struct job *ds_moe_job(void)
+{
+	struct job *j = moe_job();
+	fx_strategy(&j->strat, 8);
+	j->strat.ep = 4;
+	return j;
+}
+
 /* Release the plans that were built (ok[i]) */
 static void release_plans(struct plan *p, const bool *ok, int n)
 {
@@ -1730,9 +1739,7 @@ static void test_moe_grouped_gemm(struct test_ctx *t)
  * The einsums are not model FLOPs. */
 static void test_moe_ds_einsum(struct test_ctx *t)
 {
-	struct job *j = moe_job();
-	fx_strategy(&j->strat, 8);
-	j->strat.ep = 4;
+	struct job *j = ds_moe_job();
 	struct plan p[2]; /* DeepSpeed's fused model code, HF's eager */
 	bool ok[2];
 	for (int i = 0; i < 2; i++) {
@@ -1771,9 +1778,7 @@ static void test_moe_ds_einsum(struct test_ctx *t)
  * group and read by the host once a layer; the model FLOPs stay the useful work */
 static void test_moe_ds_capacity(struct test_ctx *t)
 {
-	struct job *j = moe_job();
-	fx_strategy(&j->strat, 8);
-	j->strat.ep = 4;
+	struct job *j = ds_moe_job();
 	struct plan p[3]; /* capacity factor 1, 1.25, dropless with imbalance 1.5 */
 	bool ok[3];
 	for (int i = 0; i < 3; i++) {
