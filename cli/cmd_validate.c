@@ -619,7 +619,8 @@ static int case_nccl_env(const cJSON *cs, const char *var, char *out, size_t cap
 	return 0;
 }
 
-static cJSON *strategy_json(const cJSON *cs, const cJSON *s, const cJSON *m, struct vcase *vc)
+static cJSON *strategy_json(const cJSON *cs, const cJSON *s, const cJSON *m, bool moe,
+			    struct vcase *vc)
 {
 	cJSON *o = cJSON_CreateObject();
 	static const char *const nccl_env[][2] = { { "NCCL_ALGO", "nccl_algo" }, { "NCCL_PROTO", "nccl_proto" } };
@@ -694,8 +695,7 @@ static cJSON *strategy_json(const cJSON *cs, const cJSON *s, const cJSON *m, str
 		/* MoE: Megatron-LM's MoE example scripts and Megatron-Bridge's model providers run
 		 * the local experts as grouped GEMMs and fuse the token permutation (Megatron-Core
 		 * defaults to neither); a case that says otherwise keeps the default */
-		const cJSON *moe = field(m, "moe");
-		if (cJSON_IsObject(moe)) {
+		if (moe) {
 			if (!case_mentions(cs, "SequentialMLP", "moe_grouped_gemm=false")) {
 				cJSON_AddBoolToObject(o, "moe_grouped_gemm", true);
 				assume(vc, "strategy.moe_grouped_gemm=true (Megatron's MoE scripts and "
@@ -1075,7 +1075,17 @@ static void run_training(const struct vrun *vr, const cJSON *cs, struct vcase *v
 	double dummy;
 	if (num(mo, "layers", &dummy) && num(mo, "hidden", &dummy) && num(mo, "heads", &dummy))
 		preset = NULL;
-	cJSON *mj = NULL, *sj = strategy_json(cs, st, mo, vc);
+	/* a MoE model: the case's own experts, or a preset with them */
+	bool is_moe = cJSON_IsObject(moe);
+	if (preset && !is_moe) {
+		char dir[1024];
+		snprintf(dir, sizeof(dir), "%s/examples/models", ctx->data_dir);
+		struct model *pm = TW_NEW(struct model);
+		struct tw_err perr;
+		is_moe = model_load(preset, dir, pm, &perr) == TW_OK && model_is_moe(pm);
+		free(pm);
+	}
+	cJSON *mj = NULL, *sj = strategy_json(cs, st, mo, is_moe, vc);
 	if (!preset) {
 		mj = model_json(mo, vc);
 		if (moe && !moe_json(moe, mj, vc)) {

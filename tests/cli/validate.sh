@@ -124,6 +124,11 @@ cases.append(moe)
 mu = json.loads(json.dumps(moe))
 mu.update(id="moe_unfused", notes="flash attention; moe_permute_fusion=false")
 cases.append(mu)
+# a MoE model by preset name only
+mp = case("moe_preset", "flash attention", "a 2024 README", 1, 1, 1, 8, 16)
+mp["model"] = {"preset": "tiny-moe"}
+mp["strategy"]["ep"] = 4
+cases.append(mp)
 # frameworks by other names: NeMo runs Megatron's code, torchtitan FSDP2 (zero_stage 2: its
 # SHARD_GRAD_OP)
 nemo = case("nemo", "", "a 2024 README", 2, 2, 1, 8, 16)
@@ -158,6 +163,7 @@ assert has("moe", "model.moe.expert_ffn_hidden=model.ffn_hidden")
 assert has("moe", "strategy.moe_grouped_gemm=true") and has("moe", "strategy.moe_permute_fusion=true")
 assert has("moe_unfused", "strategy.moe_grouped_gemm=true") and not has("moe_unfused", "strategy.moe_permute_fusion")
 assert not has("deny", "strategy.moe_grouped_gemm")
+assert has("moe_preset", "strategy.moe_grouped_gemm=true"), d["moe_preset"]
 assert has("nemo", "strategy.framework=megatron") and has("tt", "strategy.framework=fsdp")
 st = json.load(open(sys.argv[3]))
 assert st["framework"] == "fsdp" and st["fsdp"] == {"version": 2, "sharding_strategy": "SHARD_GRAD_OP"}, st
@@ -167,7 +173,7 @@ per_token = 6 * l * (h * (16 + 4 + 4) * hd + 16 * hd * h + 2 * 3 * h * f) + 12 *
 got = p["tflops_per_gpu"] * 1e12 / p["tokens_per_s_per_gpu"]
 assert abs(got / per_token - 1) < 0.01, (got, per_token)
 train = [l.split() for l in open(sys.argv[2]) if l.startswith("training ")]
-assert train and train[0][1] == "14", train
+assert train and train[0][1] == "15", train
 print("ok")
 PY
 check "validate: flash denied, uneven stages, overlap_p2p_comm by date, MoE keys, FLOPs and recipe knobs, framework names, tokens/s in the training line" \
