@@ -890,6 +890,13 @@ static double moe_pad(const struct pb *b)
 									   : 1.0;
 }
 
+/* DeepSpeed's MoE layer's slots for Tr tokens: every expert's capacity (at least 4) */
+static int64_t ds_slots(const struct pb *b, int64_t Tr)
+{
+	double E = (double)b->E;
+	return b->E * (int64_t)fmax(ceil((double)Tr * (double)b->topk * moe_pad(b) / E), 4.0);
+}
+
 /* Megatron's drop-and-pad path: tokens padded to the experts' capacity */
 static bool moe_pad_cap(const struct pb *b)
 {
@@ -978,8 +985,7 @@ static struct act_sizes layer_act(const struct pb *b, int64_t l)
 		/* DeepSpeed's einsums keep their 16-bit mask and combine weights over every
 		 * (token, expert, slot): 4 bytes an entry */
 		if (ds_einsum(b))
-			rep += T * b->E *
-			       (int64_t)fmax(ceil((double)(T * b->topk) * moe_pad(b) / (double)b->E), 4.0) * 4;
+			rep += T * ds_slots(b, T) * 4;
 		/* the experts' input: the permuted token copies; Megatron-Core's dispatcher
 		 * all-gathers them over TP, so each TP rank keeps all T x top-k (folded experts:
 		 * the T / tp of each of the expert_tp ranks) */
@@ -2080,11 +2086,6 @@ static void expert_cat(struct pb *b, const struct moe_dims *d, const char *name)
 	b->p->ops[id].host_views = (uint32_t)b->El;
 }
 
-static double ds_slots(const struct pb *b, const struct moe_dims *d)
-{
-	double E = (double)b->E, cap = fmax(ceil((double)d->Tr * (double)b->topk * moe_pad(b) / E), 4.0);
-	return E * cap;
-}
 
 /* Bytes a gate moves per (token, expert, slot) entry, forward: top-2 builds each choice's fp32
  * weights (4 + 4), sums them (12), makes the bool mask (5) and the 16-bit copies the einsums
@@ -2164,7 +2165,7 @@ static void moe_fwd(struct pb *b, int64_t l, enum lpiece pc)
 		if (b->s->moe_capacity_factor > 0 && !b->s->moe_pad_to_capacity)
 			token_counts(b);
 		if (ds_einsum(b)) {
-			double ec = ds_slots(b, &d);
+			int64_t ec = ds_slots(b, d.Tr);
 			if (b->s->moe_dropless) {
 				/* without dropping, the busiest expert's count is all-reduced (MAX) over
 				 * the expert group and becomes the one-hot's class count, a host int */
@@ -2173,9 +2174,9 @@ static void moe_fwd(struct pb *b, int64_t l, enum lpiece pc)
 				if (n != PLAN_NONE)
 					b->p->ops[n].flags |= PLAN_F_HOSTWAIT;
 			}
-			elem_k(b, PLAN_K_ELEMWISE, "moe_gate", (double)d.Tr * ec * ds_gate_bytes(b, false),
-			       20);
-			gemm(b, "moe_dispatch_einsum", (int64_t)ec, b->h, d.Tr, 1, 0, false);
+			elem_k(b, PLAN_K_ELEMWISE, "moe_gate",
+			       (double)d.Tr * (double)ec * ds_gate_bytes(b, false), 20);
+			gemm(b, "moe_dispatch_einsum", ec, b->h, d.Tr, 1, 0, false);
 		} else {
 			permute_fwd(b, &d);
 		}
@@ -2206,7 +2207,7 @@ static void moe_fwd(struct pb *b, int64_t l, enum lpiece pc)
 		if (shared_overlap(b))
 			beside_a2a(b, shared_fc2);
 		if (ds_einsum(b))
-			gemm(b, "moe_combine_einsum", d.Tr, b->h, (int64_t)ds_slots(b, &d), 1, 0, false);
+			gemm(b, "moe_combine_einsum", d.Tr, b->h, ds_slots(b, d.Tr), 1, 0, false);
 		else
 			unpermute_fwd(b, &d);
 		if (b->fs > 0 && !shared_overlap(b))
@@ -2230,10 +2231,10 @@ static void moe_bwd(struct pb *b, int64_t l, enum lpiece pc)
 		if (ds_einsum(b)) {
 			/* the grads of the combine weights (S x EC) and of the experts' output
 			 * (EC x h), then through the gate's products to its softmax */
-			gemm(b, "moe_combine_einsum_bwd", d.Tr, b->h, (int64_t)ds_slots(b, &d), 2, 0,
-			     false);
+			int64_t ec = ds_slots(b, d.Tr);
+			gemm(b, "moe_combine_einsum_bwd", d.Tr, b->h, ec, 2, 0, false);
 			elem_k(b, PLAN_K_ELEMWISE, "moe_gate_bwd",
-			       (double)d.Tr * ds_slots(b, &d) * ds_gate_bytes(b, true), 10);
+			       (double)d.Tr * (double)ec * ds_gate_bytes(b, true), 10);
 		} else {
 			unpermute_bwd(b, &d);
 		}
@@ -2279,8 +2280,7 @@ static void moe_bwd(struct pb *b, int64_t l, enum lpiece pc)
 		break;
 	default:
 		if (ds_einsum(b)) /* the tokens' grad: the mask times the dispatched grads */
-			gemm(b, "moe_dispatch_einsum_bwd", d.Tr, b->h, (int64_t)ds_slots(b, &d), 1, 0,
-			     false);
+			gemm(b, "moe_dispatch_einsum_bwd", d.Tr, b->h, ds_slots(b, d.Tr), 1, 0, false);
 		else
 			permute_bwd(b, &d);
 		gemm(b, "router_bwd", d.Tr, b->E, b->h, g, 0, false);
