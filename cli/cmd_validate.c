@@ -693,8 +693,9 @@ static cJSON *strategy_json(const cJSON *cs, const cJSON *s, const cJSON *m, boo
 			assume(vc, "strategy.overlap_param_gather=true (the case says so)");
 		}
 		/* MoE: Megatron-LM's MoE example scripts and Megatron-Bridge's model providers run
-		 * the local experts as grouped GEMMs and fuse the token permutation (Megatron-Core
-		 * defaults to neither); a case that says otherwise keeps the default */
+		 * the local experts as grouped GEMMs and fuse the token permutation, and Bridge's
+		 * performance recipes the router (Megatron-Core defaults to none); a case that says
+		 * otherwise keeps the default */
 		if (moe) {
 			if (!case_mentions(cs, "SequentialMLP", "moe_grouped_gemm=false")) {
 				cJSON_AddBoolToObject(o, "moe_grouped_gemm", true);
@@ -705,6 +706,11 @@ static cJSON *strategy_json(const cJSON *cs, const cJSON *s, const cJSON *m, boo
 				cJSON_AddBoolToObject(o, "moe_permute_fusion", true);
 				assume(vc, "strategy.moe_permute_fusion=true (Megatron's MoE scripts and "
 					   "recipes pass it)");
+			}
+			if (!case_mentions(cs, "moe_router_fusion=false", "router fusion off")) {
+				cJSON_AddBoolToObject(o, "moe_router_fusion", true);
+				assume(vc, "strategy.moe_router_fusion=true (Megatron-Bridge's "
+					   "performance recipes pass it)");
 			}
 		}
 	}

@@ -55,7 +55,7 @@ enum tw_result job_load(const struct job_inputs *in, struct job *out, struct tw_
 
 static const char *const group_names[JOB_NUM_GROUPS] = {
 	"world", "tp", "cp", "dp", "dp_cp", "pp", "ep", "edp", "shard", "replica", "embedding",
-	"hpz", "node", "xnode", "shard_xnode", "etp", "ep_node", "ep_xnode",
+	"hpz", "node", "xnode", "shard_xnode", "etp", "ep_node", "ep_xnode", "tp_cp",
 };
 
 const char *job_group_name(enum job_group g)
@@ -161,6 +161,8 @@ int64_t job_group_size(const struct job *j, enum job_group g)
 		return s->dp;
 	case JOB_GROUP_DP_CP:
 		return s->dp * s->cp;
+	case JOB_GROUP_TP_CP:
+		return s->tp * s->cp;
 	case JOB_GROUP_PP:
 		return s->pp;
 	case JOB_GROUP_EP:
@@ -220,6 +222,10 @@ int64_t job_group_members(const struct job *j, enum job_group g, int64_t rank, i
 		case JOB_GROUP_DP_CP: /* cp varies faster than dp in rank order */
 			m.cp = i % s->cp;
 			m.dp = i / s->cp;
+			break;
+		case JOB_GROUP_TP_CP: /* tp varies fastest, then cp: one block of ranks */
+			m.tp = i % s->tp;
+			m.cp = i / s->tp;
 			break;
 		case JOB_GROUP_PP:
 			m.pp = i;

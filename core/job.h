@@ -63,6 +63,7 @@ enum job_group {
 	JOB_GROUP_EP_XNODE, /* those at the rank's place among its node's, one per node (DeepEP's
 			     * network stage); where the nodes hold unequal shares of the group,
 			     * EP_NODE is the whole group and EP_XNODE the rank alone */
+	JOB_GROUP_TP_CP,    /* tp x cp: Megatron-Core's MoE router sums its token counts there */
 	JOB_NUM_GROUPS
 };
 const char *job_group_name(enum job_group g);

@@ -857,11 +857,24 @@ static bool moe_dispatch_sp(const struct pb *b)
  * blocks have their own): the gate builds fp32 combine weights over (token, expert, capacity
  * slot) and the layer moves tokens with dense einsums over them, "sec,sm->ecm" to dispatch and
  * "sec,ecm->sm" to combine, GEMMs of 2 S x EC x h FLOPs (S tokens, EC = E experts x their
- * capacity ceil(S k x / E) with x the capacity factor (1 by default) or, without dropping, the
- * busiest expert's load over the mean; min_capacity 4) instead of permutations. */
+ * capacity, ds_capacity) instead of permutations. */
 static bool ds_einsum(const struct pb *b)
 {
 	return b->ds && !b->eager;
+}
+
+/* DeepSpeed's MoE layer's capacity of each expert, in tokens (sharded_moe.py, _capacity and the
+ * gates' drop_tokens branch): ceil(S k x / E) of the S tokens a rank routes with x the capacity
+ * factor (1 by default), at least min_capacity; without dropping, the busiest expert's count
+ * (moe_load_imbalance times the mean), at most S */
+static double ds_capacity(const struct pb *b)
+{
+	double share = (double)b->T * (double)b->topk / (double)b->E;
+	double imb = b->s->moe_load_imbalance > 1 ? b->s->moe_load_imbalance : 1.0;
+	double cf = b->s->moe_capacity_factor > 0 ? b->s->moe_capacity_factor : 1.0;
+	if (b->s->moe_dropless)
+		return fmin(ceil(share * imb), (double)b->T);
+	return fmax(ceil(share * cf), (double)b->s->moe_min_capacity);
 }
 
 /* The busiest expert rank's received tokens over the mean (strategy moe_load_imbalance), at
@@ -871,30 +884,31 @@ static double moe_imb(const struct pb *b)
 {
 	double imb = b->s->moe_load_imbalance > 1 ? b->s->moe_load_imbalance : 1.0;
 	double cf = b->s->moe_capacity_factor;
-	/* DeepSpeed's MoE layer pads every expert to its capacity: the factor's (1 unless set)
-	 * while it drops tokens, the busiest expert's count when it does not */
+	/* DeepSpeed's MoE layer pads every expert to its capacity */
 	if (ds_einsum(b))
-		return b->s->moe_dropless ? imb : fmax(cf, 1.0);
+		return ds_capacity(b) * (double)b->E / ((double)b->T * (double)b->topk);
 	if (cf <= 0)
 		return imb;
 	return b->s->moe_pad_to_capacity ? cf : fmin(imb, cf);
 }
 
-/* Megatron's padding to capacity: this rank's permuted tokens are padded too (its sends are
- * capacity x experts) */
+/* The copies this rank permutes over the tokens it routes times top-k: Megatron's padding to
+ * capacity pads them too (its sends are capacity x experts) */
 static double moe_pad(const struct pb *b)
 {
 	if (ds_einsum(b)) /* its dispatched tensor is experts x capacity slots */
 		return moe_imb(b);
-	return b->s->moe_capacity_factor > 0 && b->s->moe_pad_to_capacity ? b->s->moe_capacity_factor
-									   : 1.0;
+	/* below 1 the factor drops tokens even from balanced routing: the copies kept */
+	double cf = b->s->moe_capacity_factor;
+	if (cf <= 0)
+		return 1.0;
+	return b->s->moe_pad_to_capacity ? cf : fmin(cf, 1.0);
 }
 
-/* DeepSpeed's MoE layer's slots for Tr tokens: every expert's capacity (at least 4) */
-static int64_t ds_slots(const struct pb *b, int64_t Tr)
+/* DeepSpeed's MoE layer's slots: every expert's capacity */
+static int64_t ds_slots(const struct pb *b)
 {
-	double E = (double)b->E;
-	return b->E * (int64_t)fmax(ceil((double)Tr * (double)b->topk * moe_pad(b) / E), 4.0);
+	return b->E * (int64_t)ds_capacity(b);
 }
 
 /* Megatron's drop-and-pad path: tokens padded to the experts' capacity */
@@ -985,7 +999,7 @@ static struct act_sizes layer_act(const struct pb *b, int64_t l)
 		/* DeepSpeed's einsums keep their 16-bit mask and combine weights over every
 		 * (token, expert, slot): 4 bytes an entry */
 		if (ds_einsum(b))
-			rep += T * ds_slots(b, T) * 4;
+			rep += T * ds_slots(b) * 4;
 		/* the experts' input: the permuted token copies; Megatron-Core's dispatcher
 		 * all-gathers them over TP, so each TP rank keeps all T x top-k (folded experts:
 		 * the T / tp of each of the expert_tp ranks) */
@@ -2133,6 +2147,76 @@ static void token_counts(struct pb *b)
 		b->p->ops[n].flags |= PLAN_F_HOSTWAIT;
 }
 
+static bool recomputed(const struct pb *b, int64_t l);
+
+/* ---- Megatron-Core's router after its gating GEMM (router.py; moe_utils.py
+ * topk_routing_with_score_function, compute_routing_scores_for_aux_loss,
+ * switch_load_balancing_loss_func), over N = Tr x E logits of lb bytes, n = Tr x k copies,
+ * scores in fp32:
+ *  - routing, unfused: top-k of the logits, softmax of the k (fp32) and the cast back, then two
+ *    zero-filled out-of-place scatters into dense [Tr, E] tensors: the probs (zeros, clone,
+ *    scatter) and the bool map (zeros, int cast, clone, scatter, bool cast): 11 kernels,
+ *    N (6 lb + 17) + n (4 lb + 32) bytes; backward the probs' gather, the cast's and the
+ *    softmax's grads, top-k's zeros and scatter: 5 kernels, N lb + n (4 lb + 32);
+ *  - routing, fused (moe_router_fusion, Transformer Engine's fused_topk_with_score_function):
+ *    one kernel reads the logits and writes the dense probs and map, N (2 lb + 1); backward
+ *    one, N (2 lb + 4);
+ *  - the load-balancing loss (moe_aux_loss_coeff > 0), only while autograd records: not in the
+ *    no-grad forward of a checkpointed layer or MoE block, whose recompute computes it.
+ *    Unfused: the scores softmaxed over every expert, their top-k and map as above (7
+ *    kernels), the map's per-expert sum, all-reduced over TP x CP
+ *    (get_tokens_per_expert_and_token_count), the probs' per-expert sum and the loss's
+ *    products (4), the metrics tracker's division and sum (2): 14 kernels, N (3 lb + 30) +
+ *    24 n; backward the scaler's ones and scale, the loss's products, the expanded grad and
+ *    softmax's backward, the cast and the add into the logits' grad: 8 kernels,
+ *    N (4 lb + 20). Fused (fused_compute_score_for_moe_aux_loss, fused_moe_aux_loss): 5
+ *    kernels, N (lb + 10); backward 5, N (4 lb + 12). */
+static bool router_aux(const struct pb *b, int64_t l)
+{
+	if (!b->megatron || b->s->moe_aux_loss_coeff <= 0)
+		return false;
+	if (b->phase == PLAN_PHASE_BWD || (b->flags & PLAN_F_RECOMPUTE))
+		return true;
+	return !recomputed(b, l) && !rc_mod(b, STRAT_RC_MOE);
+}
+
+static uint32_t router_fwd(struct pb *b, const struct moe_dims *d, int64_t l)
+{
+	double N = (double)d->Tr * (double)b->E, n = (double)d->Tr * (double)b->topk, lb = b->ab;
+	bool fused = b->s->moe_router_fusion;
+	if (!b->megatron) /* the frameworks' softmax over the experts and their top-k */
+		return compute(b, PLAN_K_SOFTMAX, "router_softmax", 0, N * 8, PLAN_STREAM_COMPUTE);
+	uint32_t probs = fused ? elem(b, PLAN_K_SOFTMAX, "router_topk", N * (2 * lb + 1))
+			       : elem_k(b, PLAN_K_SOFTMAX, "router_topk",
+					N * (6 * lb + 17) + n * (4 * lb + 32), 10);
+	if (!router_aux(b, l))
+		return probs;
+	if (fused)
+		elem_k(b, PLAN_K_SOFTMAX, "router_aux_scores", N * (lb + 6), 1);
+	else
+		elem_k(b, PLAN_K_SOFTMAX, "router_aux_scores", N * (3 * lb + 26) + 24 * n, 7);
+	/* the tokens per expert (E int64) summed over TP x CP before the loss reads them */
+	wait_on(b, coll(b, PLAN_ALL_REDUCE, JOB_GROUP_TP_CP, PLAN_STREAM_COMM_TP,
+			"router_aux_tokens", 2 * b->E, TW_FP32, b->last_compute));
+	elem_k(b, PLAN_K_ELEMWISE, "router_aux_loss", N * 4, fused ? 2 : 5);
+	return probs;
+}
+
+static void router_bwd(struct pb *b, const struct moe_dims *d, int64_t l)
+{
+	double N = (double)d->Tr * (double)b->E, n = (double)d->Tr * (double)b->topk, lb = b->ab;
+	bool fused = b->s->moe_router_fusion;
+	if (!b->megatron)
+		return;
+	if (router_aux(b, l))
+		elem_k(b, PLAN_K_SOFTMAX, "router_aux_bwd", N * (fused ? 4 * lb + 12 : 4 * lb + 20),
+		       fused ? 4 : 7);
+	if (fused)
+		elem(b, PLAN_K_SOFTMAX, "router_topk_bwd", N * (2 * lb + 4));
+	else
+		elem_k(b, PLAN_K_SOFTMAX, "router_topk_bwd", N * lb + n * (4 * lb + 32), 4);
+}
+
 static void moe_fwd(struct pb *b, int64_t l, enum lpiece pc)
 {
 	struct moe_dims d = moe_dims(b);
@@ -2147,8 +2231,7 @@ static void moe_fwd(struct pb *b, int64_t l, enum lpiece pc)
 			b->p->model_flops += 3.0 * b->p->ops[r].u.compute.flops / (double)b->tp;
 		else if (!(b->flags & PLAN_F_RECOMPUTE))
 			b->p->model_flops += 3.0 * b->p->ops[r].u.compute.flops;
-		uint32_t probs = compute(b, PLAN_K_SOFTMAX, "router_softmax", 0,
-					 (double)d.Tr * b->E * 8, PLAN_STREAM_COMPUTE);
+		uint32_t probs = router_fwd(b, &d, l);
 		if (b->eager)
 			/* HF's sparse MoE block (Mixtral, Qwen-MoE) loops over its experts and finds
 			 * each one's tokens with torch.where on the one-hot mask: a nonzero, whose
@@ -2165,7 +2248,7 @@ static void moe_fwd(struct pb *b, int64_t l, enum lpiece pc)
 		if (b->s->moe_capacity_factor > 0 && !b->s->moe_pad_to_capacity)
 			token_counts(b);
 		if (ds_einsum(b)) {
-			int64_t ec = ds_slots(b, d.Tr);
+			int64_t ec = ds_slots(b);
 			if (b->s->moe_dropless) {
 				/* without dropping, the busiest expert's count is all-reduced (MAX) over
 				 * the expert group and becomes the one-hot's class count, a host int */
@@ -2207,7 +2290,7 @@ static void moe_fwd(struct pb *b, int64_t l, enum lpiece pc)
 		if (shared_overlap(b))
 			beside_a2a(b, shared_fc2);
 		if (ds_einsum(b))
-			gemm(b, "moe_combine_einsum", d.Tr, b->h, ds_slots(b, d.Tr), 1, 0, false);
+			gemm(b, "moe_combine_einsum", d.Tr, b->h, ds_slots(b), 1, 0, false);
 		else
 			unpermute_fwd(b, &d);
 		if (b->fs > 0 && !shared_overlap(b))
@@ -2231,7 +2314,7 @@ static void moe_bwd(struct pb *b, int64_t l, enum lpiece pc)
 		if (ds_einsum(b)) {
 			/* the grads of the combine weights (S x EC) and of the experts' output
 			 * (EC x h), then through the gate's products to its softmax */
-			int64_t ec = ds_slots(b, d.Tr);
+			int64_t ec = ds_slots(b);
 			gemm(b, "moe_combine_einsum_bwd", d.Tr, b->h, ec, 2, 0, false);
 			elem_k(b, PLAN_K_ELEMWISE, "moe_gate_bwd",
 			       (double)d.Tr * (double)ec * ds_gate_bytes(b, true), 10);
@@ -2280,9 +2363,10 @@ static void moe_bwd(struct pb *b, int64_t l, enum lpiece pc)
 		break;
 	default:
 		if (ds_einsum(b)) /* the tokens' grad: the mask times the dispatched grads */
-			gemm(b, "moe_dispatch_einsum_bwd", d.Tr, b->h, ds_slots(b, d.Tr), 1, 0, false);
+			gemm(b, "moe_dispatch_einsum_bwd", d.Tr, b->h, ds_slots(b), 1, 0, false);
 		else
 			permute_bwd(b, &d);
+		router_bwd(b, &d, l);
 		gemm(b, "router_bwd", d.Tr, b->E, b->h, g, 0, false);
 		lora_gemm(b, l, false, true);
 		sub_out(b, l, 2);

@@ -145,7 +145,7 @@ static const char *const our_keys[] = {
 	"moe_dispatcher", "overlap_moe_expert_parallel_comm", "moe_load_imbalance",
 	"moe_shared_expert_overlap", "delay_wgrad_compute", "moe_expert_capacity_factor",
 	"moe_pad_expert_input_to_capacity", "moe_permute_fusion", "moe_grouped_gemm", "moe_drop_tokens",
-	NULL};
+	"moe_router_fusion", "moe_aux_loss_coeff", "moe_min_capacity", NULL};
 
 static bool is_our_key(const char *k)
 {
@@ -428,14 +428,14 @@ struct ours {
 		recompute, flash, fp8, tf32, precision, optimizer, distopt, fsdp_sharding, fsdp_group,
 		fsdp_version, fsdp_reduce, lora_rank, lora_targets, seq_len, host_op, ogr, opg, tpo, atp,
 		rnl, grb, fsl, lsl, afe, afl, rcm, hdrop, adrop, ce, akern, op2p, nalgo, nproto, disp,
-		moeo, imb, mso, dwg, mcf, mpad, mpf, mgg, mdt;
+		moeo, imb, mso, dwg, mcf, mpad, mpf, mgg, mdt, mrf, aux, mcap;
 	bool ogr_v, opg_v, tpo_v, atp_v, grb_v, afe_v, afl_v, op2p_v, moeo_v, mso_v, dwg_v, mpad_v,
-		mpf_v, mgg_v, mdt_v;
-	double host_op_v, hdrop_v, adrop_v, imb_v, mcf_v;
+		mpf_v, mgg_v, mdt_v, mrf_v;
+	double host_op_v, hdrop_v, adrop_v, imb_v, mcf_v, aux_v;
 	int framework_i, schedule_i, recompute_i, cp_kind_i, kernels_i, precision_i, optimizer_i,
 		fsdp_i, fsdp_reduce_i, ce_i, disp_i;
 	int64_t tp_v, pp_v, cp_v, ep_v, etp_v, vp_v, seq_v, fsdp_group_v, fsdp_version_v, lora_rank_v,
-		rnl_v, fsl_v, lsl_v;
+		rnl_v, fsl_v, lsl_v, mcap_v;
 	bool sp_v, flash_v, fp8_v, tf32_v, distopt_v;
 	char version_v[16], akern_v[16], nalgo_v[64], nproto_v[64];
 	unsigned lora_targets_v, rcm_v;
@@ -612,11 +612,14 @@ static enum tw_result parse_ours(struct strat_rd *r, const cJSON *o, struct ours
 	TW_CHECK(onum(r, o, NULL, "moe_load_imbalance", 1, 64, &u->imb_v, &u->imb));
 	TW_CHECK(obool(r, o, NULL, "moe_shared_expert_overlap", &u->mso_v, &u->mso));
 	TW_CHECK(obool(r, o, NULL, "delay_wgrad_compute", &u->dwg_v, &u->dwg));
-	TW_CHECK(onum(r, o, NULL, "moe_expert_capacity_factor", 1, 64, &u->mcf_v, &u->mcf));
+	TW_CHECK(onum(r, o, NULL, "moe_expert_capacity_factor", 0, 64, &u->mcf_v, &u->mcf));
 	TW_CHECK(obool(r, o, NULL, "moe_pad_expert_input_to_capacity", &u->mpad_v, &u->mpad));
 	TW_CHECK(obool(r, o, NULL, "moe_permute_fusion", &u->mpf_v, &u->mpf));
 	TW_CHECK(obool(r, o, NULL, "moe_grouped_gemm", &u->mgg_v, &u->mgg));
 	TW_CHECK(obool(r, o, NULL, "moe_drop_tokens", &u->mdt_v, &u->mdt));
+	TW_CHECK(obool(r, o, NULL, "moe_router_fusion", &u->mrf_v, &u->mrf));
+	TW_CHECK(onum(r, o, NULL, "moe_aux_loss_coeff", 0, 1e3, &u->aux_v, &u->aux));
+	TW_CHECK(oint(r, o, NULL, "moe_min_capacity", 0, 1 << 20, &u->mcap_v, &u->mcap));
 	TW_CHECK(obool(r, o, NULL, "async_tensor_model_parallel_allreduce", &u->atp_v, &u->atp));
 	TW_CHECK(obool(r, o, NULL, "grad_reduce_in_bf16", &u->grb_v, &u->grb));
 	TW_CHECK(oenum(r, o, NULL, "precision", precision_names, &u->precision_i, &u->precision));
@@ -1078,6 +1081,9 @@ static enum tw_result check_moe_knobs(struct strat_rd *r, const struct ours *u)
 	if (u->mcf.given && ds_layer && s->moe_dropless)
 		return sfail(r, "moe_expert_capacity_factor", "DeepSpeed ignores it when it does not "
 			     "drop tokens (moe_drop_tokens false): the busiest expert sets the capacity");
+	if (u->mcf.given && u->mcf_v <= 0)
+		return sfail(r, "moe_expert_capacity_factor", "must be > 0 (leave it out for dropless "
+			     "routing)");
 	if (u->mcf.given && r->m && r->m->experts == 0)
 		return sfail(r, "moe_expert_capacity_factor", "needs a mixture-of-experts model (%s is "
 			     "dense)", r->m->name);
@@ -1100,6 +1106,26 @@ static enum tw_result check_moe_knobs(struct strat_rd *r, const struct ours *u)
 	}
 	TW_CHECK(megatron_moe_flag(r, "moe_permute_fusion", &u->mpf, u->mpf_v, &s->moe_permute_fusion));
 	TW_CHECK(megatron_moe_flag(r, "moe_grouped_gemm", &u->mgg, u->mgg_v, &s->moe_grouped_gemm));
+	TW_CHECK(megatron_moe_flag(r, "moe_router_fusion", &u->mrf, u->mrf_v, &s->moe_router_fusion));
+	/* Megatron-Core's load-balancing loss: only whether it is on changes the step */
+	s->moe_aux_loss_coeff = u->aux.given ? u->aux_v : 0;
+	if (u->aux.given && s->framework != STRAT_MEGATRON)
+		return sfail(r, "moe_aux_loss_coeff", "needs framework megatron (DeepSpeed's gates "
+			     "always compute their loss)");
+	if (u->aux.given && r->m && r->m->experts == 0)
+		return sfail(r, "moe_aux_loss_coeff", "needs a mixture-of-experts model (%s is dense)",
+			     r->m->name);
+	if (s->framework == STRAT_MEGATRON && (u->aux.given || (r->m && r->m->experts > 0)))
+		oprov(s, "moe_aux_loss_coeff", &u->aux, "Megatron default", "%g",
+		      s->moe_aux_loss_coeff);
+	/* DeepSpeed's min_capacity: no expert's capacity below it */
+	s->moe_min_capacity = u->mcap.given ? u->mcap_v : 4;
+	if (u->mcap.given && !ds_layer)
+		return sfail(r, "moe_min_capacity", "is DeepSpeed's MoE layer's (framework deepspeed "
+			     "with kernels fused, Megatron-DeepSpeed's model code)");
+	if (ds_layer && (u->mcap.given || (r->m && r->m->experts > 0)))
+		oprov(s, "moe_min_capacity", &u->mcap, "DeepSpeed default", "%" PRId64,
+		      s->moe_min_capacity);
 	s->moe_shared_overlap = u->mso.given && u->mso_v;
 	if (s->framework != STRAT_MEGATRON && u->mso.given)
 		return sfail(r, "moe_shared_expert_overlap", "needs framework megatron");
@@ -2104,6 +2130,9 @@ struct cJSON *strategy_to_json(const struct strategy *s)
 	cJSON_AddBoolToObject(a, "moe_permute_fusion", s->moe_permute_fusion);
 	cJSON_AddBoolToObject(a, "moe_grouped_gemm", s->moe_grouped_gemm);
 	cJSON_AddBoolToObject(a, "moe_drop_tokens", !s->moe_dropless);
+	cJSON_AddBoolToObject(a, "moe_router_fusion", s->moe_router_fusion);
+	cJSON_AddNumberToObject(a, "moe_aux_loss_coeff", s->moe_aux_loss_coeff);
+	cJSON_AddNumberToObject(a, "moe_min_capacity", (double)s->moe_min_capacity);
 	cJSON_AddStringToObject(a, "attention_kernel", s->attention_kernel);
 	cJSON_AddStringToObject(o, "nccl_algo", s->nccl_algo);
 	cJSON_AddStringToObject(o, "nccl_proto", s->nccl_proto);

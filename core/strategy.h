@@ -227,6 +227,16 @@ struct strategy {
 	 * expert to moe_expert_capacity_factor (its capacity_factor, default 1) times its mean
 	 * share and drops the rest */
 	bool moe_dropless;
+	/* DeepSpeed's MoE layer's min_capacity (Megatron-DeepSpeed's --moe-min-capacity, default
+	 * 4): no expert's capacity below it, in tokens */
+	int64_t moe_min_capacity;
+	/* Megatron-Core's --moe-router-fusion: Transformer Engine's fused kernels for the top-k
+	 * routing and the load-balancing loss's scores; off (its default), PyTorch ops (top-k,
+	 * softmax, casts, zero-filled scatters into dense maps) */
+	bool moe_router_fusion;
+	/* Megatron-Core's --moe-aux-loss-coeff (0, its default: no load-balancing loss); > 0 adds
+	 * the loss's ops and its tokens-per-expert all-reduce over TP x CP to each MoE layer */
+	double moe_aux_loss_coeff;
 	/* NCCL_ALGO / NCCL_PROTO as the job's environment sets them: the algorithms and protocols
 	 * they take away from NCCL's tuner, bit i = strat_nccl_algo_names[i] /
 	 * strat_nccl_proto_names[i] (0: NCCL's default, all of them); the text as given */

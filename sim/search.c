@@ -134,11 +134,12 @@ static void cand_sets(const struct job *base, const struct search_space *sp, str
 		}
 		if (!bf16 && own)
 			add_set(c, "precision=fp16");
-		/* MoE: the experts' grouped GEMMs and the fused permutation, as Megatron's scripts
-		 * and recipes run them (a user's --set comes after and wins) */
+		/* MoE: the experts' grouped GEMMs, the fused permutation and router, as Megatron's
+		 * scripts and recipes run them (a user's --set comes after and wins) */
 		if (base->model.experts > 0) {
 			add_set(c, "moe_grouped_gemm=true");
 			add_set(c, "moe_permute_fusion=true");
+			add_set(c, "moe_router_fusion=true");
 		}
 		break;
 	case STRAT_FSDP:

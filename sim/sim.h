@@ -93,7 +93,7 @@ void search_space_init(struct search_space *s);
  * pp, the batch (2), the distributed optimizer, SP, vp and the schedule, the pipeline split
  * (2), the precision, the experts' kernels (2), ep, expert_tp, cp, cp_kind, recompute and its
  * modules or layers, the all-to-all overlap, the model code and seq_len: 23 */
-#define SEARCH_MAX_SETS 24
+#define SEARCH_MAX_SETS 28
 /* the selective recompute_modules the search tries on Megatron MoE models: the cheap ones, the
  * experts' activation function and the separate norms (elementwise work again) */
 #define SEARCH_RC_MOE_MODULES (STRAT_RC_CORE_ATTN | STRAT_RC_MOE_ACT | STRAT_RC_LAYERNORM)

@@ -194,15 +194,17 @@ assert all(c['ep'] > 1 and c['recompute'] != 'full' and (c['pp'] == 1 or c['vp']
 assert all('overlap_moe_expert_parallel_comm=true' in c['sets'] for c in ov)
 assert not any(c['overlap_moe_expert_parallel_comm'] for c in off)"
 
-# Megatron MoE candidates run the experts as grouped GEMMs with the fused permutation, as
-# Megatron's recipes do; a user's --set comes after and wins (here: a slower best step)
+# Megatron MoE candidates run the experts as grouped GEMMs with the fused permutation and
+# router, as Megatron's recipes do; a user's --set comes after and wins (here: a slower best step)
 "$TWIN" plan -m tiny-moe -c dgx-h100 --gpus 16 --global-batch 64 --framework megatron --top 1 \
-	--set moe_grouped_gemm=false --set moe_permute_fusion=false --json >"$tmp/mo_loop.json" 2>>"$err"
-check "plan: Megatron MoE candidates set grouped GEMMs and the fused permutation; the user's --set wins" \
+	--set moe_grouped_gemm=false --set moe_permute_fusion=false --set moe_router_fusion=false \
+	--json >"$tmp/mo_loop.json" 2>>"$err"
+check "plan: Megatron MoE candidates set grouped GEMMs, the fused permutation and router; the user's --set wins" \
 	python3 -c "
 import json
 on, loop = (json.load(open(f))['top'] for f in ('$tmp/mo.json', '$tmp/mo_loop.json'))
-assert all('moe_grouped_gemm=true' in c['sets'] and 'moe_permute_fusion=true' in c['sets'] for c in on)
+assert all('moe_grouped_gemm=true' in c['sets'] and 'moe_permute_fusion=true' in c['sets'] and
+           'moe_router_fusion=true' in c['sets'] for c in on)
 assert loop[0]['step_time_s'] > on[0]['step_time_s'], (loop[0]['step_time_s'], on[0]['step_time_s'])"
 
 # context parallelism under FSDP (torchtitan's): long samples get cp candidates; a model with

@@ -161,6 +161,7 @@ assert "No algorithm/protocol available" in d["nccl_none"]["skipped"], d["nccl_n
 assert has("old_vp", "strategy.overlap_p2p_comm=false") and not has("new_vp", "strategy.overlap_p2p_comm")
 assert has("moe", "model.moe.expert_ffn_hidden=model.ffn_hidden")
 assert has("moe", "strategy.moe_grouped_gemm=true") and has("moe", "strategy.moe_permute_fusion=true")
+assert has("moe", "strategy.moe_router_fusion=true") and has("moe_unfused", "strategy.moe_router_fusion=true")
 assert has("moe_unfused", "strategy.moe_grouped_gemm=true") and not has("moe_unfused", "strategy.moe_permute_fusion")
 assert not has("deny", "strategy.moe_grouped_gemm")
 assert has("moe_preset", "strategy.moe_grouped_gemm=true"), d["moe_preset"]

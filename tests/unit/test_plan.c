@@ -333,6 +333,8 @@ static void check_group_match(struct test_ctx *t, const struct job *j, int64_t r
 	plan_release(&b);
 }
 
+static struct job *moe_job(void);
+
 static void test_coll_seq_match(struct test_ctx *t)
 {
 	struct job *j = fx_job(16);
@@ -358,6 +360,18 @@ static void test_coll_seq_match(struct test_ctx *t)
 	fx_degrees(d, 2, 2, 1, 1, 4);
 	check_group_match(t, d, 0, 4, JOB_GROUP_PP);
 	check_group_match(t, d, 0, 2, JOB_GROUP_DP);
+	/* Megatron-Core's router loss sums its token counts over TP x CP: ranks 0-3 of tp2 cp2 */
+	struct job *m = moe_job();
+	m->strat.moe_aux_loss_coeff = 1e-3;
+	m->strat.sequence_parallel = true;
+	fx_degrees(m, 2, 1, 2, 1, 1);
+	m->strat.ep = 2;
+	int64_t mem[4], idx = -1;
+	CHECK_EQ_INT(t, job_group_size(m, JOB_GROUP_TP_CP), 4);
+	CHECK_EQ_INT(t, job_group_members(m, JOB_GROUP_TP_CP, 6, mem, &idx), 4);
+	CHECK(t, mem[0] == 4 && mem[1] == 5 && mem[2] == 6 && mem[3] == 7 && idx == 2);
+	check_group_match(t, m, 0, 3, JOB_GROUP_TP_CP);
+	free(m);
 	free(j);
 	free(z);
 	free(d);
@@ -1686,6 +1700,72 @@ static void test_moe_permute_fusion(struct test_ctx *t)
 	free(j);
 }
 
+/* Megatron-Core's router after its gating GEMM: unfused, the top-k routing is 11 PyTorch
+ * kernels forward and 5 backward, fused one each; the load-balancing loss adds 14 and 8 (5 and
+ * 5 fused) and sums the tokens per expert over TP x CP, which a lone rank skips; a checkpointed
+ * layer's no-grad forward computes no loss, its recompute does. The FLOPs do not move. */
+static void test_moe_router(struct test_ctx *t)
+{
+	struct job *j = moe_job(); /* 4 MoE layers, 1,024 tokens, 8 experts, top-2 */
+	/* unfused, fused, unfused + loss, fused + loss, loss at tp 2, loss with full recompute */
+	struct plan p[6];
+	bool ok[6];
+	for (int i = 0; i < 6; i++) {
+		j->strat.moe_router_fusion = i == 1 || i == 3;
+		j->strat.moe_aux_loss_coeff = i >= 2 ? 1e-3 : 0;
+		if (i == 4) {
+			fx_degrees(j, 2, 1, 1, 1, 1);
+			j->strat.sequence_parallel = true;
+		}
+		if (i == 5) {
+			fx_degrees(j, 1, 1, 1, 1, 1);
+			j->strat.sequence_parallel = false;
+			j->strat.recompute = STRAT_RECOMPUTE_FULL;
+		}
+		ok[i] = build(j, 0, &p[i]);
+	}
+	if (ok[0] && ok[1] && ok[2] && ok[3] && ok[4] && ok[5]) {
+		int kernels[6] = { 0 }, sums[6] = { 0 }, scores[6] = { 0 }, scores_rc[6] = { 0 };
+		double topk_bytes = 0;
+		for (int i = 0; i < 6; i++)
+			for (size_t k = 0; k < p[i].nops; k++) {
+				const struct plan_op *o = &p[i].ops[k];
+				if (o->kind == PLAN_COLL && !strcmp(o->name, "router_aux_tokens")) {
+					sums[i]++;
+					CHECK_EQ_INT(t, o->u.coll.group, JOB_GROUP_TP_CP);
+					CHECK_EQ_INT(t, o->u.coll.bytes, 8 * 8); /* 8 int64 counts */
+				}
+				if (o->kind != PLAN_COMPUTE || strncmp(o->name, "router_", 7) ||
+				    !strcmp(o->name, "router_bwd"))
+					continue;
+				kernels[i] += 1 + o->u.compute.extra_kernels;
+				if (!strcmp(o->name, "router_aux_scores")) {
+					scores[i]++;
+					scores_rc[i] += (o->flags & PLAN_F_RECOMPUTE) != 0;
+				}
+				if (i == 0 && !strcmp(o->name, "router_topk"))
+					topk_bytes += o->u.compute.bytes;
+			}
+		CHECK_EQ_INT(t, kernels[0], 4 * (11 + 5));
+		CHECK_EQ_INT(t, kernels[1], 4 * (1 + 1));
+		CHECK_EQ_INT(t, kernels[2], 4 * (11 + 5 + 14 + 8));
+		CHECK_EQ_INT(t, kernels[3], 4 * (1 + 1 + 5 + 5));
+		/* N = 1,024 x 8 logits of 2 B, n = 1,024 x 2 copies: N (6 lb + 17) + n (4 lb + 32) */
+		CHECK_NEAR(t, topk_bytes, 4.0 * (8192 * 29 + 2048 * 40), 1e-12);
+		CHECK_EQ_INT(t, sums[2], 0);
+		CHECK_EQ_INT(t, sums[4], 4);
+		/* full recompute: the loss only in the recompute, once a layer */
+		CHECK_EQ_INT(t, scores[2], 4);
+		CHECK_EQ_INT(t, scores_rc[2], 0);
+		CHECK_EQ_INT(t, scores[5], 4);
+		CHECK_EQ_INT(t, scores_rc[5], 4);
+		for (int i = 1; i < 4; i++)
+			CHECK_NEAR(t, p[i].hw_flops, p[0].hw_flops, 1e-12);
+	}
+	release_plans(p, ok, 6);
+	free(j);
+}
+
 /* Local experts in a loop or grouped: Megatron-Core's SequentialMLP (its default) runs each of
  * a rank's experts as an MLP of its own and concatenates their outputs (and input grads in
  * backward), TEGroupedMLP (moe_grouped_gemm) one grouped call; DeepSpeed's Experts loop and
@@ -1779,19 +1859,21 @@ static void test_moe_ds_einsum(struct test_ctx *t)
 static void test_moe_ds_capacity(struct test_ctx *t)
 {
 	struct job *j = ds_moe_job();
-	struct plan p[3]; /* capacity factor 1, 1.25, dropless with imbalance 1.5 */
-	bool ok[3];
-	for (int i = 0; i < 3; i++) {
-		j->strat.moe_capacity_factor = i == 1 ? 1.25 : 1.0;
+	/* capacity factor 1, 1.25, dropless with imbalance 1.5, 0.5, 0.5 with min_capacity 512 */
+	struct plan p[5];
+	bool ok[5];
+	for (int i = 0; i < 5; i++) {
+		j->strat.moe_capacity_factor = i == 1 ? 1.25 : i >= 3 ? 0.5 : 1.0;
 		j->strat.moe_dropless = i == 2;
 		j->strat.moe_load_imbalance = i == 2 ? 1.5 : 1.0;
+		j->strat.moe_min_capacity = i == 4 ? 512 : 4;
 		ok[i] = build(j, 0, &p[i]);
 	}
-	if (ok[0] && ok[1] && ok[2]) {
-		double ein[3] = { 0 };
-		int64_t rows[3] = { 0 };
-		int waits[3] = { 0 };
-		for (int i = 0; i < 3; i++)
+	if (ok[0] && ok[1] && ok[2] && ok[3] && ok[4]) {
+		double ein[5] = { 0 };
+		int64_t rows[5] = { 0 };
+		int waits[5] = { 0 };
+		for (int i = 0; i < 5; i++)
 			for (size_t k = 0; k < p[i].nops; k++) {
 				const struct plan_op *o = &p[i].ops[k];
 				if (o->kind == PLAN_COMPUTE && !strcmp(o->name, "moe_dispatch_einsum"))
@@ -1812,8 +1894,16 @@ static void test_moe_ds_capacity(struct test_ctx *t)
 		CHECK_EQ_INT(t, waits[2], 4);
 		CHECK_NEAR(t, p[1].model_flops, p[0].model_flops, 1e-12);
 		CHECK_NEAR(t, p[2].model_flops, p[0].model_flops, 1e-12);
+		/* below 1 every expert drops half its share: 1,024 slots, 512 rows; min_capacity
+		 * 512 over the factor's 128 an expert: 4,096 slots, and each local expert runs the
+		 * 512 slots of each of the 4 ranks */
+		CHECK_NEAR(t, ein[3], ein[0] * 0.5, 1e-12);
+		CHECK_EQ_INT(t, rows[3], 512);
+		CHECK_NEAR(t, ein[4], ein[0] * 2, 1e-12);
+		CHECK_EQ_INT(t, rows[4], 2048);
+		CHECK_NEAR(t, p[3].model_flops, p[0].model_flops, 1e-12);
 	}
-	release_plans(p, ok, 3);
+	release_plans(p, ok, 5);
 	free(j);
 }
 
@@ -3781,6 +3871,7 @@ int main(void)
 	TEST_RUN(&t, test_delay_wgrad);
 	TEST_RUN(&t, test_moe_capacity);
 	TEST_RUN(&t, test_moe_permute_fusion);
+	TEST_RUN(&t, test_moe_router);
 	TEST_RUN(&t, test_moe_grouped_gemm);
 	TEST_RUN(&t, test_moe_ds_einsum);
 	TEST_RUN(&t, test_moe_ds_capacity);

@@ -58,6 +58,7 @@ static inline void fx_strategy(struct strategy *s, int64_t gpus)
 	s->max_live_parameters = 1000000000, s->max_reuse_distance = 1000000000;
 	s->sub_group_size = 1000000000;
 	s->offload_ratio = 1.0;
+	s->moe_min_capacity = 4; /* DeepSpeed's default */
 	s->use_multi_rank_bucket_allreduce = true, s->ds_reduce_rooted = true, s->ds_ratio_last = true;
 	s->flash_attention = true;
 	/* Korthikanti's accounting, which the activation tests follow, counts dropout masks */
