@@ -66,6 +66,10 @@ enum plan_device { PLAN_DEV_GPU = 0, PLAN_DEV_HOST, PLAN_DEV_NVME, PLAN_NUM_DEVI
 enum plan_phase { PLAN_PHASE_FWD = 0, PLAN_PHASE_BWD, PLAN_PHASE_OPT, PLAN_PHASE_OTHER };
 
 /* op flags */
+/* A backward GEMM op's gradients: the data grads dY W^T and, with an even batch, as many
+ * weight grads X^T dY (half each); or only the one kind (Megatron's delayed weight grads) */
+enum plan_grads { PLAN_GRADS_BOTH = 0, PLAN_GRADS_DATA, PLAN_GRADS_WEIGHT };
+
 enum { PLAN_F_RECOMPUTE = 1 /* forward work redone in backward */, PLAN_F_SEND = 2 /* P2P */,
        PLAN_F_LORA = 4 /* LoRA adapter work (not model FLOPs) */,
        PLAN_F_BATCH = 8 /* a micro-batch's input copy: the host waits for it (sim) */,
@@ -109,7 +113,12 @@ struct plan_op {
 			uint16_t repeat;  /* issued this many times in a row, one per local expert
 					   * (a loop over experts, not a grouped GEMM): its kernels
 					   * and host calls each time; 0 or 1: once */
-			int64_t m, n, k, batch;       /* GEMM: batch x (m x k)(k x n) */
+			int64_t m, n, k;  /* GEMM: batch x (m x k)(k x n) */
+			int32_t batch;
+			/* GEMM: its batch runs as grouped calls of `group` GEMMs whose tiles share
+			 * the SMs' waves (a grouped GEMM); 0 or 1: a kernel each */
+			int16_t group;
+			uint8_t grads;    /* a backward GEMM's gradients: PLAN_GRADS_* */
 			int64_t b, heads, s_q, s_kv, head_dim; /* attention (head_dim: q and k) */
 			int64_t head_dim_v; /* attention: v and the output (0: head_dim) */
 			double flops;     /* derived from the shape */

@@ -272,7 +272,7 @@ static uint32_t gemm(struct pb *b, const char *name, int64_t m, int64_t n, int64
 	op->u.compute.m = m;
 	op->u.compute.n = n;
 	op->u.compute.k = k;
-	op->u.compute.batch = batch;
+	op->u.compute.batch = (int32_t)batch;
 	if (model && b->phase == PLAN_PHASE_FWD && !(b->flags & (PLAN_F_RECOMPUTE | PLAN_F_LORA)))
 		b->p->model_flops += 3.0 * flops;
 	return id;
@@ -2113,15 +2113,21 @@ static double ds_gate_bytes(const struct pb *b, bool bwd)
 }
 
 /* An expert GEMM of the busiest rank (moe_imb) runs more than the mean rank's share: its
- * hardware FLOPs are the busiest rank's, its model FLOPs (the useful work) the mean's */
-static void expert_gemm(struct pb *b, const char *name, int64_t m, int64_t n, int64_t k,
-			int64_t batch, double rows, bool model)
+ * hardware FLOPs are the busiest rank's, its model FLOPs (the useful work) the mean's. Grouped
+ * (one call for the local experts), their tiles share the SMs' waves; looped, a kernel each. */
+static uint32_t expert_gemm(struct pb *b, const char *name, int64_t m, int64_t n, int64_t k,
+			    int64_t batch, double rows, bool model, enum plan_grads grads)
 {
 	uint32_t id = gemm(b, name, m, n, k, batch, rows, model);
 	set_repeat(b, id);
-	double extra = b->p->ops[id].u.compute.flops * (1.0 - 1.0 / moe_imb(b));
+	struct plan_op *op = &b->p->ops[id];
+	if (expert_repeat(b) == 1 && b->El > 1)
+		op->u.compute.group = (int16_t)(b->El < INT16_MAX ? b->El : INT16_MAX);
+	op->u.compute.grads = (uint8_t)grads;
+	double extra = op->u.compute.flops * (1.0 - 1.0 / moe_imb(b));
 	if (model && b->phase == PLAN_PHASE_FWD && !(b->flags & (PLAN_F_RECOMPUTE | PLAN_F_LORA)))
 		b->p->model_flops -= 3.0 * extra;
+	return id;
 }
 
 /* Megatron-Core's all-to-all dispatcher: the tokens this rank sends each expert, all-gathered
@@ -2276,10 +2282,12 @@ static void moe_fwd(struct pb *b, int64_t l, enum lpiece pc)
 		break;
 	case LP_MLP:
 		sort_chunks(b, &d, "sort_chunks", true);
-		expert_gemm(b, "expert_fc1", d.per, wide * b->fe / d.et, b->h, b->El, d.load, true);
+		expert_gemm(b, "expert_fc1", d.per, wide * b->fe / d.et, b->h, b->El, d.load, true,
+			    PLAN_GRADS_BOTH);
 		act_op(b, "expert_act", d.load * b->fe / d.et, false, 0);
 		set_repeat(b, b->last_compute);
-		expert_gemm(b, "expert_fc2", d.per, b->h, b->fe / d.et, b->El, d.load, true);
+		expert_gemm(b, "expert_fc2", d.per, b->h, b->fe / d.et, b->El, d.load, true,
+			    PLAN_GRADS_BOTH);
 		expert_cat(b, &d, "expert_cat");
 		sort_chunks(b, &d, "unsort_chunks", false);
 		if (d.gath)
@@ -2333,12 +2341,13 @@ static void moe_bwd(struct pb *b, int64_t l, enum lpiece pc)
 		bool dw = delay_wgrad(b);
 		int64_t gm = dw ? 1 : g;
 		sort_chunks(b, &d, "unsort_chunks_bwd", false);
+		enum plan_grads gr = dw ? PLAN_GRADS_DATA : PLAN_GRADS_BOTH;
 		expert_gemm(b, dw ? "expert_fc2_dgrad" : "expert_fc2_bwd", d.per, b->h, b->fe / d.et,
-			    b->El * gm, d.load * (double)gm, false);
+			    b->El * gm, d.load * (double)gm, false, gr);
 		act_op(b, "expert_act_bwd", d.load * b->fe / d.et, true, 0);
 		set_repeat(b, b->last_compute);
 		expert_gemm(b, dw ? "expert_fc1_dgrad" : "expert_fc1_bwd", d.per, wide * b->fe / d.et,
-			    b->h, b->El * gm, d.load * (double)gm, false);
+			    b->h, b->El * gm, d.load * (double)gm, false, gr);
 		expert_cat(b, &d, "expert_cat_bwd");
 		sort_chunks(b, &d, "sort_chunks_bwd", false);
 		b->moe_dgrad = b->last_compute;
@@ -2352,9 +2361,9 @@ static void moe_bwd(struct pb *b, int64_t l, enum lpiece pc)
 			 * dispatch's backward is issued, which waits only for the input grads (its
 			 * ScheduleNode's event), so the weight grads run beside it */
 			expert_gemm(b, "expert_fc2_wgrad", d.per, b->h, b->fe / d.et, b->El, d.load,
-				    false);
+				    false, PLAN_GRADS_WEIGHT);
 			expert_gemm(b, "expert_fc1_wgrad", d.per, wide * b->fe / d.et, b->h, b->El,
-				    d.load, false);
+				    d.load, false, PLAN_GRADS_WEIGHT);
 		}
 		/* after the experts' input grads */
 		ep_a2a(b, "a2a_dispatch_bwd", "a2a_dispatch_bwd_nvl", d.a2a, d.Tr, b->moe_dgrad);

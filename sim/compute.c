@@ -55,6 +55,14 @@ static void gemm_tile(int cc, double *tm, double *tn, double *tk)
 
 double sim_gemm_eff(const struct cluster *c, int64_t m, int64_t n, int64_t k)
 {
+	return sim_gemm_eff_grouped(c, m, n, k, 1);
+}
+
+/* `groups` GEMMs of one shape in one grouped call: their tiles fill the waves together */
+double sim_gemm_eff_grouped(const struct cluster *c, int64_t m, int64_t n, int64_t k,
+			    int64_t groups)
+{
+	double g = groups > 1 ? (double)groups : 1.0;
 	/* asymptotic efficiency: the top step of the cluster's GEMM table, the best large-GEMM
 	 * throughput measured (MAMF, reference/cost-models.md s6.6) */
 	double top = sim_eff(&c->eff.gemm, INFINITY);
@@ -66,10 +74,10 @@ double sim_gemm_eff(const struct cluster *c, int64_t m, int64_t n, int64_t k)
 	double best = 0;
 	for (int o = 0; o < 2; o++) {
 		double a = o ? tn : tm, b = o ? tm : tn;
-		double tiles = ceil((double)m / a) * ceil((double)n / b);
+		double tiles = g * ceil((double)m / a) * ceil((double)n / b);
 		double waves = ceil(tiles / sms);
 		/* partial tiles at the edges do full-tile work */
-		double useful = (double)m * (double)n / (a * b);
+		double useful = g * (double)m * (double)n / (a * b);
 		double q = useful / (waves * sms);
 		if (q > best)
 			best = q;
@@ -83,24 +91,29 @@ double sim_gemm_eff(const struct cluster *c, int64_t m, int64_t n, int64_t k)
 	return e > 0 ? fmin(e, top) : top;
 }
 
-/* FLOP-bound time (s) of a shaped GEMM op: batch GEMMs of (m x k)(k x n), one kernel each.
- * A backward op (core/plan_build.c: batch 2 per weight, 1 with LoRA's frozen weights) holds
- * the data gradient dY W^T (output m x k, depth n) and, with an even batch, as many weight
- * gradients X^T dY (output k x n, depth m); their tiles and waves differ from the forward's. */
+/* FLOP-bound time (s) of a shaped GEMM op: batch GEMMs of (m x k)(k x n), one kernel each or
+ * grouped `group` to a call (their tiles share the waves). A backward op (core/plan_build.c:
+ * batch 2 per weight, 1 with LoRA's frozen weights) holds the data gradients dY W^T (output
+ * m x k, depth n) and, with an even batch, as many weight gradients X^T dY (output k x n, depth
+ * m), unless its grads say it holds only one kind; their tiles and waves differ from the
+ * forward's. */
 static double gemm_flop_time(const struct cluster *c, const struct plan_op *op, double flops,
 			     double peak)
 {
 	int64_t m = op->u.compute.m, n = op->u.compute.n, k = op->u.compute.k;
+	int64_t g = op->u.compute.group > 1 ? op->u.compute.group : 1;
 	double batch = op->u.compute.batch > 0 ? (double)op->u.compute.batch : 1.0;
 	double per = flops / batch; /* one GEMM's FLOPs (MoE: the exact token load) */
 	bool bwd = op->phase == PLAN_PHASE_BWD && !(op->flags & PLAN_F_RECOMPUTE);
 	if (!bwd)
-		return flops / (peak * sim_gemm_eff(c, m, n, k));
-	if (op->u.compute.batch % 2 != 0)
-		return flops / (peak * sim_gemm_eff(c, m, k, n));
+		return flops / (peak * sim_gemm_eff_grouped(c, m, n, k, g));
+	if (op->u.compute.grads == PLAN_GRADS_WEIGHT)
+		return flops / (peak * sim_gemm_eff_grouped(c, k, n, m, g));
+	if (op->u.compute.grads == PLAN_GRADS_DATA || op->u.compute.batch % 2 != 0)
+		return flops / (peak * sim_gemm_eff_grouped(c, m, k, n, g));
 	double half = batch / 2.0;
-	return half * per / (peak * sim_gemm_eff(c, m, k, n)) +
-	       half * per / (peak * sim_gemm_eff(c, k, n, m));
+	return half * per / (peak * sim_gemm_eff_grouped(c, m, k, n, g)) +
+	       half * per / (peak * sim_gemm_eff_grouped(c, k, n, m, g));
 }
 
 static double peak_flops(const struct cluster *c, int dtype)

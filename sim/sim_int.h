@@ -204,5 +204,7 @@ int sim_gpu_cc(const struct cluster *c);
 /* Fraction of peak a GEMM of m x n (output) and depth k reaches: the cluster's asymptotic
  * GEMM efficiency x wave quantisation x a per-tile pipeline ramp in k (sim/compute.c). */
 double sim_gemm_eff(const struct cluster *c, int64_t m, int64_t n, int64_t k);
+double sim_gemm_eff_grouped(const struct cluster *c, int64_t m, int64_t n, int64_t k,
+			    int64_t groups);
 
 #endif

@@ -1561,12 +1561,13 @@ static void test_delay_wgrad(struct test_ctx *t)
 			const struct plan_op *o = &p[1].ops[i];
 			fused += !strcmp(o->name, "expert_fc1_bwd") || !strcmp(o->name, "expert_fc2_bwd");
 			/* the input grads end with the regrouping's backward (two local experts) */
+			/* each holds one kind of grads, timed by its own shape */
 			if (!strcmp(o->name, "expert_fc1_dgrad"))
-				dgrad++;
+				dgrad += o->u.compute.grads == PLAN_GRADS_DATA;
 			if (!strcmp(o->name, "sort_chunks_bwd"))
 				last_dgrad = o->id, wgrad_since = false;
 			if (!strcmp(o->name, "expert_fc1_wgrad"))
-				wgrad++, wgrad_since = true;
+				wgrad += o->u.compute.grads == PLAN_GRADS_WEIGHT, wgrad_since = true;
 			if (o->kind == PLAN_COLL && !strcmp(o->name, "a2a_dispatch_bwd")) {
 				a2a++;
 				a2a_on_dgrad += wgrad_since && depends_on(&p[1], o, last_dgrad);
@@ -1789,7 +1790,7 @@ static void test_moe_grouped_gemm(struct test_ctx *t)
 	if (ok[0] && ok[1] && ok[2] && ok[3] && ok[4]) {
 		static const int want_repeat[5] = { 2, 1, 2, 2, 1 }, want_cats[5] = { 8, 0, 8, 0, 0 };
 		for (int i = 0; i < 5; i++) {
-			int experts = 0, looped = 0, cats = 0;
+			int experts = 0, looped = 0, cats = 0, grouped = 0;
 			for (size_t k = 0; k < p[i].nops; k++) {
 				const struct plan_op *o = &p[i].ops[k];
 				if (o->kind != PLAN_COMPUTE)
@@ -1798,12 +1799,15 @@ static void test_moe_grouped_gemm(struct test_ctx *t)
 					experts++;
 					looped += plan_op_repeat(o) == want_repeat[i];
 				}
+				/* a grouped call's GEMMs share the waves: both local experts' */
+				grouped += !strncmp(o->name, "expert_fc", 9) && o->u.compute.group == 2;
 				cats += !strncmp(o->name, "expert_cat", 10);
 			}
 			/* 4 layers: fc1, act, fc2 and their backward passes */
 			CHECK_EQ_INT(t, experts, 4 * 6);
 			CHECK_EQ_INT(t, looped, experts);
 			CHECK_EQ_INT(t, cats, want_cats[i]);
+			CHECK_EQ_INT(t, grouped, want_repeat[i] == 1 ? 4 * 4 : 0);
 		}
 		CHECK_NEAR(t, p[1].hw_flops, p[0].hw_flops, 1e-12);
 		CHECK_NEAR(t, p[1].model_flops, p[0].model_flops, 1e-12);

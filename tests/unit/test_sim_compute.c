@@ -49,6 +49,14 @@ static void test_gemm_eff_by_hand(struct test_ctx *T)
 	 * (q = 768/792), 32 K steps: 0.8 / (128/136) = 0.85; 0.803 x 0.969697 x 0.85 = 0.661867 */
 	c.gpu.arch_sm = 90, c.gpu.sms = 132, c.eff.gemm.eff[1] = 0.803;
 	CHECK_NEAR(T, sim_gemm_eff(&c, 4096, 6144, 2048), 0.6618667, 1e-6);
+
+	/* a grouped call of 9 of the 24-tile GEMMs above (Ampere): 216 tiles, two full waves of
+	 * 108 instead of 9 waves a quarter full: q 1 against 24/108, 4.5 times the efficiency */
+	a100(&c);
+	CHECK_NEAR(T, sim_gemm_eff_grouped(&c, 2048, 384, 1024, 9),
+		   4.5 * sim_gemm_eff(&c, 2048, 384, 1024), 1e-9);
+	CHECK_NEAR(T, sim_gemm_eff_grouped(&c, 2048, 384, 1024, 1), sim_gemm_eff(&c, 2048, 384, 1024),
+		   0);
 }
 
 /* a forward fp16 GEMM op of batch x (2048 x 1024)(1024 x 384) */
@@ -80,6 +88,21 @@ static void test_gemm_time_fwd_bwd(struct test_ctx *T)
 	op.u.compute.batch = 2;
 	op.u.compute.flops = 2.0 * 2.0 * 2048 * 384 * 1024;
 	CHECK_NEAR(T, (double)sim_compute_ns(j, &op), 74525.2, 1e-4);
+	/* the same FLOPs as data grads only, or weight grads only (Megatron's delayed wgrad):
+	 * 2 x 5.16217 us / 0.318633 = 32.402 us; / 0.088509 = 116.648 us */
+	op.u.compute.grads = PLAN_GRADS_DATA;
+	CHECK_NEAR(T, (double)sim_compute_ns(j, &op), 32402.1, 1e-4);
+	op.u.compute.grads = PLAN_GRADS_WEIGHT;
+	CHECK_NEAR(T, (double)sim_compute_ns(j, &op), 116648.6, 1e-4);
+	/* two experts' GEMMs grouped (batch 4, group 2): the two dgrads' 128 tiles in 2 waves (q
+	 * 128/216 for 64/108), the two wgrads' 24 tiles in one (q twice 12/108) */
+	op.u.compute.grads = PLAN_GRADS_BOTH;
+	op.u.compute.group = 2;
+	op.u.compute.batch = 4;
+	op.u.compute.flops *= 2;
+	double dg = 0.318633 * (128.0 / 216) / (64.0 / 108), wg = 0.088509 * 2;
+	CHECK_NEAR(T, (double)sim_compute_ns(j, &op), 2 * 5162.17 * (1 / dg + 1 / wg), 1e-4);
+	op.u.compute.group = 0;
 	/* the recompute forward in the backward phase runs the forward shape */
 	op.flags = PLAN_F_RECOMPUTE;
 	op.u.compute.batch = 1;
