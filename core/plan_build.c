@@ -2186,6 +2186,32 @@ static bool router_aux(const struct pb *b, int64_t l)
 	return !recomputed(b, l) && !rc_mod(b, STRAT_RC_MOE);
 }
 
+/* Megatron-Core's token dropping in the router (apply_router_token_dropping, with a capacity
+ * factor, fused router or not): each expert keeps its top C tokens by prob, C = ceil(Tr k x /
+ * E): a top-k over the tokens of each expert, a zero-filled scatter of the kept into a mask
+ * and its bool cast, the mask and-ed with the routing map (not when padding: the mask is the
+ * map) and the probs multiplied by it: 7 kernels, N (8 lb + 5) + E C (2 lb + 16) bytes; a
+ * capacity above the tokens keeps them all (a ones mask). Backward the multiply's grad. */
+static void router_drop(struct pb *b, const struct moe_dims *d, bool bwd)
+{
+	double N = (double)d->Tr * (double)b->E, lb = b->ab, cf = b->s->moe_capacity_factor;
+	if (!b->megatron || cf <= 0)
+		return;
+	if (bwd) {
+		elem(b, PLAN_K_ELEMWISE, "router_drop_bwd", N * (2 * lb + 1));
+		return;
+	}
+	bool pad = b->s->moe_pad_to_capacity;
+	double C = ceil((double)d->Tr * (double)b->topk * cf / (double)b->E);
+	double and_bytes = pad ? 0 : 3 * N, mul = N * (3 * lb + 1);
+	if (C > (double)d->Tr)
+		elem_k(b, PLAN_K_ELEMWISE, "router_drop", N + and_bytes + mul, pad ? 1 : 2);
+	else
+		elem_k(b, PLAN_K_ELEMWISE, "router_drop",
+		       N * (5 * lb + 1) + (double)b->E * C * (2 * lb + 16) + and_bytes + mul,
+		       pad ? 5 : 6);
+}
+
 static uint32_t router_fwd(struct pb *b, const struct moe_dims *d, int64_t l)
 {
 	double N = (double)d->Tr * (double)b->E, n = (double)d->Tr * (double)b->topk, lb = b->ab;
@@ -2195,6 +2221,7 @@ static uint32_t router_fwd(struct pb *b, const struct moe_dims *d, int64_t l)
 	uint32_t probs = fused ? elem(b, PLAN_K_SOFTMAX, "router_topk", N * (2 * lb + 1))
 			       : elem_k(b, PLAN_K_SOFTMAX, "router_topk",
 					N * (6 * lb + 17) + n * (4 * lb + 32), 10);
+	router_drop(b, d, false);
 	if (!router_aux(b, l))
 		return probs;
 	if (fused)
@@ -2214,6 +2241,7 @@ static void router_bwd(struct pb *b, const struct moe_dims *d, int64_t l)
 	bool fused = b->s->moe_router_fusion;
 	if (!b->megatron)
 		return;
+	router_drop(b, d, true);
 	if (router_aux(b, l))
 		elem_k(b, PLAN_K_SOFTMAX, "router_aux_bwd", N * (fused ? 4 * lb + 12 : 4 * lb + 20),
 		       fused ? 4 : 7);
@@ -2251,7 +2279,8 @@ static void moe_fwd(struct pb *b, int64_t l, enum lpiece pc)
 		/* with dropping but no padding the output size is dynamic: Megatron-Core's
 		 * dispatcher synchronizes "before_permutation_1", so the host waits for the
 		 * counts before it issues the permute */
-		if (b->s->moe_capacity_factor > 0 && !b->s->moe_pad_to_capacity)
+		if (b->s->moe_capacity_factor > 0 && !b->s->moe_pad_to_capacity &&
+		    b->s->moe_dispatcher == STRAT_DISPATCH_ALLTOALL)
 			token_counts(b);
 		if (ds_einsum(b)) {
 			int64_t ec = ds_slots(b);
@@ -2272,7 +2301,8 @@ static void moe_fwd(struct pb *b, int64_t l, enum lpiece pc)
 		break;
 	}
 	case LP_DISPATCH:
-		if (b->s->moe_capacity_factor <= 0)
+		/* DeepEP's notify opens its dispatch whether or not the router dropped tokens */
+		if (b->s->moe_capacity_factor <= 0 || b->s->moe_dispatcher != STRAT_DISPATCH_ALLTOALL)
 			token_counts(b);
 		ep_a2a(b, "a2a_dispatch", "a2a_dispatch_nvl", d.a2a, d.Tr, b->last_compute);
 		if (shared_overlap(b))

@@ -1087,9 +1087,10 @@ static enum tw_result check_moe_knobs(struct strat_rd *r, const struct ours *u)
 	if (u->mcf.given && r->m && r->m->experts == 0)
 		return sfail(r, "moe_expert_capacity_factor", "needs a mixture-of-experts model (%s is "
 			     "dense)", r->m->name);
-	if (u->mcf.given && s->moe_dispatcher != STRAT_DISPATCH_ALLTOALL)
-		return sfail(r, "moe_expert_capacity_factor", "is modelled with moe_dispatcher "
-			     "alltoall (Megatron: DeepEP does not pad to capacity)");
+	if (s->moe_pad_to_capacity && s->moe_dispatcher != STRAT_DISPATCH_ALLTOALL)
+		return sfail(r, "moe_pad_expert_input_to_capacity", "is modelled with moe_dispatcher "
+			     "alltoall (Megatron-Core's DeepEP manager does not pad to capacity; "
+			     "HybridEP's drop_and_pad is not modelled)");
 	if (s->moe_pad_to_capacity && !u->mcf.given)
 		return sfail(r, "moe_pad_expert_input_to_capacity", "needs moe_expert_capacity_factor "
 			     "(Megatron: \"moe_expert_capacity_factor must be set to use "

@@ -385,7 +385,13 @@ done
 	--json >"$tmp/dsmin_half.json" 2>>"$err"
 "$TWIN" simulate -m mixtral-8x7b -c dgx-h100 --gpus 32 -s ds-zero3 $D --set moe_min_capacity=4096 \
 	--json >"$tmp/dsmin_min.json" 2>>"$err"
-check "simulate: the router's fusion and loss, DeepSpeed's capacity below 1 and min_capacity" python3 -c "
+for m in "" --full; do
+	"$TWIN" simulate $R --set moe_dispatcher=deepep --set moe_load_imbalance=1.5 $m --json \
+		>"$tmp/rtdeep$m.json" 2>>"$err"
+	"$TWIN" simulate $R --set moe_dispatcher=deepep --set moe_load_imbalance=1.5 \
+		--set moe_expert_capacity_factor=1.1 $m --json >"$tmp/rtdeepcap$m.json" 2>>"$err"
+done
+check "simulate: the router's fusion and loss, DeepEP's dropping, DeepSpeed's capacity below 1 and min_capacity" python3 -c "
 import json
 ld = lambda k: json.load(open('$tmp/%s.json' % k))
 r = {k: ld('rt_' + k)['sim']['step_ns'] for k in ('def', 'fused', 'aux')}
@@ -393,6 +399,8 @@ assert r['fused'] < r['def'] < r['aux'], r
 assert ld('rt_fused')['strategy']['activations']['moe_router_fusion'] is True
 assert ld('rt_def')['strategy']['activations']['moe_router_fusion'] is False
 assert ld('rtcp')['sim']['step_ns'] == ld('rtcp--full')['sim']['step_ns']
+dp = {k: ld(k)['sim']['step_ns'] for k in ('rtdeep', 'rtdeep--full', 'rtdeepcap', 'rtdeepcap--full')}
+assert dp['rtdeepcap'] < dp['rtdeep'] and dp['rtdeep'] == dp['rtdeep--full'] and dp['rtdeepcap'] == dp['rtdeepcap--full'], dp
 ds = {k: ld('dsmin_' + k)['sim']['step_ns'] for k in ('def', 'half', 'min')}
 assert ds['half'] < ds['def'] < ds['min'], ds"
 

@@ -1584,29 +1584,39 @@ static void test_delay_wgrad(struct test_ctx *t)
 	free(j);
 }
 
-/* Megatron-Core's capacity factor: dropping caps the busiest rank's load at the capacity and
- * makes the host wait for the counts before the permutation; padding runs every expert at its
- * capacity, sends padded all-to-alls and needs no counts at all */
+/* Megatron-Core's capacity factor: the router drops what is over each expert's capacity (its
+ * own ops); dropping caps the busiest rank's load at the capacity and makes the host wait for
+ * the counts before the permutation; padding runs every expert at its capacity, sends padded
+ * all-to-alls and needs no counts at all; under DeepEP the cap holds and the notify still opens
+ * the dispatch */
 static void test_moe_capacity(struct test_ctx *t)
 {
 	struct job *j = moe_job();
 	j->strat.moe_load_imbalance = 1.5;
 	j->strat.moe_permute_fusion = true; /* one pass of the copies: bytes scale with them */
-	struct plan p[3]; /* dropless, dropping at 1.25, padded to 1.25 */
-	bool ok[3];
-	for (int i = 0; i < 3; i++) {
+	struct plan p[4]; /* dropless, dropping at 1.25, padded to 1.25, DeepEP dropping at 1.25 */
+	bool ok[4];
+	for (int i = 0; i < 4; i++) {
 		j->strat.moe_capacity_factor = i ? 1.25 : 0;
 		j->strat.moe_pad_to_capacity = i == 2;
+		j->strat.moe_dispatcher = i == 3 ? STRAT_DISPATCH_DEEPEP : STRAT_DISPATCH_ALLTOALL;
 		ok[i] = build(j, 0, &p[i]);
 	}
-	if (ok[0] && ok[1] && ok[2]) {
-		int64_t rows[3] = { 0 }, a2a[3] = { 0 };
-		double perm[3] = { 0 };
-		int counts[3] = { 0 }, counts_first[3] = { 0 };
-		for (int i = 0; i < 3; i++) {
+	if (ok[0] && ok[1] && ok[2] && ok[3]) {
+		int64_t rows[4] = { 0 }, a2a[4] = { 0 };
+		double perm[4] = { 0 };
+		int counts[4] = { 0 }, counts_first[4] = { 0 }, drops[4] = { 0 }, drop_k[4] = { 0 };
+		int notify_after[4] = { 0 };
+		for (int i = 0; i < 4; i++) {
 			bool permuted = false;
 			for (size_t k = 0; k < p[i].nops; k++) {
 				const struct plan_op *o = &p[i].ops[k];
+				if (o->kind == PLAN_COMPUTE && !strncmp(o->name, "router_drop", 11)) {
+					drops[i]++;
+					drop_k[i] += 1 + o->u.compute.extra_kernels;
+				}
+				notify_after[i] += o->kind == PLAN_COLL && !strcmp(o->name, "deepep_notify") &&
+						   (o->flags & PLAN_F_HOSTWAIT) && permuted;
 				if (o->kind == PLAN_COMPUTE && !strcmp(o->name, "expert_fc1") && !rows[i])
 					rows[i] = o->u.compute.m;
 				if (o->kind == PLAN_COMPUTE && !strcmp(o->name, "permute")) {
@@ -1638,8 +1648,18 @@ static void test_moe_capacity(struct test_ctx *t)
 		CHECK_EQ_INT(t, counts_first[1], 1);
 		CHECK_EQ_INT(t, counts_first[0], 0);
 		CHECK_NEAR(t, p[2].model_flops, p[0].model_flops, 1e-9);
+		/* the router drops what is over each expert's 320 slots: 7 kernels forward (6
+		 * padded: no and with the map), 1 backward, in each of the 4 layers */
+		CHECK_EQ_INT(t, drops[0], 0);
+		CHECK_EQ_INT(t, drops[1], 8);
+		CHECK_EQ_INT(t, drop_k[1], 4 * (7 + 1));
+		CHECK_EQ_INT(t, drop_k[2], 4 * (6 + 1));
+		/* DeepEP: the same cap, and its notify still opens each forward dispatch */
+		CHECK_EQ_INT(t, rows[3], 1280);
+		CHECK_EQ_INT(t, notify_after[3], 4);
+		CHECK_EQ_INT(t, drops[3], 8);
 	}
-	release_plans(p, ok, 3);
+	release_plans(p, ok, 4);
 	free(j);
 }
 
