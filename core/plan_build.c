@@ -2177,13 +2177,35 @@ static bool recomputed(const struct pb *b, int64_t l);
  *    softmax's backward, the cast and the add into the logits' grad: 8 kernels,
  *    N (4 lb + 20). Fused (fused_compute_score_for_moe_aux_loss, fused_moe_aux_loss): 5
  *    kernels, N (lb + 10); backward 5, N (4 lb + 12). */
-static bool router_aux(const struct pb *b, int64_t l)
+/* Whether autograd records layer l's router now: not in the no-grad forward of a checkpointed
+ * layer or MoE block (the recompute and the backward do) */
+static bool router_grad(const struct pb *b, int64_t l)
 {
-	if (!b->megatron || b->s->moe_aux_loss_coeff <= 0)
-		return false;
 	if (b->phase == PLAN_PHASE_BWD || (b->flags & PLAN_F_RECOMPUTE))
 		return true;
 	return !recomputed(b, l) && !rc_mod(b, STRAT_RC_MOE);
+}
+
+static bool router_aux(const struct pb *b, int64_t l)
+{
+	return b->megatron && b->s->moe_aux_loss_coeff > 0 && router_grad(b, l);
+}
+
+/* The router z-loss (moe_z_loss_coeff, z_loss_func, on the logits before routing, while
+ * autograd records): logsumexp over the experts (amax, the infinities' fill, subtract, exp,
+ * sum, log, add), squared, averaged and scaled, and the tracker's division and sum: 12
+ * kernels, N 6 lb bytes; backward the mean's and square's grads, logsumexp's (subtract, exp,
+ * multiply), the add into the logits' grad and the scaler's ones and scale: 8, N 9 lb. */
+static void router_z_loss(struct pb *b, const struct moe_dims *d, int64_t l)
+{
+	if (!b->megatron || b->s->moe_z_loss_coeff <= 0 || !router_grad(b, l))
+		return;
+	double N = (double)d->Tr * (double)b->E, lb = b->ab;
+	bool bwd = b->phase == PLAN_PHASE_BWD && !(b->flags & PLAN_F_RECOMPUTE);
+	if (bwd)
+		elem_k(b, PLAN_K_SOFTMAX, "router_z_loss_bwd", N * 9 * lb, 7);
+	else
+		elem_k(b, PLAN_K_SOFTMAX, "router_z_loss", N * 6 * lb, 11);
 }
 
 /* Megatron-Core's token dropping in the router (apply_router_token_dropping, with a capacity
@@ -2218,6 +2240,7 @@ static uint32_t router_fwd(struct pb *b, const struct moe_dims *d, int64_t l)
 	bool fused = b->s->moe_router_fusion;
 	if (!b->megatron) /* the frameworks' softmax over the experts and their top-k */
 		return compute(b, PLAN_K_SOFTMAX, "router_softmax", 0, N * 8, PLAN_STREAM_COMPUTE);
+	router_z_loss(b, d, l);
 	uint32_t probs = fused ? elem(b, PLAN_K_SOFTMAX, "router_topk", N * (2 * lb + 1))
 			       : elem_k(b, PLAN_K_SOFTMAX, "router_topk",
 					N * (6 * lb + 17) + n * (4 * lb + 32), 10);
@@ -2249,6 +2272,7 @@ static void router_bwd(struct pb *b, const struct moe_dims *d, int64_t l)
 		elem(b, PLAN_K_SOFTMAX, "router_topk_bwd", N * (2 * lb + 4));
 	else
 		elem_k(b, PLAN_K_SOFTMAX, "router_topk_bwd", N * lb + n * (4 * lb + 32), 4);
+	router_z_loss(b, d, l);
 }
 
 static void moe_fwd(struct pb *b, int64_t l, enum lpiece pc)

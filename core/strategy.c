@@ -145,7 +145,7 @@ static const char *const our_keys[] = {
 	"moe_dispatcher", "overlap_moe_expert_parallel_comm", "moe_load_imbalance",
 	"moe_shared_expert_overlap", "delay_wgrad_compute", "moe_expert_capacity_factor",
 	"moe_pad_expert_input_to_capacity", "moe_permute_fusion", "moe_grouped_gemm", "moe_drop_tokens",
-	"moe_router_fusion", "moe_aux_loss_coeff", "moe_min_capacity", NULL};
+	"moe_router_fusion", "moe_aux_loss_coeff", "moe_z_loss_coeff", "moe_min_capacity", NULL};
 
 static bool is_our_key(const char *k)
 {
@@ -428,10 +428,10 @@ struct ours {
 		recompute, flash, fp8, tf32, precision, optimizer, distopt, fsdp_sharding, fsdp_group,
 		fsdp_version, fsdp_reduce, lora_rank, lora_targets, seq_len, host_op, ogr, opg, tpo, atp,
 		rnl, grb, fsl, lsl, afe, afl, rcm, hdrop, adrop, ce, akern, op2p, nalgo, nproto, disp,
-		moeo, imb, mso, dwg, mcf, mpad, mpf, mgg, mdt, mrf, aux, mcap;
+		moeo, imb, mso, dwg, mcf, mpad, mpf, mgg, mdt, mrf, aux, zl, mcap;
 	bool ogr_v, opg_v, tpo_v, atp_v, grb_v, afe_v, afl_v, op2p_v, moeo_v, mso_v, dwg_v, mpad_v,
 		mpf_v, mgg_v, mdt_v, mrf_v;
-	double host_op_v, hdrop_v, adrop_v, imb_v, mcf_v, aux_v;
+	double host_op_v, hdrop_v, adrop_v, imb_v, mcf_v, aux_v, zl_v;
 	int framework_i, schedule_i, recompute_i, cp_kind_i, kernels_i, precision_i, optimizer_i,
 		fsdp_i, fsdp_reduce_i, ce_i, disp_i;
 	int64_t tp_v, pp_v, cp_v, ep_v, etp_v, vp_v, seq_v, fsdp_group_v, fsdp_version_v, lora_rank_v,
@@ -619,6 +619,7 @@ static enum tw_result parse_ours(struct strat_rd *r, const cJSON *o, struct ours
 	TW_CHECK(obool(r, o, NULL, "moe_drop_tokens", &u->mdt_v, &u->mdt));
 	TW_CHECK(obool(r, o, NULL, "moe_router_fusion", &u->mrf_v, &u->mrf));
 	TW_CHECK(onum(r, o, NULL, "moe_aux_loss_coeff", 0, 1e3, &u->aux_v, &u->aux));
+	TW_CHECK(onum(r, o, NULL, "moe_z_loss_coeff", 0, 1e3, &u->zl_v, &u->zl));
 	TW_CHECK(oint(r, o, NULL, "moe_min_capacity", 0, 1 << 20, &u->mcap_v, &u->mcap));
 	TW_CHECK(obool(r, o, NULL, "async_tensor_model_parallel_allreduce", &u->atp_v, &u->atp));
 	TW_CHECK(obool(r, o, NULL, "grad_reduce_in_bf16", &u->grb_v, &u->grb));
@@ -1119,6 +1120,14 @@ static enum tw_result check_moe_knobs(struct strat_rd *r, const struct ours *u)
 	if (s->framework == STRAT_MEGATRON && (u->aux.given || (r->m && r->m->experts > 0)))
 		oprov(s, "moe_aux_loss_coeff", &u->aux, "Megatron default", "%g",
 		      s->moe_aux_loss_coeff);
+	s->moe_z_loss_coeff = u->zl.given ? u->zl_v : 0;
+	if (u->zl.given && s->framework != STRAT_MEGATRON)
+		return sfail(r, "moe_z_loss_coeff", "needs framework megatron");
+	if (u->zl.given && r->m && r->m->experts == 0)
+		return sfail(r, "moe_z_loss_coeff", "needs a mixture-of-experts model (%s is dense)",
+			     r->m->name);
+	if (s->framework == STRAT_MEGATRON && (u->zl.given || (r->m && r->m->experts > 0)))
+		oprov(s, "moe_z_loss_coeff", &u->zl, "Megatron default", "%g", s->moe_z_loss_coeff);
 	/* DeepSpeed's min_capacity: no expert's capacity below it */
 	s->moe_min_capacity = u->mcap.given ? u->mcap_v : 4;
 	if (u->mcap.given && !ds_layer)
@@ -2133,6 +2142,7 @@ struct cJSON *strategy_to_json(const struct strategy *s)
 	cJSON_AddBoolToObject(a, "moe_drop_tokens", !s->moe_dropless);
 	cJSON_AddBoolToObject(a, "moe_router_fusion", s->moe_router_fusion);
 	cJSON_AddNumberToObject(a, "moe_aux_loss_coeff", s->moe_aux_loss_coeff);
+	cJSON_AddNumberToObject(a, "moe_z_loss_coeff", s->moe_z_loss_coeff);
 	cJSON_AddNumberToObject(a, "moe_min_capacity", (double)s->moe_min_capacity);
 	cJSON_AddStringToObject(a, "attention_kernel", s->attention_kernel);
 	cJSON_AddStringToObject(o, "nccl_algo", s->nccl_algo);

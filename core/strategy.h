@@ -237,6 +237,9 @@ struct strategy {
 	/* Megatron-Core's --moe-aux-loss-coeff (0, its default: no load-balancing loss); > 0 adds
 	 * the loss's ops and its tokens-per-expert all-reduce over TP x CP to each MoE layer */
 	double moe_aux_loss_coeff;
+	/* Megatron-Core's --moe-z-loss-coeff (0: none, its default); > 0 adds the router z-loss's
+	 * ops (logsumexp of the logits, squared, averaged) to each MoE layer */
+	double moe_z_loss_coeff;
 	/* NCCL_ALGO / NCCL_PROTO as the job's environment sets them: the algorithms and protocols
 	 * they take away from NCCL's tuner, bit i = strat_nccl_algo_names[i] /
 	 * strat_nccl_proto_names[i] (0: NCCL's default, all of them); the text as given */

@@ -369,13 +369,14 @@ s = {k: v['sim']['step_ns'] for k, v in d.items()}
 assert s['0'] < s['2'] and s['0'] < s['4'], s
 assert d['0']['strategy']['activations']['moe_drop_tokens'] is True and d['4']['strategy']['activations']['moe_drop_tokens'] is False"
 
-# Megatron-Core's router: fused it runs fewer kernels, the load-balancing loss adds some; the
+# Megatron-Core's router: fused it runs fewer kernels, the load-balancing loss and the z-loss add some; the
 # loss's token counts are summed over TP x CP, and both modes agree; DeepSpeed's capacity factor
 # below 1 drops tokens (a shorter step), its min_capacity pads the experts (a longer one)
 R="-m qwen3-30b-a3b -c dgx-h100 --gpus 16 -s $tmp/moeo.json --set global_batch=16"
 "$TWIN" simulate $R --json >"$tmp/rt_def.json" 2>"$err"
 "$TWIN" simulate $R --set moe_router_fusion=true --json >"$tmp/rt_fused.json" 2>>"$err"
 "$TWIN" simulate $R --set moe_aux_loss_coeff=0.001 --json >"$tmp/rt_aux.json" 2>>"$err"
+"$TWIN" simulate $R --set moe_z_loss_coeff=0.001 --json >"$tmp/rt_z.json" 2>>"$err"
 for m in "" --full; do
 	"$TWIN" simulate -m qwen3-30b-a3b -c dgx-h100 --gpus 16 -s "$tmp/moeo_pp.json" --set cp=2 \
 		--set ep=4 --set moe_aux_loss_coeff=0.01 $m --json >"$tmp/rtcp$m.json" 2>>"$err"
@@ -394,8 +395,8 @@ done
 check "simulate: the router's fusion and loss, DeepEP's dropping, DeepSpeed's capacity below 1 and min_capacity" python3 -c "
 import json
 ld = lambda k: json.load(open('$tmp/%s.json' % k))
-r = {k: ld('rt_' + k)['sim']['step_ns'] for k in ('def', 'fused', 'aux')}
-assert r['fused'] < r['def'] < r['aux'], r
+r = {k: ld('rt_' + k)['sim']['step_ns'] for k in ('def', 'fused', 'aux', 'z')}
+assert r['fused'] < r['def'] < r['aux'] and r['def'] < r['z'], r
 assert ld('rt_fused')['strategy']['activations']['moe_router_fusion'] is True
 assert ld('rt_def')['strategy']['activations']['moe_router_fusion'] is False
 assert ld('rtcp')['sim']['step_ns'] == ld('rtcp--full')['sim']['step_ns']

@@ -1724,16 +1724,21 @@ static void test_moe_permute_fusion(struct test_ctx *t)
 /* Megatron-Core's router after its gating GEMM: unfused, the top-k routing is 11 PyTorch
  * kernels forward and 5 backward, fused one each; the load-balancing loss adds 14 and 8 (5 and
  * 5 fused) and sums the tokens per expert over TP x CP, which a lone rank skips; a checkpointed
- * layer's no-grad forward computes no loss, its recompute does. The FLOPs do not move. */
+ * layer's no-grad forward computes no loss, its recompute does; the z-loss adds 12 and 8. The
+ * FLOPs do not move. */
 static void test_moe_router(struct test_ctx *t)
 {
 	struct job *j = moe_job(); /* 4 MoE layers, 1,024 tokens, 8 experts, top-2 */
-	/* unfused, fused, unfused + loss, fused + loss, loss at tp 2, loss with full recompute */
-	struct plan p[6];
-	bool ok[6];
-	for (int i = 0; i < 6; i++) {
+	/* unfused, fused, unfused + loss, fused + loss, loss at tp 2, loss with full recompute,
+	 * the z-loss alone */
+	struct plan p[7];
+	bool ok[7];
+	for (int i = 0; i < 7; i++) {
 		j->strat.moe_router_fusion = i == 1 || i == 3;
-		j->strat.moe_aux_loss_coeff = i >= 2 ? 1e-3 : 0;
+		j->strat.moe_aux_loss_coeff = i >= 2 && i < 6 ? 1e-3 : 0;
+		j->strat.moe_z_loss_coeff = i == 6 ? 1e-3 : 0;
+		if (i == 6)
+			j->strat.recompute = STRAT_RECOMPUTE_NONE;
 		if (i == 4) {
 			fx_degrees(j, 2, 1, 1, 1, 1);
 			j->strat.sequence_parallel = true;
@@ -1745,10 +1750,10 @@ static void test_moe_router(struct test_ctx *t)
 		}
 		ok[i] = build(j, 0, &p[i]);
 	}
-	if (ok[0] && ok[1] && ok[2] && ok[3] && ok[4] && ok[5]) {
-		int kernels[6] = { 0 }, sums[6] = { 0 }, scores[6] = { 0 }, scores_rc[6] = { 0 };
+	if (ok[0] && ok[1] && ok[2] && ok[3] && ok[4] && ok[5] && ok[6]) {
+		int kernels[7] = { 0 }, sums[7] = { 0 }, scores[7] = { 0 }, scores_rc[7] = { 0 };
 		double topk_bytes = 0;
-		for (int i = 0; i < 6; i++)
+		for (int i = 0; i < 7; i++)
 			for (size_t k = 0; k < p[i].nops; k++) {
 				const struct plan_op *o = &p[i].ops[k];
 				if (o->kind == PLAN_COLL && !strcmp(o->name, "router_aux_tokens")) {
@@ -1771,6 +1776,7 @@ static void test_moe_router(struct test_ctx *t)
 		CHECK_EQ_INT(t, kernels[1], 4 * (1 + 1));
 		CHECK_EQ_INT(t, kernels[2], 4 * (11 + 5 + 14 + 8));
 		CHECK_EQ_INT(t, kernels[3], 4 * (1 + 1 + 5 + 5));
+		CHECK_EQ_INT(t, kernels[6], 4 * (11 + 5 + 12 + 8));
 		/* N = 1,024 x 8 logits of 2 B, n = 1,024 x 2 copies: N (6 lb + 17) + n (4 lb + 32) */
 		CHECK_NEAR(t, topk_bytes, 4.0 * (8192 * 29 + 2048 * 40), 1e-12);
 		CHECK_EQ_INT(t, sums[2], 0);
@@ -1783,7 +1789,7 @@ static void test_moe_router(struct test_ctx *t)
 		for (int i = 1; i < 4; i++)
 			CHECK_NEAR(t, p[i].hw_flops, p[0].hw_flops, 1e-12);
 	}
-	release_plans(p, ok, 6);
+	release_plans(p, ok, 7);
 	free(j);
 }
 
