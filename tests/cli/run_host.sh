@@ -138,9 +138,10 @@ check_run "run host, 4 ranks, LoRA with int8 frozen weights and hpZ" "$tmp/qfroz
 # with SP; Megatron-Core's combined 1F1B (overlap_moe_expert_parallel_comm) under TP 2 with SP,
 # and under the interleaved schedule over 2 stages with delay_wgrad_compute; the busiest expert
 # rank's load (moe_load_imbalance 1.37); a shared expert beside the all-to-alls
-# (moe_shared_expert_overlap); experts padded to their capacity (fixed all-to-alls, no counts)
+# (moe_shared_expert_overlap); experts padded to their capacity (fixed all-to-alls, no counts);
+# the router's losses and token dropping under TP 2 (the loss's counts summed over TP x CP)
 for s in z1 z2 fsdp2 tp2 cp2 rc-modules rc-moe a2a-overlap a2a-overlap-pp imbalance shared-overlap \
-	capacity-pad; do
+	capacity-pad router-loss; do
 	model=tiny-moe
 	db=$tmp/moe-$s.db
 	spec="$FIX/$s.json"
@@ -151,6 +152,8 @@ for s in z1 z2 fsdp2 tp2 cp2 rc-modules rc-moe a2a-overlap a2a-overlap-pp imbala
 	[ "$s" = imbalance ] && spec="$FIX/tp2.json --set moe_load_imbalance=1.37"
 	[ "$s" = capacity-pad ] && spec="$FIX/tp2.json --set moe_expert_capacity_factor=1.5 \
 		--set moe_pad_expert_input_to_capacity=true"
+	[ "$s" = router-loss ] && spec="$FIX/tp2.json --set moe_aux_loss_coeff=0.01 \
+		--set moe_z_loss_coeff=0.001 --set moe_expert_capacity_factor=1.25"
 	[ "$s" = shared-overlap ] && spec="$FIX/tp2.json --set moe_shared_expert_overlap=true" &&
 		model=$FIX/tiny-moe-shared.model.json
 	[ "$s" = fsdp2 ] && spec="torchtitan-fsdp2 --set global_batch=4 --set seq_len=128"
@@ -161,6 +164,12 @@ for s in z1 z2 fsdp2 tp2 cp2 rc-modules rc-moe a2a-overlap a2a-overlap-pp imbala
 	check_run "run host, 4 ranks, MoE ep 2, $s" "$tmp/moe-$s.json" $? "$db" 1
 done
 if [ "$have_sqlite" = 1 ]; then
+	e=$(named_ops "$tmp/moe-router-loss.db" "'router_aux_tokens', 'router_drop'")
+	if [ "${e:-0}" -gt 0 ]; then
+		ok "run host, the router's loss counts and token dropping ran ($e ops)"
+	else
+		nok "run host, router loss ops" "router_aux_tokens/router_drop ops '$e'"
+	fi
 	e=$(named_ops "$tmp/moe-fsdp2.db" "'ag_experts'")
 	if [ "${e:-0}" -gt 0 ]; then
 		ok "run host, FSDP2 with ep 2 gathers the experts apart ($e ops)"
