@@ -265,6 +265,15 @@ enum {
  * scales them, adds the mask, softmaxes into fp32 and casts back before P·V reads them: 24
  * (11 more), backward 26 (none more); 0 for any other op. */
 double plan_torch_softmax_bytes(const struct plan_op *op);
+/* A GEMM op's GEMMs by shape: batch x (m x k)(k x n) forward and in a recompute; a backward
+ * op's data grads dY W^T (batch x (m x n)(n x k)) and, with an even batch and grads BOTH, half
+ * of them weight grads X^T dY ((k x m)(m x n)); or all of the one kind its grads name. The
+ * simulator times each part by its own shape, the executors run them. Returns the parts (1 or
+ * 2) written to out. */
+struct plan_gemm_part {
+	int64_t m, n, k, batch;
+};
+int plan_gemm_parts(const struct plan_op *op, struct plan_gemm_part out[2]);
 /* How many times a compute op is issued in a row (its repeat, at least 1). */
 static inline int64_t plan_op_repeat(const struct plan_op *op)
 {

@@ -92,8 +92,6 @@ void exec_scratch_of(const struct plan *p, const struct job *j, struct exec_scra
 		const struct plan_op *op = &p->ops[i];
 		if (op->kind == PLAN_COMPUTE) {
 			int64_t bytes = op->u.compute.bytes > 0 ? (int64_t)op->u.compute.bytes : 0;
-			int64_t m = op->u.compute.m, n = op->u.compute.n, k = op->u.compute.k;
-			int64_t nb = max64(op->u.compute.batch, 1);
 			int64_t bh = max64(op->u.compute.b, 1) * max64(op->u.compute.heads, 1);
 			int64_t sq = op->u.compute.s_q, skv = op->u.compute.s_kv;
 			int64_t hd = max64(op->u.compute.head_dim, op->u.compute.head_dim_v);
@@ -101,9 +99,16 @@ void exec_scratch_of(const struct plan *p, const struct job *j, struct exec_scra
 			if (op->stream == PLAN_STREAM_HOST) {
 				s->host_bytes = max64(s->host_bytes, bytes);
 			} else if (op->u.compute.kernel == PLAN_K_GEMM) {
-				s->gemm_a = max64(s->gemm_a, nb * m * k);
-				s->gemm_b = max64(s->gemm_b, nb * k * n);
-				s->gemm_c = max64(s->gemm_c, nb * m * n);
+				/* each of its shapes (a backward op's data and weight grads) */
+				struct plan_gemm_part part[2];
+				int np = plan_gemm_parts(op, part);
+				for (int q = 0; q < np; q++) {
+					int64_t m = part[q].m, n = part[q].n, k = part[q].k;
+					int64_t nb = max64(part[q].batch, 1);
+					s->gemm_a = max64(s->gemm_a, nb * m * k);
+					s->gemm_b = max64(s->gemm_b, nb * k * n);
+					s->gemm_c = max64(s->gemm_c, nb * m * n);
+				}
 			} else if (op->u.compute.kernel == PLAN_K_ATTN) {
 				s->attn_qkv = max64(s->attn_qkv, bh * max64(sq, skv) * hd);
 				s->attn_scores = max64(s->attn_scores, bh * sq * skv);

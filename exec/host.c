@@ -227,10 +227,15 @@ static void compute(struct host *h, const struct plan_op *op)
 	}
 	switch (op->u.compute.kernel) {
 	case PLAN_K_GEMM: {
-		int64_t m = op->u.compute.m, n = op->u.compute.n, k = op->u.compute.k;
-		int64_t nb = op->u.compute.batch > 0 ? op->u.compute.batch : 1;
-		for (int64_t b = 0; b < nb; b++)
-			sgemm(m, n, k, h->ga + b * m * k, h->gb + b * k * n, h->gc + b * m * n, false);
+		/* each of its shapes: a backward op's data grads and weight grads */
+		struct plan_gemm_part part[2];
+		int np = plan_gemm_parts(op, part);
+		for (int q = 0; q < np; q++) {
+			int64_t m = part[q].m, n = part[q].n, k = part[q].k;
+			for (int64_t b = 0; b < part[q].batch; b++)
+				sgemm(m, n, k, h->ga + b * m * k, h->gb + b * k * n, h->gc + b * m * n,
+				      false);
+		}
 		break;
 	}
 	case PLAN_K_ATTN:

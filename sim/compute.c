@@ -91,29 +91,22 @@ double sim_gemm_eff_grouped(const struct cluster *c, int64_t m, int64_t n, int64
 	return e > 0 ? fmin(e, top) : top;
 }
 
-/* FLOP-bound time (s) of a shaped GEMM op: batch GEMMs of (m x k)(k x n), one kernel each or
- * grouped `group` to a call (their tiles share the waves). A backward op (core/plan_build.c:
- * batch 2 per weight, 1 with LoRA's frozen weights) holds the data gradients dY W^T (output
- * m x k, depth n) and, with an even batch, as many weight gradients X^T dY (output k x n, depth
- * m), unless its grads say it holds only one kind; their tiles and waves differ from the
- * forward's. */
+/* FLOP-bound time (s) of a shaped GEMM op: its GEMMs by shape (plan_gemm_parts: a backward
+ * op's data and weight grads have their own tiles and waves), one kernel each or grouped
+ * `group` to a call (their tiles share the waves); each GEMM's FLOPs are the op's over its
+ * batch (MoE: the exact token load). */
 static double gemm_flop_time(const struct cluster *c, const struct plan_op *op, double flops,
 			     double peak)
 {
-	int64_t m = op->u.compute.m, n = op->u.compute.n, k = op->u.compute.k;
 	int64_t g = op->u.compute.group > 1 ? op->u.compute.group : 1;
-	double batch = op->u.compute.batch > 0 ? (double)op->u.compute.batch : 1.0;
-	double per = flops / batch; /* one GEMM's FLOPs (MoE: the exact token load) */
-	bool bwd = op->phase == PLAN_PHASE_BWD && !(op->flags & PLAN_F_RECOMPUTE);
-	if (!bwd)
-		return flops / (peak * sim_gemm_eff_grouped(c, m, n, k, g));
-	if (op->u.compute.grads == PLAN_GRADS_WEIGHT)
-		return flops / (peak * sim_gemm_eff_grouped(c, k, n, m, g));
-	if (op->u.compute.grads == PLAN_GRADS_DATA || op->u.compute.batch % 2 != 0)
-		return flops / (peak * sim_gemm_eff_grouped(c, m, k, n, g));
-	double half = batch / 2.0;
-	return half * per / (peak * sim_gemm_eff_grouped(c, m, k, n, g)) +
-	       half * per / (peak * sim_gemm_eff_grouped(c, k, n, m, g));
+	double per = flops / (op->u.compute.batch > 0 ? (double)op->u.compute.batch : 1.0);
+	struct plan_gemm_part part[2];
+	int np = plan_gemm_parts(op, part);
+	double t = 0;
+	for (int i = 0; i < np; i++)
+		t += (double)part[i].batch * per /
+		     (peak * sim_gemm_eff_grouped(c, part[i].m, part[i].n, part[i].k, g));
+	return t;
 }
 
 static double peak_flops(const struct cluster *c, int dtype)

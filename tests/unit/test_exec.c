@@ -289,6 +289,15 @@ static void test_scratch_and_cats(struct test_ctx *T)
 	CHECK_EQ_INT(T, s.gemm_a, 2 * 64 * 32);
 	CHECK_EQ_INT(T, s.gemm_b, 2 * 32 * 96);
 	CHECK_EQ_INT(T, s.gemm_c, 2 * 64 * 96);
+	/* the same GEMM as a backward op: a data grad (64 x 96)(96 x 32) and a weight grad
+	 * (32 x 64)(64 x 96), whose operands and outputs the scratch must hold */
+	p.ops[2].phase = PLAN_PHASE_BWD;
+	struct exec_scratch sb;
+	exec_scratch_of(&p, &j, &sb);
+	CHECK_EQ_INT(T, sb.gemm_a, 64 * 96);
+	CHECK_EQ_INT(T, sb.gemm_b, 96 * 32 > 64 * 96 ? 96 * 32 : 64 * 96);
+	CHECK_EQ_INT(T, sb.gemm_c, 32 * 96);
+	p.ops[2].phase = PLAN_PHASE_FWD;
 	CHECK_EQ_INT(T, s.attn_scores, 2 * 16 * 16);
 	CHECK_EQ_INT(T, s.coll_in, 2000);
 	CHECK_EQ_INT(T, s.copy_bytes, 8192);

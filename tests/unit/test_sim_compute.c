@@ -72,6 +72,32 @@ static void gemm_op(struct plan_op *op, int64_t batch)
 	op->u.compute.flops = (double)batch * 2.0 * 2048 * 384 * 1024;
 }
 
+/* a GEMM op's shapes: forward as given; backward the data grads and, batch even, as many weight
+ * grads; one kind as its grads say; a recompute runs the forward shape */
+static void test_gemm_parts(struct test_ctx *T)
+{
+	struct plan_op op;
+	struct plan_gemm_part pt[2];
+	gemm_op(&op, 4);
+	CHECK(T, plan_gemm_parts(&op, pt) == 1 && pt[0].m == 2048 && pt[0].n == 384 &&
+		     pt[0].k == 1024 && pt[0].batch == 4);
+	op.phase = PLAN_PHASE_BWD;
+	CHECK(T, plan_gemm_parts(&op, pt) == 2 && pt[0].m == 2048 && pt[0].n == 1024 &&
+		     pt[0].k == 384 && pt[0].batch == 2 && pt[1].m == 1024 && pt[1].n == 384 &&
+		     pt[1].k == 2048 && pt[1].batch == 2);
+	op.u.compute.grads = PLAN_GRADS_WEIGHT;
+	CHECK(T, plan_gemm_parts(&op, pt) == 1 && pt[0].m == 1024 && pt[0].k == 2048 &&
+		     pt[0].batch == 4);
+	op.u.compute.grads = PLAN_GRADS_DATA;
+	CHECK(T, plan_gemm_parts(&op, pt) == 1 && pt[0].n == 1024 && pt[0].k == 384 &&
+		     pt[0].batch == 4);
+	op.u.compute.grads = PLAN_GRADS_BOTH;
+	op.u.compute.batch = 3; /* odd: data grads only (LoRA's frozen weights) */
+	CHECK(T, plan_gemm_parts(&op, pt) == 1 && pt[0].n == 1024 && pt[0].batch == 3);
+	op.flags = PLAN_F_RECOMPUTE;
+	CHECK(T, plan_gemm_parts(&op, pt) == 1 && pt[0].n == 384 && pt[0].k == 1024);
+}
+
 static void test_gemm_time_fwd_bwd(struct test_ctx *T)
 {
 	struct job *j = calloc(1, sizeof(*j));
@@ -294,6 +320,7 @@ int main(void)
 {
 	struct test_ctx T = { 0 };
 	TEST_RUN(&T, test_gemm_eff_by_hand);
+	TEST_RUN(&T, test_gemm_parts);
 	TEST_RUN(&T, test_gemm_time_fwd_bwd);
 	TEST_RUN(&T, test_repeat);
 	TEST_RUN(&T, test_host_checkpoint);
