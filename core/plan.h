@@ -66,6 +66,10 @@ enum plan_device { PLAN_DEV_GPU = 0, PLAN_DEV_HOST, PLAN_DEV_NVME, PLAN_NUM_DEVI
 enum plan_phase { PLAN_PHASE_FWD = 0, PLAN_PHASE_BWD, PLAN_PHASE_OPT, PLAN_PHASE_OTHER };
 
 /* op flags */
+/* An op in a CUDA graph (Megatron-Core's cuda_graph_modules): the graph's replay (its input
+ * copy, the op the host issues) and the ops it replays, which the host does not issue */
+enum { PLAN_GRAPH_NONE = 0, PLAN_GRAPH_REPLAY, PLAN_GRAPH_MEMBER };
+
 /* A backward GEMM op's gradients: the data grads dY W^T and, with an even batch, as many
  * weight grads X^T dY (half each); or only the one kind (Megatron's delayed weight grads) */
 enum plan_grads { PLAN_GRADS_BOTH = 0, PLAN_GRADS_DATA, PLAN_GRADS_WEIGHT };
@@ -91,7 +95,8 @@ struct plan_op {
 	uint32_t id;          /* index in plan->ops */
 	uint8_t kind;         /* enum plan_kind */
 	uint8_t stream;       /* enum plan_stream */
-	uint8_t phase;        /* enum plan_phase */
+	uint8_t phase : 4;    /* enum plan_phase */
+	uint8_t graph : 2;    /* PLAN_GRAPH_*: inside a captured CUDA graph */
 	uint8_t flags;
 	int32_t layer;        /* global layer index, -1: none (embedding, head, optimizer) */
 	int32_t micro;        /* micro-batch, -1: none */

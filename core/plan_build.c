@@ -125,6 +125,7 @@ struct pb {
 	 * outputs */
 	int32_t fwd_tmp, bwd_ws, bwd_rc;
 	uint32_t moe_probs;     /* the router's probabilities of the MoE layer in forward */
+	bool graph_on;          /* the ops emitted now are a captured CUDA graph's members */
 	uint32_t moe_dgrad;     /* delay_wgrad: the experts' last input-grad GEMM in backward */
 	int32_t pend_bufs[64];  /* ZeRO-3/FSDP: full grads waiting for their reduce-scatter */
 	int npend;
@@ -168,6 +169,8 @@ static uint32_t emit(struct pb *b, enum plan_kind k, enum plan_stream st, const 
 	op->layer = b->layer;
 	op->micro = b->micro;
 	op->stage = b->stage;
+	if (b->graph_on)
+		op->graph = PLAN_GRAPH_MEMBER;
 	if (st == PLAN_STREAM_COMPUTE && k == PLAN_COMPUTE)
 		b->last_compute = op->id;
 	return op->id;
@@ -943,6 +946,50 @@ static bool rc_mod(const struct pb *b, unsigned m)
 {
 	unsigned mods = b->s->recompute_modules ? b->s->recompute_modules : STRAT_RC_CORE_ATTN;
 	return b->s->recompute == STRAT_RECOMPUTE_SELECTIVE && (mods & m);
+}
+
+/* ---- Megatron-Core's per-layer CUDA graphs (cuda_graph_impl, cuda_graph_modules): a captured
+ * module's forward, and its backward, is one graph replay. The host copies the module's input
+ * (or output grad) into the graph's static buffer and replays the graph (graph_replay: 3
+ * framework calls, the Function, copy_ and replay; docs/simulator.md); the module's ops are the
+ * graph's members, which the host does not issue. A region ends with each plan piece and
+ * resumes with the next, so that another micro-batch's pieces (the combined 1F1B) stay out. */
+static bool cg_on(const struct pb *b)
+{
+	return b->megatron && b->s->cuda_graph_impl != STRAT_CG_NONE;
+}
+
+static bool cg_whole(const struct pb *b)
+{
+	return cg_on(b) && b->s->cuda_graph_modules == 0;
+}
+
+/* Whether module m (STRAT_CG_*) is captured: listed, or the whole layer */
+static bool cg_module(const struct pb *b, unsigned m)
+{
+	return cg_on(b) && (b->s->cuda_graph_modules == 0 || (b->s->cuda_graph_modules & m));
+}
+
+/* The MLP side of layer l in one graph with the pre-MLP norm: a dense layer's MLP, a MoE block */
+static bool cg_mlp(const struct pb *b, bool moe)
+{
+	return cg_module(b, moe ? STRAT_CG_MOE : STRAT_CG_MLP);
+}
+
+/* The router's own graph (moe_router without moe): the pre-MLP norm and the router, and with
+ * moe_preprocess the permutation */
+static bool cg_router(const struct pb *b, bool moe)
+{
+	return moe && cg_on(b) && (b->s->cuda_graph_modules & STRAT_CG_MOE_ROUTER);
+}
+
+static void graph_begin(struct pb *b, bool bwd)
+{
+	b->graph_on = false;
+	double x = (double)(b->sp ? b->T / b->tp : b->T) * (double)b->h * b->ab;
+	uint32_t id = elem(b, PLAN_K_ELEMWISE, bwd ? "graph_replay_bwd" : "graph_replay", 2 * x);
+	b->p->ops[id].graph = PLAN_GRAPH_REPLAY;
+	b->graph_on = true;
 }
 
 /* Norms of layer l that are modules of their own, so that selective recompute of "layernorm"
@@ -2290,6 +2337,10 @@ static void moe_fwd(struct pb *b, int64_t l, enum lpiece pc)
 		else if (!(b->flags & PLAN_F_RECOMPUTE))
 			b->p->model_flops += 3.0 * b->p->ops[r].u.compute.flops;
 		uint32_t probs = router_fwd(b, &d, l);
+		/* the router's own graph ends here, or with the permutation (moe_preprocess) */
+		bool pre = b->s->cuda_graph_modules & STRAT_CG_MOE_PREPROCESS;
+		if (cg_router(b, true) && !pre)
+			b->graph_on = false;
 		if (b->eager)
 			/* HF's sparse MoE block (Mixtral, Qwen-MoE) loops over its experts and finds
 			 * each one's tokens with torch.where on the one-hot mask: a nonzero, whose
@@ -2322,6 +2373,8 @@ static void moe_fwd(struct pb *b, int64_t l, enum lpiece pc)
 		} else {
 			permute_fwd(b, &d);
 		}
+		if (cg_router(b, true))
+			b->graph_on = false;
 		break;
 	}
 	case LP_DISPATCH:
@@ -2424,15 +2477,22 @@ static void moe_bwd(struct pb *b, int64_t l, enum lpiece pc)
 		if (shared_overlap(b))
 			beside_a2a(b, shared_bwd_fc1);
 		break;
-	default:
+	default: {
+		/* the router's own backward graph: the permutation's with moe_preprocess */
+		bool rg = cg_router(b, true), pre = b->s->cuda_graph_modules & STRAT_CG_MOE_PREPROCESS;
+		if (rg && pre)
+			graph_begin(b, true);
 		if (ds_einsum(b)) /* the tokens' grad: the mask times the dispatched grads */
 			gemm(b, "moe_dispatch_einsum_bwd", d.Tr, b->h, ds_slots(b), 1, 0, false);
 		else
 			permute_bwd(b, &d);
+		if (rg && !pre)
+			graph_begin(b, true);
 		router_bwd(b, &d, l);
 		gemm(b, "router_bwd", d.Tr, b->E, b->h, g, 0, false);
 		lora_gemm(b, l, false, true);
 		sub_out(b, l, 2);
+	}
 	}
 }
 
@@ -2648,16 +2708,22 @@ static void layer_fwd_ops(struct pb *b, int64_t l, enum lpiece pc)
 	bool moe = layer_moe(b, l);
 	bool own = moe && moe_dispatch_sp(b); /* the block gathers for itself */
 	if (pc == LP_DISPATCH || pc == LP_MLP) {
+		b->graph_on = cg_mlp(b, moe);
 		mlp_piece(b, l, pc, false, moe);
+		b->graph_on = false;
 		return;
 	}
 	if (pc == LP_COMBINE) {
+		b->graph_on = cg_mlp(b, moe);
 		mlp_piece(b, l, pc, false, moe);
 		if (!own)
 			tp_exit(b, false);
 		residual_op(b, "residual2", tne, false, false);
+		b->graph_on = false;
 		return;
 	}
+	if (cg_module(b, STRAT_CG_ATTN))
+		graph_begin(b, false);
 	sub_in(b, l, 0);
 	norm_op(b, "norm1", tne, false, 0);
 	if (b->m->kv_lora_rank > 0) {
@@ -2679,11 +2745,16 @@ static void layer_fwd_ops(struct pb *b, int64_t l, enum lpiece pc)
 	gemm(b, "out_proj", T, h, ow / tp, 1, 0, true);
 	tp_exit(b, false);
 	residual_op(b, "residual1", tne, false, false);
+	/* the MLP's or the router's graph begins with the pre-MLP norm (the whole layer's goes on) */
+	b->graph_on = cg_whole(b);
+	if (!cg_whole(b) && (cg_mlp(b, moe) || cg_router(b, moe)))
+		graph_begin(b, false);
 	norm_op(b, "norm2", tne, false, 0);
 	sub_out(b, l, 1);
 	if (!own)
 		tp_enter(b, false);
 	mlp_piece(b, l, pc, false, moe);
+	b->graph_on = false;
 }
 
 static void layer_fwd_all(struct pb *b, int64_t l)
@@ -2704,16 +2775,23 @@ static void layer_bwd_ops(struct pb *b, int64_t l, enum lpiece pc)
 	bool moe = layer_moe(b, l);
 	bool own = moe && moe_dispatch_sp(b); /* the block gathers for itself */
 	if (pc == LP_COMBINE) {
+		b->graph_on = false;
+		if (cg_mlp(b, moe)) /* the MLP's backward graph, or the whole layer's */
+			graph_begin(b, true);
 		residual_op(b, "residual2_bwd", tne, true, m->mlp_bias);
 		if (!own)
 			tp_enter(b, true); /* SP: gather the output grad */
 		mlp_piece(b, l, pc, true, moe);
+		b->graph_on = false;
 		return;
 	}
 	if (pc == LP_MLP || pc == LP_DISPATCH) { /* a dense fc1 gathers and reduces in col_bwd */
+		b->graph_on = cg_mlp(b, moe);
 		mlp_piece(b, l, pc, true, moe);
+		b->graph_on = false;
 		return;
 	}
+	b->graph_on = cg_mlp(b, moe); /* the router's graph begins in its backward (moe_bwd) */
 	mlp_piece(b, l, pc, true, moe);
 	if (moe && !own) {
 		tp_enter(b, true); /* SP: gather the saved norm output again for the weight grads */
@@ -2721,6 +2799,9 @@ static void layer_bwd_ops(struct pb *b, int64_t l, enum lpiece pc)
 	}
 	sub_in(b, l, 1);
 	norm_op(b, "norm2_bwd", tne, true, tn * 3);
+	b->graph_on = cg_whole(b);
+	if (!cg_whole(b) && cg_module(b, STRAT_CG_ATTN))
+		graph_begin(b, true);
 	residual_op(b, "residual1_bwd", tne, true, m->out_bias);
 	tp_enter(b, true);
 	int64_t ow = attn_out_w(b);
@@ -2742,6 +2823,7 @@ static void layer_bwd_ops(struct pb *b, int64_t l, enum lpiece pc)
 	norm_op(b, "norm1_bwd", tne, true,
 		tn * 3 + (m->qkv_bias ? (double)T * (b->qd + 2 * b->kvd) / tp * b->ab : 0));
 	sub_out(b, l, 0);
+	b->graph_on = false;
 }
 
 static int64_t act_index(const struct pb *b, int64_t l)
@@ -3002,13 +3084,17 @@ static void layer_bwd_begin(struct pb *b, int64_t l, const struct act_sizes *a, 
 		/* Megatron-Core checkpoints core attention whatever its kernel (TE's fused flash
 		 * included: attention.py, checkpoint_core_attention); elsewhere flash attention
 		 * saves no scores, so there is nothing to recompute */
+		/* a captured module recomputes inside its backward graph: no host calls of its own */
+		b->graph_on = cg_module(b, STRAT_CG_ATTN);
 		if (rc_mod(b, STRAT_RC_CORE_ATTN) && (!b->flash || b->megatron))
 			attention(b, "attn_recompute", false); /* the CP exchange again with it */
+		b->graph_on = cg_mlp(b, layer_moe(b, l));
 		if (a->rc > 0) { /* the modules' outputs are made again for the backward */
 			b->bwd_rc = mem_alloc(b, PLAN_MEM_ACTIV, PLAN_DEV_GPU, a->rc, "recomputed",
 				       PLAN_STREAM_COMPUTE);
 			modules_recompute(b, l);
 		}
+		b->graph_on = false;
 		b->phase = ph;
 		b->flags &= (uint8_t)~PLAN_F_RECOMPUTE;
 	}

@@ -145,7 +145,8 @@ static const char *const our_keys[] = {
 	"moe_dispatcher", "overlap_moe_expert_parallel_comm", "moe_load_imbalance",
 	"moe_shared_expert_overlap", "delay_wgrad_compute", "moe_expert_capacity_factor",
 	"moe_pad_expert_input_to_capacity", "moe_permute_fusion", "moe_grouped_gemm", "moe_drop_tokens",
-	"moe_router_fusion", "moe_aux_loss_coeff", "moe_z_loss_coeff", "moe_min_capacity", NULL};
+	"moe_router_fusion", "moe_aux_loss_coeff", "moe_z_loss_coeff", "moe_min_capacity",
+	"cuda_graph_impl", "cuda_graph_modules", NULL};
 
 static bool is_our_key(const char *k)
 {
@@ -415,6 +416,9 @@ const char *strat_kernels_name(enum strat_kernels k)
 }
 static const char *const ce_names[] = {"unfused", "fused", NULL};
 static const char *const dispatcher_names[] = {"alltoall", "deepep", NULL};
+/* enum strat_cg_impl, then Megatron's whole-iteration graph, which is refused */
+static const char *const cg_impl_names[] = {"none", "transformer_engine", "local", "full_iteration",
+					    NULL};
 static const char *const precision_names[] = {"fp32", "bf16", "fp16", NULL};
 static const enum tw_dtype precision_types[] = {TW_FP32, TW_BF16, TW_FP16};
 static const char *const optimizer_names[] = {"adamw", "adam", "sgd", "lion", "adagrad", NULL};
@@ -428,17 +432,17 @@ struct ours {
 		recompute, flash, fp8, tf32, precision, optimizer, distopt, fsdp_sharding, fsdp_group,
 		fsdp_version, fsdp_reduce, lora_rank, lora_targets, seq_len, host_op, ogr, opg, tpo, atp,
 		rnl, grb, fsl, lsl, afe, afl, rcm, hdrop, adrop, ce, akern, op2p, nalgo, nproto, disp,
-		moeo, imb, mso, dwg, mcf, mpad, mpf, mgg, mdt, mrf, aux, zl, mcap;
+		moeo, imb, mso, dwg, mcf, mpad, mpf, mgg, mdt, mrf, aux, zl, mcap, cgi, cgm;
 	bool ogr_v, opg_v, tpo_v, atp_v, grb_v, afe_v, afl_v, op2p_v, moeo_v, mso_v, dwg_v, mpad_v,
 		mpf_v, mgg_v, mdt_v, mrf_v;
 	double host_op_v, hdrop_v, adrop_v, imb_v, mcf_v, aux_v, zl_v;
 	int framework_i, schedule_i, recompute_i, cp_kind_i, kernels_i, precision_i, optimizer_i,
-		fsdp_i, fsdp_reduce_i, ce_i, disp_i;
+		fsdp_i, fsdp_reduce_i, ce_i, disp_i, cgi_i;
 	int64_t tp_v, pp_v, cp_v, ep_v, etp_v, vp_v, seq_v, fsdp_group_v, fsdp_version_v, lora_rank_v,
 		rnl_v, fsl_v, lsl_v, mcap_v;
 	bool sp_v, flash_v, fp8_v, tf32_v, distopt_v;
 	char version_v[16], akern_v[16], nalgo_v[64], nproto_v[64];
-	unsigned lora_targets_v, rcm_v;
+	unsigned lora_targets_v, rcm_v, cgm_v;
 	bool has_fsdp, has_lora;
 };
 
@@ -532,6 +536,42 @@ static enum tw_result parse_rc_modules(struct strat_rd *r, const cJSON *o, unsig
 	return TW_OK;
 }
 
+static const char *const cg_module_names[] = {"attn", "mlp", "moe", "moe_router", "moe_preprocess"};
+#define CG_NMODULES (sizeof(cg_module_names) / sizeof(*cg_module_names))
+
+/* cuda_graph_modules: an array of Megatron-Core's CudaGraphModule names; [] is the whole layer */
+static enum tw_result parse_cg_modules(struct strat_rd *r, const cJSON *o, unsigned *out,
+				       struct oval *ov)
+{
+	memset(ov, 0, sizeof(*ov));
+	const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "cuda_graph_modules");
+	const char *label = strat_label(r, STRAT_TREE_OURS, "cuda_graph_modules");
+	*out = 0;
+	if (!t || cJSON_IsNull(t))
+		return TW_OK;
+	if (!cJSON_IsArray(t))
+		return tw_errf(r->err, TW_ERR_INVALID,
+			       "%s: cuda_graph_modules: must be an array of module names (attn, mlp, "
+			       "moe, moe_router, moe_preprocess; [] for the whole layer)", label);
+	const cJSON *e;
+	cJSON_ArrayForEach(e, t)
+	{
+		const char *n = cJSON_IsString(e) ? e->valuestring : "(not a string)";
+		size_t hit = CG_NMODULES;
+		for (size_t i = 0; i < CG_NMODULES; i++)
+			if (!strcmp(n, cg_module_names[i]))
+				hit = i;
+		if (hit == CG_NMODULES)
+			return tw_errf(r->err, TW_ERR_INVALID,
+				       "%s: cuda_graph_modules: %s is not a module Megatron-Core captures "
+				       "(attn, mlp, moe, moe_router, moe_preprocess)", label, n);
+		*out |= 1u << hit;
+	}
+	ov->given = true;
+	oval_fill(r, "cuda_graph_modules", ov);
+	return TW_OK;
+}
+
 static enum tw_result sfail(struct strat_rd *r, const char *path, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
@@ -582,6 +622,8 @@ static enum tw_result parse_ours(struct strat_rd *r, const cJSON *o, struct ours
 	TW_CHECK(oenum(r, o, NULL, "recompute", recompute_names, &u->recompute_i, &u->recompute));
 	TW_CHECK(oint(r, o, NULL, "recompute_num_layers", 1, INT64_MAX, &u->rnl_v, &u->rnl));
 	TW_CHECK(parse_rc_modules(r, o, &u->rcm_v, &u->rcm));
+	TW_CHECK(parse_cg_modules(r, o, &u->cgm_v, &u->cgm));
+	TW_CHECK(oenum(r, o, NULL, "cuda_graph_impl", cg_impl_names, &u->cgi_i, &u->cgi));
 	TW_CHECK(oint(r, o, NULL, "first_stage_layers", 1, INT64_MAX, &u->fsl_v, &u->fsl));
 	TW_CHECK(oint(r, o, NULL, "last_stage_layers", 1, INT64_MAX, &u->lsl_v, &u->lsl));
 	TW_CHECK(obool(r, o, NULL, "account_for_embedding_in_pipeline_split", &u->afe_v, &u->afe));
@@ -1033,6 +1075,83 @@ static enum tw_result megatron_moe_flag(struct strat_rd *r, const char *key, con
 		return sfail(r, key, "needs framework megatron");
 	if (s->framework == STRAT_MEGATRON && (ov->given || (r->m && r->m->experts > 0)))
 		oprov(s, key, ov, "Megatron default", "%s", *out ? "true" : "false");
+	return TW_OK;
+}
+
+/* Megatron-Core's per-layer CUDA graphs, with the rules its TransformerConfig asserts
+ * (transformer_config.py) and the captures that would meet a host synchronization */
+static enum tw_result check_cuda_graphs(struct strat_rd *r, const struct ours *u)
+{
+	struct strategy *s = r->s;
+	const char *k = "cuda_graph_impl", *km = "cuda_graph_modules";
+	s->cuda_graph_impl = u->cgi.given && u->cgi_i < 3 ? (enum strat_cg_impl)u->cgi_i : STRAT_CG_NONE;
+	s->cuda_graph_modules = u->cgm_v;
+	if (u->cgi.given && u->cgi_i == 3)
+		return sfail(r, k, "full_iteration (the whole forward-backward in one graph) is not "
+			     "modelled; transformer_engine and local (per-layer graphs) are");
+	if ((u->cgi.given || u->cgm.given) && s->framework != STRAT_MEGATRON)
+		return sfail(r, u->cgi.given ? k : km, "needs framework megatron (Megatron-Core's CUDA "
+			     "graphs)");
+	if (s->framework == STRAT_MEGATRON)
+		oprov(s, k, &u->cgi, "Megatron default", "%s", cg_impl_names[s->cuda_graph_impl]);
+	if (s->cuda_graph_impl == STRAT_CG_NONE) {
+		if (u->cgm.given)
+			return sfail(r, km, "needs cuda_graph_impl transformer_engine or local (without "
+				     "an implementation nothing is captured)");
+		return TW_OK;
+	}
+	unsigned m = s->cuda_graph_modules;
+	bool moe = r->m && r->m->experts > 0;
+	bool all_moe = moe && r->m->dense_layers == 0 && r->m->moe_layer_freq <= 1;
+	bool drop_pad = s->moe_capacity_factor > 0 && s->moe_pad_to_capacity;
+	if ((m & STRAT_CG_MOE) && (m & STRAT_CG_MOE_ROUTER))
+		return sfail(r, km, "must not contain both moe and moe_router (Megatron-Core)");
+	if ((m & STRAT_CG_MOE_PREPROCESS) && !(m & STRAT_CG_MOE_ROUTER))
+		return sfail(r, km, "moe_preprocess needs moe_router (Megatron-Core: \"moe_preprocess "
+			     "cuda graph is only supported with moe_router cuda graph\")");
+	if (!moe && (m & (STRAT_CG_MOE | STRAT_CG_MOE_ROUTER)))
+		return sfail(r, km, "moe and moe_router need a mixture-of-experts model");
+	if (all_moe && (m & STRAT_CG_MLP))
+		return sfail(r, km, "mlp captures dense layers' MLPs, and every layer of %s is MoE",
+			     r->m->name);
+	if (moe && !drop_pad && (m & STRAT_CG_MOE))
+		return sfail(r, km, "moe needs drop-and-pad routing (moe_expert_capacity_factor with "
+			     "moe_pad_expert_input_to_capacity): dropless routing synchronizes the "
+			     "host inside the MoE block");
+	if (moe && !drop_pad && m == 0)
+		return sfail(r, u->cgm.given ? km : k, "without cuda_graph_modules (or with []) it "
+			     "captures the whole layer, which on a MoE model needs drop-and-pad routing "
+			     "(moe_expert_capacity_factor with moe_pad_expert_input_to_capacity): "
+			     "dropless routing synchronizes the host inside the MoE block");
+	if ((m & STRAT_CG_MOE_PREPROCESS) && s->moe_dispatcher == STRAT_DISPATCH_ALLTOALL &&
+	    s->moe_capacity_factor > 0 && !s->moe_pad_to_capacity)
+		return sfail(r, km, "moe_preprocess with the alltoall dispatcher and a capacity factor "
+			     "would capture its host synchronization (Megatron-Core refuses it)");
+	if (s->recompute == STRAT_RECOMPUTE_FULL)
+		return sfail(r, k, "does not run with recompute full (Megatron-Core: \"full recompute "
+			     "is only supported with full iteration CUDA graph\")");
+	if (s->recompute == STRAT_RECOMPUTE_SELECTIVE) {
+		unsigned rc = s->recompute_modules;
+		if (s->cuda_graph_impl == STRAT_CG_TE && (rc & STRAT_RC_MOE) && (m & STRAT_CG_MOE_ROUTER))
+			return sfail(r, km, "moe_router does not run with moe in recompute_modules under "
+				     "transformer_engine graphs (Megatron-Core)");
+		bool whole = m == 0;
+		if (s->attention_dropout != 0 && (whole || (m & STRAT_CG_ATTN)) &&
+		    (rc & STRAT_RC_CORE_ATTN))
+			return sfail(r, km, "graphed attention recomputes core_attn, which does not run "
+				     "with attention dropout (Megatron-Core: set attention_dropout 0)");
+		if (s->hidden_dropout != 0 && (((whole || (m & STRAT_CG_MLP)) && (rc & STRAT_RC_MLP)) ||
+					       ((whole || (m & STRAT_CG_MOE)) && (rc & STRAT_RC_MOE))))
+			return sfail(r, km, "a graphed MLP or MoE block that is recomputed does not run "
+				     "with hidden dropout (Megatron-Core: set hidden_dropout 0)");
+	}
+	char ml[96] = "";
+	for (size_t i = 0; i < CG_NMODULES; i++)
+		if (m & (1u << i)) {
+			size_t n = strlen(ml);
+			snprintf(ml + n, sizeof(ml) - n, "%s%s", n ? "," : "", cg_module_names[i]);
+		}
+	oprov(s, km, &u->cgm, "the whole layer", "%s", m ? ml : "[]");
 	return TW_OK;
 }
 
@@ -1898,6 +2017,7 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 	oprov(s, "moe_dispatcher", &u.disp, "one all-to-all over the expert group", "%s",
 	      dispatcher_names[s->moe_dispatcher]);
 	TW_CHECK(check_moe_knobs(r, &u));
+	TW_CHECK(check_cuda_graphs(r, &u));
 	if (u.akern.given) {
 		snprintf(s->attention_kernel, sizeof(s->attention_kernel), "%s", u.akern_v);
 		if (!s->flash_attention)
@@ -2144,6 +2264,11 @@ struct cJSON *strategy_to_json(const struct strategy *s)
 	cJSON_AddNumberToObject(a, "moe_aux_loss_coeff", s->moe_aux_loss_coeff);
 	cJSON_AddNumberToObject(a, "moe_z_loss_coeff", s->moe_z_loss_coeff);
 	cJSON_AddNumberToObject(a, "moe_min_capacity", (double)s->moe_min_capacity);
+	cJSON_AddStringToObject(a, "cuda_graph_impl", cg_impl_names[s->cuda_graph_impl]);
+	cJSON *cgm = cJSON_AddArrayToObject(a, "cuda_graph_modules");
+	for (size_t i = 0; i < CG_NMODULES; i++)
+		if (s->cuda_graph_modules & (1u << i))
+			cJSON_AddItemToArray(cgm, cJSON_CreateString(cg_module_names[i]));
 	cJSON_AddStringToObject(a, "attention_kernel", s->attention_kernel);
 	cJSON_AddStringToObject(o, "nccl_algo", s->nccl_algo);
 	cJSON_AddStringToObject(o, "nccl_proto", s->nccl_proto);

@@ -45,6 +45,11 @@ enum { STRAT_LORA_Q = 1, STRAT_LORA_K = 2, STRAT_LORA_V = 4, STRAT_LORA_O = 8,
 /* Megatron-Core's --recompute-modules under selective recompute, bit set: the attention core
  * (the default), a dense layer's MLP, the MoE experts' activation function, the shared experts,
  * the norms that are modules of their own, an MoE layer whole */
+/* Megatron-Core's CUDA graphs (cuda_graph_impl) and what they capture (cuda_graph_modules;
+ * none of the bits: the whole layer) */
+enum strat_cg_impl { STRAT_CG_NONE = 0, STRAT_CG_TE, STRAT_CG_LOCAL };
+enum { STRAT_CG_ATTN = 1, STRAT_CG_MLP = 2, STRAT_CG_MOE = 4, STRAT_CG_MOE_ROUTER = 8,
+       STRAT_CG_MOE_PREPROCESS = 16 };
 enum { STRAT_RC_CORE_ATTN = 1, STRAT_RC_MLP = 2, STRAT_RC_MOE_ACT = 4, STRAT_RC_SHARED = 8,
        STRAT_RC_LAYERNORM = 16, STRAT_RC_MOE = 32, STRAT_RC_MLA_UP = 64 };
 
@@ -181,6 +186,12 @@ struct strategy {
 	 * (without flash attention). Default 0.1 for Megatron's model code (its defaults), 0 for
 	 * eager HF / torchtitan modules (Llama-style configs) */
 	double hidden_dropout, attention_dropout;
+	/* Megatron-Core's --cuda-graph-impl (transformer_engine or local: per-layer graphs) and
+	 * --cuda-graph-modules (STRAT_CG_*; 0 with an impl: the whole layer): a captured module's
+	 * forward and backward are each one graph replay, which the host issues in place of the
+	 * module's framework calls */
+	enum strat_cg_impl cuda_graph_impl;
+	unsigned cuda_graph_modules;
 	/* the flash attention kernel whose table in the cluster's eff.attn_kernels times attention
 	 * ("fa2", "fa3", "cudnn", ...); "": the cluster's eff.attn */
 	char attention_kernel[16];

@@ -49,6 +49,9 @@ static void gemm_tile(int cc, double *tm, double *tn, double *tk)
 		*tm = 256, *tn = 128;
 }
 
+/* Framework calls of a CUDA graph's replay: the Function, the input copy, the launch */
+#define SIM_GRAPH_REPLAY_CALLS 3.0
+
 /* Fixed per-tile cost in K steps: filling the multi-stage shared-memory pipeline (3-4 stages)
  * and the epilogue that converts and writes the output tile (about as long as the fill). */
 #define GEMM_TILE_OVERHEAD_STEPS 8.0
@@ -272,6 +275,13 @@ int64_t sim_host_ns(const struct job *j, const struct plan_op *op)
 {
 	if (op->stream == PLAN_STREAM_HOST || j->strat.host_op_us <= 0)
 		return 0; /* host-stream work is timed as host work itself */
+	/* a CUDA graph's members are replayed, not issued; its replay is an autograd Function, the
+	 * input's copy into the static buffer and the graph launch (Transformer Engine's
+	 * make_graphed_callables; Megatron-Core's CudaGraphManager alike) */
+	if (op->graph == PLAN_GRAPH_MEMBER)
+		return 0;
+	if (op->graph == PLAN_GRAPH_REPLAY)
+		return sim_ns_round(SIM_GRAPH_REPLAY_CALLS * j->strat.host_op_us * 1e3);
 	/* a Python tensor view or slice (DeepSpeed's per-rank lists) is a trivial CPU op: 4.5 us
 	 * without autograd or a launch (docs/simulator.md, "Host dispatch") of the 20 us a
 	 * framework op costs, a quarter */

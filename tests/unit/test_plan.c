@@ -1791,6 +1791,73 @@ static void test_moe_router(struct test_ctx *t)
 	free(j);
 }
 
+/* Megatron-Core's per-layer CUDA graphs: each captured module's forward and backward is one
+ * replay (graph_replay, graph_replay_bwd), and its ops are the graph's members: attention and
+ * MLP apart (two replays a layer each way), the whole layer (one); a MoE layer's router graph
+ * ends before the permutation unless moe_preprocess takes it in. */
+struct cg_count { int replays, members, permute_members, attn_members, norm2_members; };
+
+static struct cg_count cg_count_of(const struct plan *p)
+{
+	struct cg_count c = { 0 };
+	for (size_t k = 0; k < p->nops; k++) {
+		const struct plan_op *o = &p->ops[k];
+		c.replays += o->graph == PLAN_GRAPH_REPLAY;
+		if (o->graph != PLAN_GRAPH_MEMBER)
+			continue;
+		c.members++;
+		c.permute_members += !strcmp(o->name, "permute") || !strcmp(o->name, "permute_bwd");
+		c.attn_members += !strcmp(o->name, "attn") || !strcmp(o->name, "attn_bwd");
+		c.norm2_members += !strncmp(o->name, "norm2", 5);
+	}
+	return c;
+}
+
+static void test_cuda_graphs(struct test_ctx *t)
+{
+	struct job *j = fx_job(8); /* 4 layers, one micro-batch a step on each of 8 ranks */
+	fx_megatron(j);
+	j->strat.cuda_graph_impl = STRAT_CG_TE;
+	struct plan p[5]; /* attn + mlp, whole, MoE attn + router, + preprocess, none */
+	bool ok[5];
+	j->strat.cuda_graph_modules = STRAT_CG_ATTN | STRAT_CG_MLP;
+	ok[0] = build(j, 0, &p[0]);
+	j->strat.cuda_graph_modules = 0;
+	ok[1] = build(j, 0, &p[1]);
+	struct job *m = moe_job();
+	m->strat.cuda_graph_impl = STRAT_CG_TE;
+	m->strat.cuda_graph_modules = STRAT_CG_ATTN | STRAT_CG_MOE_ROUTER;
+	ok[2] = build(m, 0, &p[2]);
+	m->strat.cuda_graph_modules |= STRAT_CG_MOE_PREPROCESS;
+	ok[3] = build(m, 0, &p[3]);
+	m->strat.cuda_graph_impl = STRAT_CG_NONE;
+	ok[4] = build(m, 0, &p[4]);
+	if (ok[0] && ok[1] && ok[2] && ok[3] && ok[4]) {
+		struct cg_count c[5];
+		for (int i = 0; i < 5; i++)
+			c[i] = cg_count_of(&p[i]);
+		int L = (int)j->model.layers;
+		CHECK_EQ_INT(t, c[0].replays, L * 4);
+		CHECK_EQ_INT(t, c[1].replays, L * 2);
+		/* the same ops captured either way: the whole layer's forward and backward */
+		CHECK_EQ_INT(t, c[1].members, c[0].members);
+		CHECK_EQ_INT(t, c[0].attn_members, L * 2);
+		CHECK_EQ_INT(t, c[0].norm2_members, L * 2);
+		/* MoE: attention and router graphs, 4 replays a layer; the permutation (and its
+		 * backward) only with moe_preprocess */
+		CHECK_EQ_INT(t, c[2].replays, 4 * 4);
+		CHECK_EQ_INT(t, c[2].permute_members, 0);
+		CHECK_EQ_INT(t, c[3].permute_members, 4 * 2);
+		CHECK_EQ_INT(t, c[2].norm2_members, 4 * 2);
+		CHECK_EQ_INT(t, c[4].replays + c[4].members, 0);
+		/* a replay copies the module's input: it adds no FLOPs */
+		CHECK_NEAR(t, p[2].hw_flops, p[4].hw_flops, 1e-12);
+	}
+	release_plans(p, ok, 5);
+	free(m);
+	free(j);
+}
+
 /* Local experts in a loop or grouped: Megatron-Core's SequentialMLP (its default) runs each of
  * a rank's experts as an MLP of its own and concatenates their outputs (and input grads in
  * backward), TEGroupedMLP (moe_grouped_gemm) one grouped call; DeepSpeed's Experts loop and
@@ -3900,6 +3967,7 @@ int main(void)
 	TEST_RUN(&t, test_moe_capacity);
 	TEST_RUN(&t, test_moe_permute_fusion);
 	TEST_RUN(&t, test_moe_router);
+	TEST_RUN(&t, test_cuda_graphs);
 	TEST_RUN(&t, test_moe_grouped_gemm);
 	TEST_RUN(&t, test_moe_ds_einsum);
 	TEST_RUN(&t, test_moe_ds_capacity);

@@ -166,6 +166,12 @@ static void test_repeat(struct test_ctx *T)
 	CHECK_NEAR(T, (double)(sim_compute_ns(j, &op) - t1), 7 * 4000.0, 1.0 / 28000);
 	CHECK_EQ_INT(T, (int)h1, 3 * 20000);
 	CHECK_EQ_INT(T, (int)sim_host_ns(j, &op), 8 * 3 * 20000);
+	/* in a CUDA graph the host issues none of it; the graph's replay is 3 calls */
+	op.graph = PLAN_GRAPH_MEMBER;
+	CHECK_EQ_INT(T, (int)sim_host_ns(j, &op), 0);
+	CHECK_NEAR(T, (double)(sim_compute_ns(j, &op) - t1), 7 * 4000.0, 1.0 / 28000);
+	op.graph = PLAN_GRAPH_REPLAY;
+	CHECK_EQ_INT(T, (int)sim_host_ns(j, &op), 3 * 20000);
 	free(j);
 }
 
