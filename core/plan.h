@@ -278,7 +278,28 @@ double plan_torch_softmax_bytes(const struct plan_op *op);
 struct plan_gemm_part {
 	int64_t m, n, k, batch;
 };
-int plan_gemm_parts(const struct plan_op *op, struct plan_gemm_part out[2]);
+static inline int plan_gemm_parts(const struct plan_op *op, struct plan_gemm_part out[2])
+{
+	int64_t m = op->u.compute.m, n = op->u.compute.n, k = op->u.compute.k;
+	int64_t batch = op->u.compute.batch > 0 ? op->u.compute.batch : 1;
+	bool bwd = op->phase == PLAN_PHASE_BWD && !(op->flags & PLAN_F_RECOMPUTE);
+	if (!bwd) {
+		out[0] = (struct plan_gemm_part){ m, n, k, batch };
+		return 1;
+	}
+	if (op->u.compute.grads == PLAN_GRADS_WEIGHT) {
+		out[0] = (struct plan_gemm_part){ k, n, m, batch };
+		return 1;
+	}
+	if (op->u.compute.grads == PLAN_GRADS_DATA || batch % 2 != 0) {
+		out[0] = (struct plan_gemm_part){ m, k, n, batch };
+		return 1;
+	}
+	out[0] = (struct plan_gemm_part){ m, k, n, batch / 2 };
+	out[1] = (struct plan_gemm_part){ k, n, m, batch / 2 };
+	return 2;
+}
+
 /* How many times a compute op is issued in a row (its repeat, at least 1). */
 static inline int64_t plan_op_repeat(const struct plan_op *op)
 {

@@ -501,75 +501,62 @@ const char *strat_rc_module_name(int i)
 	return i >= 0 && (size_t)i < RC_NMODULES ? rc_module_names[i] : NULL;
 }
 
-static enum tw_result parse_rc_modules(struct strat_rd *r, const cJSON *o, unsigned *out,
+/* An array of Megatron-Core module names (key) into a bit set, bit i for names[i]; `verb` and
+ * `list` finish the messages ("... is not a module Megatron-Core <verb> (<list>)"). *out keeps
+ * its default when the key is absent. */
+static enum tw_result parse_module_set(struct strat_rd *r, const cJSON *o, const char *key,
+				       const char *const *names, size_t n, bool empty_ok,
+				       const char *verb, const char *list, unsigned *out,
 				       struct oval *ov)
 {
 	memset(ov, 0, sizeof(*ov));
-	const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "recompute_modules");
-	const char *label = strat_label(r, STRAT_TREE_OURS, "recompute_modules");
-	*out = STRAT_RC_CORE_ATTN;
+	const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, key);
+	const char *label = strat_label(r, STRAT_TREE_OURS, key);
 	if (!t || cJSON_IsNull(t))
 		return TW_OK;
-	if (!cJSON_IsArray(t) || cJSON_GetArraySize(t) == 0)
-		return tw_errf(r->err, TW_ERR_INVALID,
-			       "%s: recompute_modules: must be a non-empty array of module names "
-			       "(core_attn, mlp, moe_act, shared_experts, layernorm, moe, mla_up_proj)",
-			       label);
+	if (!cJSON_IsArray(t) || (!empty_ok && cJSON_GetArraySize(t) == 0))
+		return tw_errf(r->err, TW_ERR_INVALID, "%s: %s: must be a%s array of module names (%s)",
+			       label, key, empty_ok ? "n" : " non-empty", list);
 	*out = 0;
 	const cJSON *e;
 	cJSON_ArrayForEach(e, t)
 	{
-		const char *n = cJSON_IsString(e) ? e->valuestring : "(not a string)";
-		size_t hit = RC_NMODULES;
-		for (size_t i = 0; i < RC_NMODULES; i++)
-			if (!strcmp(n, rc_module_names[i]))
+		const char *nm = cJSON_IsString(e) ? e->valuestring : "(not a string)";
+		size_t hit = n;
+		for (size_t i = 0; i < n; i++)
+			if (!strcmp(nm, names[i]))
 				hit = i;
-		if (hit == RC_NMODULES)
+		if (hit == n)
 			return tw_errf(r->err, TW_ERR_INVALID,
-				       "%s: recompute_modules: %s is not a module Megatron-Core recomputes "
-				       "(core_attn, mlp, moe_act, shared_experts, layernorm, moe, "
-				       "mla_up_proj)", label, n);
+				       "%s: %s: %s is not a module Megatron-Core %s (%s)", label, key, nm,
+				       verb, list);
 		*out |= 1u << hit;
 	}
 	ov->given = true;
-	oval_fill(r, "recompute_modules", ov);
+	oval_fill(r, key, ov);
 	return TW_OK;
+}
+
+static enum tw_result parse_rc_modules(struct strat_rd *r, const cJSON *o, unsigned *out,
+				       struct oval *ov)
+{
+	*out = STRAT_RC_CORE_ATTN;
+	return parse_module_set(r, o, "recompute_modules", rc_module_names, RC_NMODULES, false,
+				"recomputes", "core_attn, mlp, moe_act, shared_experts, layernorm, moe, "
+				"mla_up_proj", out, ov);
 }
 
 static const char *const cg_module_names[] = {"attn", "mlp", "moe", "moe_router", "moe_preprocess"};
 #define CG_NMODULES (sizeof(cg_module_names) / sizeof(*cg_module_names))
 
-/* cuda_graph_modules: an array of Megatron-Core's CudaGraphModule names; [] is the whole layer */
+/* cuda_graph_modules: Megatron-Core's CudaGraphModule names; [] is the whole layer */
 static enum tw_result parse_cg_modules(struct strat_rd *r, const cJSON *o, unsigned *out,
 				       struct oval *ov)
 {
-	memset(ov, 0, sizeof(*ov));
-	const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "cuda_graph_modules");
-	const char *label = strat_label(r, STRAT_TREE_OURS, "cuda_graph_modules");
 	*out = 0;
-	if (!t || cJSON_IsNull(t))
-		return TW_OK;
-	if (!cJSON_IsArray(t))
-		return tw_errf(r->err, TW_ERR_INVALID,
-			       "%s: cuda_graph_modules: must be an array of module names (attn, mlp, "
-			       "moe, moe_router, moe_preprocess; [] for the whole layer)", label);
-	const cJSON *e;
-	cJSON_ArrayForEach(e, t)
-	{
-		const char *n = cJSON_IsString(e) ? e->valuestring : "(not a string)";
-		size_t hit = CG_NMODULES;
-		for (size_t i = 0; i < CG_NMODULES; i++)
-			if (!strcmp(n, cg_module_names[i]))
-				hit = i;
-		if (hit == CG_NMODULES)
-			return tw_errf(r->err, TW_ERR_INVALID,
-				       "%s: cuda_graph_modules: %s is not a module Megatron-Core captures "
-				       "(attn, mlp, moe, moe_router, moe_preprocess)", label, n);
-		*out |= 1u << hit;
-	}
-	ov->given = true;
-	oval_fill(r, "cuda_graph_modules", ov);
-	return TW_OK;
+	return parse_module_set(r, o, "cuda_graph_modules", cg_module_names, CG_NMODULES, true,
+				"captures", "attn, mlp, moe, moe_router, moe_preprocess; [] for the "
+				"whole layer", out, ov);
 }
 
 static enum tw_result sfail(struct strat_rd *r, const char *path, const char *fmt, ...)
