@@ -970,7 +970,7 @@ static bool cg_module(const struct pb *b, unsigned m)
 	return cg_on(b) && (b->s->cuda_graph_modules == 0 || (b->s->cuda_graph_modules & m));
 }
 
-/* The MLP side of layer l in one graph with the pre-MLP norm: a dense layer's MLP, a MoE block */
+/* The MLP side of a layer in one graph with the pre-MLP norm: a dense layer's MLP, a MoE block */
 static bool cg_mlp(const struct pb *b, bool moe)
 {
 	return cg_module(b, moe ? STRAT_CG_MOE : STRAT_CG_MLP);
@@ -985,10 +985,9 @@ static bool cg_router(const struct pb *b, bool moe)
 
 static void graph_begin(struct pb *b, bool bwd)
 {
-	b->graph_on = false;
 	double x = (double)(b->sp ? b->T / b->tp : b->T) * (double)b->h * b->ab;
 	uint32_t id = elem(b, PLAN_K_ELEMWISE, bwd ? "graph_replay_bwd" : "graph_replay", 2 * x);
-	b->p->ops[id].graph = PLAN_GRAPH_REPLAY;
+	b->p->ops[id].graph = PLAN_GRAPH_REPLAY; /* not a member: the op the host issues */
 	b->graph_on = true;
 }
 
@@ -2162,8 +2161,8 @@ static double ds_gate_bytes(const struct pb *b, bool bwd)
 /* An expert GEMM of the busiest rank (moe_imb) runs more than the mean rank's share: its
  * hardware FLOPs are the busiest rank's, its model FLOPs (the useful work) the mean's. Grouped
  * (one call for the local experts), their tiles share the SMs' waves; looped, a kernel each. */
-static uint32_t expert_gemm(struct pb *b, const char *name, int64_t m, int64_t n, int64_t k,
-			    int64_t batch, double rows, bool model, enum plan_grads grads)
+static void expert_gemm(struct pb *b, const char *name, int64_t m, int64_t n, int64_t k,
+			int64_t batch, double rows, bool model, enum plan_grads grads)
 {
 	uint32_t id = gemm(b, name, m, n, k, batch, rows, model);
 	set_repeat(b, id);
@@ -2174,7 +2173,6 @@ static uint32_t expert_gemm(struct pb *b, const char *name, int64_t m, int64_t n
 	double extra = op->u.compute.flops * (1.0 - 1.0 / moe_imb(b));
 	if (model && b->phase == PLAN_PHASE_FWD && !(b->flags & (PLAN_F_RECOMPUTE | PLAN_F_LORA)))
 		b->p->model_flops -= 3.0 * extra;
-	return id;
 }
 
 /* Megatron-Core's all-to-all dispatcher: the tokens this rank sends each expert, all-gathered
@@ -2202,28 +2200,6 @@ static void token_counts(struct pb *b)
 
 static bool recomputed(const struct pb *b, int64_t l);
 
-/* ---- Megatron-Core's router after its gating GEMM (router.py; moe_utils.py
- * topk_routing_with_score_function, compute_routing_scores_for_aux_loss,
- * switch_load_balancing_loss_func), over N = Tr x E logits of lb bytes, n = Tr x k copies,
- * scores in fp32:
- *  - routing, unfused: top-k of the logits, softmax of the k (fp32) and the cast back, then two
- *    zero-filled out-of-place scatters into dense [Tr, E] tensors: the probs (zeros, clone,
- *    scatter) and the bool map (zeros, int cast, clone, scatter, bool cast): 11 kernels,
- *    N (6 lb + 17) + n (4 lb + 32) bytes; backward the probs' gather, the cast's and the
- *    softmax's grads, top-k's zeros and scatter: 5 kernels, N lb + n (4 lb + 32);
- *  - routing, fused (moe_router_fusion, Transformer Engine's fused_topk_with_score_function):
- *    one kernel reads the logits and writes the dense probs and map, N (2 lb + 1); backward
- *    one, N (2 lb + 4);
- *  - the load-balancing loss (moe_aux_loss_coeff > 0), only while autograd records: not in the
- *    no-grad forward of a checkpointed layer or MoE block, whose recompute computes it.
- *    Unfused: the scores softmaxed over every expert, their top-k and map as above (7
- *    kernels), the map's per-expert sum, all-reduced over TP x CP
- *    (get_tokens_per_expert_and_token_count), the probs' per-expert sum and the loss's
- *    products (4), the metrics tracker's division and sum (2): 14 kernels, N (3 lb + 30) +
- *    24 n; backward the scaler's ones and scale, the loss's products, the expanded grad and
- *    softmax's backward, the cast and the add into the logits' grad: 8 kernels,
- *    N (4 lb + 20). Fused (fused_compute_score_for_moe_aux_loss, fused_moe_aux_loss): 5
- *    kernels, N (lb + 10); backward 5, N (4 lb + 12). */
 /* Whether autograd records layer l's router now: not in the no-grad forward of a checkpointed
  * layer or MoE block (the recompute and the backward do) */
 static bool router_grad(const struct pb *b, int64_t l)
@@ -2281,6 +2257,28 @@ static void router_drop(struct pb *b, const struct moe_dims *d, bool bwd)
 		       pad ? 5 : 6);
 }
 
+/* ---- Megatron-Core's router after its gating GEMM (router.py; moe_utils.py
+ * topk_routing_with_score_function, compute_routing_scores_for_aux_loss,
+ * switch_load_balancing_loss_func), over N = Tr x E logits of lb bytes, n = Tr x k copies,
+ * scores in fp32:
+ *  - routing, unfused: top-k of the logits, softmax of the k (fp32) and the cast back, then two
+ *    zero-filled out-of-place scatters into dense [Tr, E] tensors: the probs (zeros, clone,
+ *    scatter) and the bool map (zeros, int cast, clone, scatter, bool cast): 11 kernels,
+ *    N (6 lb + 17) + n (4 lb + 32) bytes; backward the probs' gather, the cast's and the
+ *    softmax's grads, top-k's zeros and scatter: 5 kernels, N lb + n (4 lb + 32);
+ *  - routing, fused (moe_router_fusion, Transformer Engine's fused_topk_with_score_function):
+ *    one kernel reads the logits and writes the dense probs and map, N (2 lb + 1); backward
+ *    one, N (2 lb + 4);
+ *  - the load-balancing loss (moe_aux_loss_coeff > 0), only while autograd records: not in the
+ *    no-grad forward of a checkpointed layer or MoE block, whose recompute computes it.
+ *    Unfused: the scores softmaxed over every expert, their top-k and map as above (7
+ *    kernels), the map's per-expert sum, all-reduced over TP x CP
+ *    (get_tokens_per_expert_and_token_count), the probs' per-expert sum and the loss's
+ *    products (4), the metrics tracker's division and sum (2): 14 kernels, N (3 lb + 30) +
+ *    24 n; backward the scaler's ones and scale, the loss's products, the expanded grad and
+ *    softmax's backward, the cast and the add into the logits' grad: 8 kernels,
+ *    N (4 lb + 20). Fused (fused_compute_score_for_moe_aux_loss, fused_moe_aux_loss): 5
+ *    kernels, N (lb + 10); backward 5, N (4 lb + 12). */
 static uint32_t router_fwd(struct pb *b, const struct moe_dims *d, int64_t l)
 {
 	double N = (double)d->Tr * (double)b->E, n = (double)d->Tr * (double)b->topk, lb = b->ab;

@@ -419,6 +419,7 @@ static const char *const dispatcher_names[] = {"alltoall", "deepep", NULL};
 /* enum strat_cg_impl, then Megatron's whole-iteration graph, which is refused */
 static const char *const cg_impl_names[] = {"none", "transformer_engine", "local", "full_iteration",
 					    NULL};
+#define CG_FULL_ITERATION 3 /* its index in cg_impl_names */
 static const char *const precision_names[] = {"fp32", "bf16", "fp16", NULL};
 static const enum tw_dtype precision_types[] = {TW_FP32, TW_BF16, TW_FP16};
 static const char *const optimizer_names[] = {"adamw", "adam", "sgd", "lion", "adagrad", NULL};
@@ -1071,9 +1072,10 @@ static enum tw_result check_cuda_graphs(struct strat_rd *r, const struct ours *u
 {
 	struct strategy *s = r->s;
 	const char *k = "cuda_graph_impl", *km = "cuda_graph_modules";
-	s->cuda_graph_impl = u->cgi.given && u->cgi_i < 3 ? (enum strat_cg_impl)u->cgi_i : STRAT_CG_NONE;
+	bool full = u->cgi.given && u->cgi_i == CG_FULL_ITERATION;
+	s->cuda_graph_impl = u->cgi.given && !full ? (enum strat_cg_impl)u->cgi_i : STRAT_CG_NONE;
 	s->cuda_graph_modules = u->cgm_v;
-	if (u->cgi.given && u->cgi_i == 3)
+	if (full)
 		return sfail(r, k, "full_iteration (the whole forward-backward in one graph) is not "
 			     "modelled; transformer_engine and local (per-layer graphs) are");
 	if ((u->cgi.given || u->cgm.given) && s->framework != STRAT_MEGATRON)

@@ -436,13 +436,12 @@ static enum tw_result compute(struct cu *c, const struct plan_op *op, cudaStream
 		 * C(m x n) = A(m x k) B(k x n) is column-major C^T = B^T A^T */
 		struct plan_gemm_part part[2];
 		int np = plan_gemm_parts(op, part);
+		/* a loop over local experts: one call per expert, each over its share of the batch
+		 * (the same synthetic operands each time, the same work) */
+		int64_t rep = plan_op_repeat(op);
 		for (int q = 0; q < np; q++) {
 			int64_t m = part[q].m, n = part[q].n, k = part[q].k, nb = part[q].batch;
-			/* a loop over local experts: one call per expert, each over its share of the
-			 * batch (the same synthetic operands each time, the same work) */
-			int64_t r = plan_op_repeat(op);
-			if (r < 2 || nb % r != 0)
-				r = 1;
+			int64_t r = rep >= 2 && nb % rep == 0 ? rep : 1;
 			for (int64_t i = 0; i < r; i++)
 				TW_CHECK(gemm(c, s, dtype, n, m, k, nb / r, false, c->gb, n, k * n, c->ga,
 					      k, m * k, c->gc, n, m * n, err));
