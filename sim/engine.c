@@ -362,13 +362,13 @@ static void push_work(struct eng *e, int32_t sr, int stream)
 	e->work[e->nwork++] = (uint32_t)sr << WORK_SHIFT | (uint32_t)stream;
 }
 
-/* the ops of its range sync k waits for: Megatron's p2p batches, a micro-batch's input copy;
- * a device sync every op that runs on a stream */
+/* the ops of its range sync k waits for: Megatron's p2p batches, a micro-batch's input copy,
+ * an op whose stream the host synchronizes; a device sync every op that runs on a stream */
 static bool syncs_on(const struct role *ro, uint32_t k, const struct eop *o)
 {
 	if (ro->sync_all[k])
 		return o->kind != PLAN_ALLOC && o->kind != PLAN_FREE;
-	return o->kind == PLAN_P2P || (o->flags & PLAN_F_BATCH);
+	return o->kind == PLAN_P2P || (o->flags & (PLAN_F_BATCH | PLAN_F_HOSTWAIT));
 }
 
 static uint32_t batch_size(const struct role *ro, uint32_t k)

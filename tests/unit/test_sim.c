@@ -439,7 +439,8 @@ struct mini {
 	int micro;
 	bool unmatched;   /* stage 0 sends one message stage 1 never receives */
 	double gemm_flops;
-	int batch_in;     /* each micro-batch starts with an input copy: 1 plain, 2 PLAN_F_BATCH */
+	int batch_in;     /* each micro-batch starts with an input copy: 1 plain, 2 PLAN_F_BATCH,
+			   * 3 PLAN_F_HOSTWAIT (a stream sync after it, e.g. a .tolist()) */
 };
 
 static enum tw_result mini_build(void *ctx, const struct job *j, int64_t rank, struct plan *p,
@@ -470,6 +471,8 @@ static enum tw_result mini_build(void *ctx, const struct job *j, int64_t rank, s
 			p->ops[in].u.copy.bytes = 8192;
 			if (m->batch_in == 2)
 				p->ops[in].flags = PLAN_F_BATCH;
+			if (m->batch_in == 3)
+				p->ops[in].flags = PLAN_F_HOSTWAIT;
 			last = in;
 		}
 		uint32_t g = push(p, PLAN_COMPUTE, PLAN_STREAM_COMPUTE, "fc1", &last, 1);
@@ -794,6 +797,12 @@ static void test_engine_host_dispatch(struct test_ctx *T)
 	       (long long)ahead, (long long)held);
 	CHECK(T, ahead > 30000000 && held >= ahead + 600000 && held < ahead + 610000);
 	CHECK_EQ_INT(T, held, held_full);
+	/* a copy whose stream the host synchronizes (one framework op): the host waits for it,
+	 * so the second micro-batch's GEMM is issued 300 us after the first GEMM ends */
+	m.batch_in = 3;
+	int64_t synced = mini_step(&j, &m, false, &err);
+	CHECK(T, synced >= ahead + 300000 && synced < ahead + 310000);
+	CHECK_EQ_INT(T, synced, mini_step(&j, &m, true, &err));
 }
 
 static void test_engine_errors(struct test_ctx *T)
