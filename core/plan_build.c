@@ -3369,15 +3369,67 @@ static int64_t p2p_bytes(const struct pb *b, bool grad)
 	return b->sp || p2p_split(b, grad) ? full / b->tp : full;
 }
 
-/* Receive an activation (kind PLAN_P2P_ACT) or grad; a split one is all-gathered over the TP
- * group before the compute that uses it (DeepSpeed's part.full(), on the compute stream). */
+/* Receive an activation (kind PLAN_P2P_ACT) or grad */
 static void p2p_recv(struct pb *b, int64_t peer, int kind, const char *name)
 {
-	bool grad = kind == PLAN_P2P_GRAD;
-	uint32_t id = p2p(b, false, peer, kind, p2p_bytes(b, grad), name);
-	if (p2p_split(b, grad))
-		wait_on(b, coll(b, PLAN_ALL_GATHER, JOB_GROUP_TP, PLAN_STREAM_COMM_TP,
-				grad ? "ag_pipe_grad" : "ag_pipe_act", b->T * b->h / b->tp, b->pdt, id));
+	p2p(b, false, peer, kind, p2p_bytes(b, kind == PLAN_P2P_GRAD), name);
+}
+
+/* A D2H read the host waits for, issued where the compute stream has got to (what it waits
+ * for included): a .tolist() or .item() of a GPU tensor */
+static void host_read(struct pb *b, const char *name, int64_t bytes)
+{
+	uint32_t d[8];
+	int n = 0;
+	if (b->last_compute != PLAN_NONE)
+		d[n++] = b->last_compute;
+	for (int i = 0; i < PLAN_NUM_STREAMS && n < 8; i++)
+		if (b->wait[i] != PLAN_NONE)
+			d[n++] = b->wait[i];
+	uint32_t id = emit(b, PLAN_COPY, PLAN_STREAM_COPY_OUT, name, d, n, false);
+	struct plan_op *op = &b->p->ops[id];
+	op->u.copy.dir = PLAN_D2H;
+	op->u.copy.bytes = bytes;
+	op->flags |= PLAN_F_HOSTWAIT;
+}
+
+/* DeepSpeed's PartitionedTensor on the receiving side of a split stage-boundary tensor
+ * (runtime/utils.py, reference/deepspeed.md §5). from_meta reads the meta back (.tolist(): a
+ * host sync) before 0.12.6; full() zeroes a flat buffer of the whole tensor, all-gathers the
+ * parts into it over the TP group and returns a clone. Before 0.12.4 it gathers into a list
+ * of views of the buffer: it copies its own part in, and PyTorch's list all-gather gathers
+ * into a flattened temporary and copies each part out on the NCCL stream. */
+static void pipe_full(struct pb *b, const char *name)
+{
+	double full = (double)(b->T * b->h) * b->ab, part = full / (double)b->tp;
+	bool list = b->s->ds_pipe_list_gather;
+	if (b->s->ds_pipe_meta_sync) /* the meta: ndims, 3 sizes, parts, rank, tp + 1 offsets */
+		host_read(b, "pipe_meta_read", 8 * (7 + b->tp));
+	int32_t buf = mem_alloc(b, PLAN_MEM_WORKSPACE, PLAN_DEV_GPU,
+				(list ? 2 : 1) * b->T * b->h * (int64_t)b->ab, "pipe_full",
+				PLAN_STREAM_COMPUTE);
+	uint32_t z = elem_k(b, PLAN_K_ELEMWISE, "pipe_zero", list ? full + 2.0 * part : full,
+			    list ? 1 : 0);
+	if (list) /* flat_tensor.narrow() per part */
+		b->p->ops[z].host_views = (uint32_t)b->tp;
+	uint32_t id = coll(b, PLAN_ALL_GATHER, JOB_GROUP_TP, PLAN_STREAM_COMM_TP, name,
+			   b->T * b->h / b->tp, b->pdt, z);
+	if (list && id != PLAN_NONE) {
+		id = compute_d(b, PLAN_K_ELEMWISE, "ag_copy_out", 0, 2.0 * full, PLAN_STREAM_COMM_TP,
+			       id);
+		b->p->ops[id].u.compute.extra_kernels = (uint8_t)(b->tp > 256 ? 255 : b->tp - 1);
+	}
+	wait_on(b, id);
+	elem(b, PLAN_K_ELEMWISE, "pipe_clone", 2.0 * full);
+	mem_free(b, buf, "pipe_full", PLAN_STREAM_COMPUTE);
+}
+
+/* _exec_recv_activations clones each tensor it received and _exec_forward_pass clones its
+ * inputs again: two copies of the activation, or of the meta and the part when split */
+static void pipe_in_clones(struct pb *b)
+{
+	elem_k(b, PLAN_K_ELEMWISE, "pipe_in_clone", 4.0 * (double)p2p_bytes(b, false),
+	       p2p_split(b, false) ? 3 : 1);
 }
 
 /* The micro-batch's inputs (token ids and labels, int64) come to the GPU on the stages that
@@ -3420,6 +3472,8 @@ static void pipe_meta(struct pb *b, bool grad)
 {
 	if (!p2p_split(b, grad))
 		return;
+	/* PartitionedTensor(tensor): .contiguous().view(-1).narrow(part).clone() */
+	elem(b, PLAN_K_ELEMWISE, "pipe_part", 2.0 * (double)p2p_bytes(b, grad));
 	uint32_t id = copy(b, PLAN_H2D, "pipe_meta", 8 * (4 + b->tp), PLAN_NONE);
 	if (id != PLAN_NONE)
 		b->p->ops[id].flags |= PLAN_F_HOSTWAIT;
@@ -3502,10 +3556,15 @@ static void item_begin(struct pb *b, const struct item *it, int32_t *logits)
 		b->phase = PLAN_PHASE_FWD;
 		/* a held activation (warm-up: the backward step between was idle) or grad */
 		flush_send(b);
-		if (!first && b->ahead[0] != PLAN_NONE)
+		if (!first && b->ahead[0] != PLAN_NONE) {
 			wait_on(b, b->ahead[0]), b->ahead[0] = PLAN_NONE;
-		else if (!first)
+		} else if (!first) {
 			p2p_recv(b, prev, PLAN_P2P_ACT, "recv_act");
+			if (b->ds)
+				pipe_in_clones(b);
+			if (p2p_split(b, false))
+				pipe_full(b, "ag_pipe_act");
+		}
 		if (first || last)
 			batch_in(b);
 		if (first)
@@ -3528,11 +3587,21 @@ static void item_begin(struct pb *b, const struct item *it, int32_t *logits)
 					  "grads", PLAN_STREAM_COMPUTE);
 	if (b->held.on && b->held.step + 1 < ds_step(b, it))
 		flush_send(b); /* sent at an idle step before this one */
+	/* DeepSpeed's backward first restores the stage's split output for autograd: in
+	 * _exec_recv_grads before the receive when the grad comes whole, else in
+	 * _exec_backward_pass, where the split grad is gathered next */
+	bool out_split = !last && p2p_split(b, false), grad_split = !last && p2p_split(b, true);
+	if (out_split && !grad_split)
+		pipe_full(b, "ag_pipe_out");
 	if (!last && b->ahead[1] != PLAN_NONE)
 		wait_on(b, b->ahead[1]), b->ahead[1] = PLAN_NONE;
 	else if (!last)
 		p2p_recv(b, next, PLAN_P2P_GRAD, "recv_grad");
 	flush_send(b);
+	if (out_split && grad_split)
+		pipe_full(b, "ag_pipe_out");
+	if (grad_split)
+		pipe_full(b, "ag_pipe_grad");
 	if (last)
 		head_bwd(b, logits[it->micro]);
 }

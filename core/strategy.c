@@ -1613,6 +1613,8 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 	s->ds_fetch_norm = s->ds_fetch_sync && r->version >= STRAT_VERSION(0, 3, 15);
 	s->ds_reduce_rooted = r->version < STRAT_VERSION(0, 12, 4) || r->version >= STRAT_VERSION(0, 13, 0);
 	s->ds_ratio_last = r->version >= STRAT_VERSION(0, 18, 0);
+	s->ds_pipe_list_gather = r->version < STRAT_VERSION(0, 12, 4);
+	s->ds_pipe_meta_sync = r->version < STRAT_VERSION(0, 12, 6);
 	if (s->framework == STRAT_DEEPSPEED)
 		oprov(s, "deepspeed_version", &u.version, "DeepSpeed master at the time of writing",
 		      "%s", s->deepspeed_version);

@@ -84,6 +84,11 @@ struct strategy {
 	/* ZeRO-3 partial offload (offload_optimizer.ratio) puts the last n - int((1 - ratio) n)
 	 * sub-groups on the host from 0.18.0 (SuperOffload, #7559), the first int(ratio n) before */
 	bool ds_ratio_last;
+	/* The pipeline engine's PartitionedTensor.full() all-gathers into a list of views of its
+	 * flat buffer before 0.12.4 (#4705): PyTorch gathers into a temporary and copies each part
+	 * out; before 0.12.6 (#4360) from_meta reads the meta back with .tolist() every time, a
+	 * host sync, where later releases cache it on the CPU */
+	bool ds_pipe_list_gather, ds_pipe_meta_sync;
 
 	/* degrees; dp is derived: gpus / (tp * pp * cp) */
 	int64_t gpus, tp, pp, dp, cp, ep, vp;

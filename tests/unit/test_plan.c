@@ -771,6 +771,101 @@ static void test_ds_pipe_partitioned(struct test_ctx *t)
 	free(j);
 }
 
+/* The index of the next op named `name` from `i` on (p->nops: none) */
+static size_t next_named(const struct plan *p, size_t i, const char *name)
+{
+	while (i < p->nops && strcmp(p->ops[i].name ? p->ops[i].name : "", name) != 0)
+		i++;
+	return i;
+}
+
+/* DeepSpeed's PartitionedTensor around a split boundary tensor: the sender clones its part;
+ * the receiver clones what it received twice, then full() zeroes a flat buffer, gathers the
+ * parts into it and clones it; a backward restores the stage's own output the same way,
+ * after its send when the grad is split (before the receive when it comes whole). Before
+ * 0.12.4 the gather goes into a list (own part copied in, every part copied out on the NCCL
+ * stream); before 0.12.6 each full() starts with a host read of the meta. */
+static void test_ds_partitioned_tensor(struct test_ctx *t)
+{
+	struct job *j = fx_job(8);
+	fx_degrees(j, 2, 2, 1, 1, 4); /* TP 2, PP 2, DP 2, 4 micro-batches */
+	j->strat.pipe_partitioned = j->strat.grad_partitioned = true;
+	double full = 4096.0 * 4096 * 2, part = full / 2; /* bytes: T x h x 2, half a rank */
+	for (int old = 0; old < 2; old++) {
+		j->strat.ds_pipe_list_gather = j->strat.ds_pipe_meta_sync = old;
+		for (int64_t r = 0; r < 8; r += 4) {
+			struct plan p;
+			if (!build(j, r, &p))
+				continue;
+			int parts = 0, zeros = 0, clones = 0, in_clones = 0, outs = 0, reads = 0, copy_outs = 0;
+			for (size_t i = 0; i < p.nops; i++) {
+				const struct plan_op *o = &p.ops[i];
+				const char *nm = o->name ? o->name : "";
+				if (o->kind == PLAN_COMPUTE && !strcmp(nm, "pipe_part")) {
+					parts++;
+					CHECK(t, o->u.compute.bytes == 2 * part);
+					CHECK(t, !strcmp(p.ops[i + 1].name, "pipe_meta"));
+				} else if (o->kind == PLAN_COMPUTE && !strcmp(nm, "pipe_in_clone")) {
+					in_clones++;
+					CHECK(t, o->u.compute.bytes == 4 * part && o->u.compute.extra_kernels == 3);
+					CHECK(t, p.ops[i - 1].kind == PLAN_P2P && !strcmp(p.ops[i - 1].name, "recv_act"));
+				} else if (o->kind == PLAN_COMPUTE && !strcmp(nm, "pipe_zero")) {
+					zeros++;
+					CHECK(t, o->u.compute.bytes == (old ? full + 2 * part : full));
+					CHECK_EQ_INT(t, o->host_views, old ? 2 : 0);
+					/* the meta read the host waits for comes first in old releases */
+					const struct plan_op *q = &p.ops[i - (p.ops[i - 1].kind == PLAN_ALLOC ? 2 : 1)];
+					bool read = q->kind == PLAN_COPY && q->u.copy.dir == PLAN_D2H &&
+						    (q->flags & PLAN_F_HOSTWAIT) && !strcmp(q->name, "pipe_meta_read");
+					CHECK_EQ_INT(t, read, old);
+					reads += read;
+					/* then the gather, (old) the copy out, and the clone */
+					size_t g = i + 1;
+					CHECK(t, p.ops[g].kind == PLAN_COLL && p.ops[g].u.coll.coll == PLAN_ALL_GATHER &&
+						   p.ops[g].u.coll.count == 4096LL * 4096 / 2);
+					size_t c = g + 1;
+					if (old) {
+						CHECK(t, !strcmp(p.ops[c].name, "ag_copy_out") &&
+							   p.ops[c].stream == PLAN_STREAM_COMM_TP &&
+							   p.ops[c].u.compute.bytes == 2 * full &&
+							   p.ops[c].u.compute.extra_kernels == 1);
+						copy_outs++;
+						c++;
+					}
+					CHECK(t, !strcmp(p.ops[c].name, "pipe_clone") &&
+						   p.ops[c].u.compute.bytes == 2 * full);
+					clones++;
+				} else if (o->kind == PLAN_COLL && !strcmp(nm, "ag_pipe_out")) {
+					outs++;
+					/* after this step's send of the previous activation, before the grad's gather */
+					size_t g = next_named(&p, i, "ag_pipe_grad"), nx = next_named(&p, i, "recv_grad");
+					CHECK(t, g < p.nops && g < nx);
+				}
+			}
+			/* stage 0: 4 sends of activations, 4 backwards restoring its output and gathering
+			 * the grad; stage 1: 4 sends of grads, 4 forwards gathering the input */
+			CHECK_EQ_INT(t, parts, 4);
+			CHECK_EQ_INT(t, in_clones, r ? 4 : 0);
+			CHECK_EQ_INT(t, outs, r ? 0 : 4);
+			CHECK_EQ_INT(t, zeros, r ? 4 : 8);
+			CHECK_EQ_INT(t, clones, zeros);
+			CHECK_EQ_INT(t, reads, old ? zeros : 0);
+			CHECK_EQ_INT(t, copy_outs, old ? zeros : 0);
+			plan_release(&p);
+		}
+	}
+	/* the grad comes whole: _exec_recv_grads restores the output before the receive */
+	j->strat.grad_partitioned = false;
+	struct plan p;
+	if (build(j, 0, &p)) {
+		size_t o = next_named(&p, 0, "ag_pipe_out"), r = next_named(&p, 0, "recv_grad");
+		CHECK(t, o < r && r < p.nops);
+		CHECK_EQ_INT(t, next_named(&p, 0, "ag_pipe_grad"), p.nops);
+		plan_release(&p);
+	}
+	free(j);
+}
+
 /* DeepSpeed's partition_activations keeps 1/tp of each checkpointed layer input and gathers
  * it over TP before the recompute; with cpu_checkpointing the gather waits for the copy back */
 static void test_ds_partition_activations(struct test_ctx *t)
@@ -3935,6 +4030,7 @@ int main(void)
 	TEST_RUN(&t, test_ds_pipe_blocking_send);
 	TEST_RUN(&t, test_batch_inputs);
 	TEST_RUN(&t, test_ds_pipe_partitioned);
+	TEST_RUN(&t, test_ds_partitioned_tensor);
 	TEST_RUN(&t, test_ds_partition_activations);
 	TEST_RUN(&t, test_ds_grad_accumulation);
 	TEST_RUN(&t, test_ds_grad_copies);
