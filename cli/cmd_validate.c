@@ -587,6 +587,11 @@ static const char *case_deepspeed_version(const cJSON *cs, int *yymm)
 /* Megatron-LM overlaps the interleaved schedule's p2p by default since 2023-10 (an opt-in flag
  * from 2023-05); a run dated before November 2023 batched and waited for it */
 #define MEGATRON_OVERLAP_P2P_YYMM 2310
+/* Megatron-LM's scatter-gather of stage-boundary tensors was on by default from 2021-02-16
+ * (commit 72e4230) until its p2p code moved into Megatron-Core without it (2023-01-31): a run
+ * dated after February 2021 and by January 2023 split them over TP */
+#define MEGATRON_SCATTER_GATHER_FROM_YYMM 2102
+#define MEGATRON_SCATTER_GATHER_TO_YYMM 2301
 
 /* NCCL's environment as a case's text states it ("NCCL_ALGO=Ring", "NCCL_ALGO='Tree,Ring'"):
  * the value into out (cap bytes), without quotes, trailing commas or a following variable
@@ -676,6 +681,15 @@ static cJSON *strategy_json(const cJSON *cs, const cJSON *s, const cJSON *m, boo
 			assume(vc, "strategy.async_tensor_model_parallel_allreduce=false (the source "
 			       "dates from 20%02d-%02d, before Megatron-LM had it)", yymm / 100,
 			       yymm % 100);
+		}
+		double tpd = 1, ppd = 1;
+		if (yymm > MEGATRON_SCATTER_GATHER_FROM_YYMM && yymm <= MEGATRON_SCATTER_GATHER_TO_YYMM &&
+		    num(s, "tp", &tpd) && tpd > 1 && num(s, "pp", &ppd) && ppd > 1 &&
+		    !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s, "sequence_parallel"))) {
+			cJSON_AddBoolToObject(o, "scatter_gather_tensors_in_pipeline", true);
+			assume(vc, "strategy.scatter_gather_tensors_in_pipeline=true (the source dates "
+			       "from 20%02d-%02d, when Megatron-LM split pipeline sends over TP by "
+			       "default)", yymm / 100, yymm % 100);
 		}
 		bool distopt = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s, "distributed_optimizer"));
 		double zs = 0;

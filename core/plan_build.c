@@ -3355,10 +3355,23 @@ static int64_t stage_rank(const struct pb *b, int64_t stage)
 /* DeepSpeed's pipeline engine with TP > 1 sends a stage boundary's activation (grad) split
  * over the TP group, and the receiver all-gathers it (PartitionedTensor: pipe_partitioned /
  * grad_partitioned, default true; reference/deepspeed.md §5). */
-static bool p2p_split(const struct pb *b, bool grad)
+static bool ds_split(const struct pb *b, bool grad)
 {
 	return b->ds && b->tp > 1 && !b->sp &&
 	       (grad ? b->s->grad_partitioned : b->s->pipe_partitioned);
+}
+
+/* Megatron-LM's scatter-gather optimization (2021-02 to 2023-01): the same split without
+ * sequence parallelism, both directions; the receiver's gather_split_1d_tensor all-gathers
+ * the parts into a new tensor */
+static bool mg_split(const struct pb *b)
+{
+	return b->megatron && b->tp > 1 && !b->sp && b->s->scatter_gather_p2p;
+}
+
+static bool p2p_split(const struct pb *b, bool grad)
+{
+	return ds_split(b, grad) || mg_split(b);
 }
 
 /* Bytes one rank sends across a stage boundary: the activation (or its grad), 1/tp of it
@@ -3369,10 +3382,21 @@ static int64_t p2p_bytes(const struct pb *b, bool grad)
 	return b->sp || p2p_split(b, grad) ? full / b->tp : full;
 }
 
-/* Receive an activation (kind PLAN_P2P_ACT) or grad */
+/* Megatron's gather_split_1d_tensor of a received part (an empty buffer and an all-gather over
+ * TP) before the compute that uses it */
+static void mg_gather(struct pb *b, const char *name, uint32_t recv)
+{
+	if (mg_split(b))
+		wait_on(b, coll(b, PLAN_ALL_GATHER, JOB_GROUP_TP, PLAN_STREAM_COMM_TP, name,
+				b->T * b->h / b->tp, b->pdt, recv));
+}
+
+/* Receive an activation (kind PLAN_P2P_ACT) or grad; Megatron's split one is gathered */
 static void p2p_recv(struct pb *b, int64_t peer, int kind, const char *name)
 {
-	p2p(b, false, peer, kind, p2p_bytes(b, kind == PLAN_P2P_GRAD), name);
+	bool grad = kind == PLAN_P2P_GRAD;
+	uint32_t id = p2p(b, false, peer, kind, p2p_bytes(b, grad), name);
+	mg_gather(b, grad ? "ag_pipe_grad" : "ag_pipe_act", id);
 }
 
 /* A D2H read the host waits for, issued where the compute stream has got to (what it waits
@@ -3429,7 +3453,7 @@ static void pipe_full(struct pb *b, const char *name)
 static void pipe_in_clones(struct pb *b)
 {
 	elem_k(b, PLAN_K_ELEMWISE, "pipe_in_clone", 4.0 * (double)p2p_bytes(b, false),
-	       p2p_split(b, false) ? 3 : 1);
+	       ds_split(b, false) ? 3 : 1);
 }
 
 /* The micro-batch's inputs (token ids and labels, int64) come to the GPU on the stages that
@@ -3470,7 +3494,7 @@ static int64_t ds_step(const struct pb *b, const struct item *it)
  * (the forward or backward that made the tensor). 8 longs: its shape, parts, rank, offsets. */
 static void pipe_meta(struct pb *b, bool grad)
 {
-	if (!p2p_split(b, grad))
+	if (!ds_split(b, grad))
 		return;
 	/* PartitionedTensor(tensor): .contiguous().view(-1).narrow(part).clone() */
 	elem(b, PLAN_K_ELEMWISE, "pipe_part", 2.0 * (double)p2p_bytes(b, grad));
@@ -3557,12 +3581,14 @@ static void item_begin(struct pb *b, const struct item *it, int32_t *logits)
 		/* a held activation (warm-up: the backward step between was idle) or grad */
 		flush_send(b);
 		if (!first && b->ahead[0] != PLAN_NONE) {
-			wait_on(b, b->ahead[0]), b->ahead[0] = PLAN_NONE;
+			wait_on(b, b->ahead[0]);
+			mg_gather(b, "ag_pipe_act", b->ahead[0]);
+			b->ahead[0] = PLAN_NONE;
 		} else if (!first) {
 			p2p_recv(b, prev, PLAN_P2P_ACT, "recv_act");
 			if (b->ds)
 				pipe_in_clones(b);
-			if (p2p_split(b, false))
+			if (ds_split(b, false))
 				pipe_full(b, "ag_pipe_act");
 		}
 		if (first || last)
@@ -3590,12 +3616,14 @@ static void item_begin(struct pb *b, const struct item *it, int32_t *logits)
 	/* DeepSpeed's backward first restores the stage's split output for autograd: in
 	 * _exec_recv_grads before the receive when the grad comes whole, else in
 	 * _exec_backward_pass, where the split grad is gathered next */
-	bool out_split = !last && p2p_split(b, false), grad_split = !last && p2p_split(b, true);
+	bool out_split = !last && ds_split(b, false), grad_split = !last && ds_split(b, true);
 	if (out_split && !grad_split)
 		pipe_full(b, "ag_pipe_out");
-	if (!last && b->ahead[1] != PLAN_NONE)
-		wait_on(b, b->ahead[1]), b->ahead[1] = PLAN_NONE;
-	else if (!last)
+	if (!last && b->ahead[1] != PLAN_NONE) {
+		wait_on(b, b->ahead[1]);
+		mg_gather(b, "ag_pipe_grad", b->ahead[1]);
+		b->ahead[1] = PLAN_NONE;
+	} else if (!last)
 		p2p_recv(b, next, PLAN_P2P_GRAD, "recv_grad");
 	flush_send(b);
 	if (out_split && grad_split)

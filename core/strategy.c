@@ -138,7 +138,7 @@ static const char *const our_keys[] = {
 	"precision", "optimizer", "distributed_optimizer", "fsdp", "lora", "seq_len", "micro_batch",
 	"global_batch", "grad_accum", "hf_trainer", "ds_config", "host_op_us",
 	"overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap", "overlap_p2p_comm",
-	"async_tensor_model_parallel_allreduce", "grad_reduce_in_bf16",
+	"scatter_gather_tensors_in_pipeline", "async_tensor_model_parallel_allreduce", "grad_reduce_in_bf16",
 	"first_stage_layers", "last_stage_layers", "account_for_embedding_in_pipeline_split",
 	"account_for_loss_in_pipeline_split", "recompute_modules", "hidden_dropout",
 	"attention_dropout", "cross_entropy", "attention_kernel", "nccl_algo", "nccl_proto",
@@ -433,8 +433,8 @@ struct ours {
 		recompute, flash, fp8, tf32, precision, optimizer, distopt, fsdp_sharding, fsdp_group,
 		fsdp_version, fsdp_reduce, lora_rank, lora_targets, seq_len, host_op, ogr, opg, tpo, atp,
 		rnl, grb, fsl, lsl, afe, afl, rcm, hdrop, adrop, ce, akern, op2p, nalgo, nproto, disp,
-		moeo, imb, mso, dwg, mcf, mpad, mpf, mgg, mdt, mrf, aux, zl, mcap, cgi, cgm;
-	bool ogr_v, opg_v, tpo_v, atp_v, grb_v, afe_v, afl_v, op2p_v, moeo_v, mso_v, dwg_v, mpad_v,
+		moeo, imb, mso, dwg, mcf, mpad, mpf, mgg, mdt, mrf, aux, zl, mcap, cgi, cgm, sgp;
+	bool ogr_v, opg_v, tpo_v, atp_v, grb_v, afe_v, afl_v, op2p_v, sgp_v, moeo_v, mso_v, dwg_v, mpad_v,
 		mpf_v, mgg_v, mdt_v, mrf_v;
 	double host_op_v, hdrop_v, adrop_v, imb_v, mcf_v, aux_v, zl_v;
 	int framework_i, schedule_i, recompute_i, cp_kind_i, kernels_i, precision_i, optimizer_i,
@@ -638,6 +638,7 @@ static enum tw_result parse_ours(struct strat_rd *r, const cJSON *o, struct ours
 	TW_CHECK(obool(r, o, NULL, "overlap_param_gather", &u->opg_v, &u->opg));
 	TW_CHECK(obool(r, o, NULL, "tp_comm_overlap", &u->tpo_v, &u->tpo));
 	TW_CHECK(obool(r, o, NULL, "overlap_p2p_comm", &u->op2p_v, &u->op2p));
+	TW_CHECK(obool(r, o, NULL, "scatter_gather_tensors_in_pipeline", &u->sgp_v, &u->sgp));
 	TW_CHECK(obool(r, o, NULL, "overlap_moe_expert_parallel_comm", &u->moeo_v, &u->moeo));
 	TW_CHECK(onum(r, o, NULL, "moe_load_imbalance", 1, 64, &u->imb_v, &u->imb));
 	TW_CHECK(obool(r, o, NULL, "moe_shared_expert_overlap", &u->mso_v, &u->mso));
@@ -1758,6 +1759,9 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 		return sfail(r, "tp_comm_overlap", "needs framework megatron");
 	if (s->framework != STRAT_MEGATRON && u.op2p.given)
 		return sfail(r, "overlap_p2p_comm", "needs framework megatron");
+	if (s->framework != STRAT_MEGATRON && u.sgp.given)
+		return sfail(r, "scatter_gather_tensors_in_pipeline",
+			     "needs framework megatron (DeepSpeed: pipeline.pipe_partitioned)");
 	if (s->framework != STRAT_MEGATRON && u.atp.given)
 		return sfail(r, "async_tensor_model_parallel_allreduce", "needs framework megatron");
 	if (u.grb.given && u.grb_v && (s->framework != STRAT_MEGATRON || s->param_dtype != TW_BF16))
@@ -1789,6 +1793,10 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 		oprov(s, "overlap_p2p_comm", &u.op2p,
 		      inter ? "Megatron default" : "Megatron: interleaved schedule only", "%s",
 		      s->overlap_p2p_comm ? "true" : "false");
+		s->scatter_gather_p2p = u.sgp.given && u.sgp_v;
+		oprov(s, "scatter_gather_tensors_in_pipeline", &u.sgp,
+		      "Megatron-Core default (Megatron-LM's from 2021-02 to 2023-01)", "%s",
+		      s->scatter_gather_p2p ? "true" : "false");
 	}
 	/* Megatron's own model code has fused kernels, and so has Megatron-DeepSpeed's, the code
 	 * DeepSpeed runs with tensor or pipeline parallelism; a DeepSpeed job without them, and
@@ -2271,6 +2279,7 @@ struct cJSON *strategy_to_json(const struct strategy *s)
 	cJSON_AddBoolToObject(o, "overlap_param_gather", s->overlap_param_gather);
 	cJSON_AddBoolToObject(o, "tp_comm_overlap", s->tp_comm_overlap);
 	cJSON_AddBoolToObject(o, "overlap_p2p_comm", s->overlap_p2p_comm);
+	cJSON_AddBoolToObject(o, "scatter_gather_tensors_in_pipeline", s->scatter_gather_p2p);
 	cJSON_AddBoolToObject(o, "async_tensor_model_parallel_allreduce", s->async_tp_allreduce);
 	cJSON *l = cJSON_AddObjectToObject(o, "lora");
 	cJSON_AddNumberToObject(l, "rank", (double)s->lora_rank);

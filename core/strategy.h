@@ -164,6 +164,11 @@ struct strategy {
 	 * direction as a separate irecv, so it runs under the compute between; only the
 	 * interleaved schedule has it */
 	bool overlap_p2p_comm;
+	/* Megatron-LM's scatter-gather optimization (--no-scatter-gather-tensors-in-pipeline; on
+	 * by default from 2021-02 until the p2p code moved into Megatron-Core in 2023-01, and in
+	 * Megatron-DeepSpeed): without sequence parallelism each rank of a TP group sends its
+	 * 1/tp share of a stage-boundary tensor and the receiver all-gathers it over TP */
+	bool scatter_gather_p2p;
 	/* Megatron's async_tensor_model_parallel_allreduce (since 2021-09; legacy flag
 	 * --no-async-tensor-model-parallel-allreduce): a column-parallel linear's backward starts
 	 * the all-reduce of its input grad and computes the weight grad while it runs; on by

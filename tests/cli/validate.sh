@@ -96,7 +96,8 @@ check "validate: async TP all-reduce off for Megatron runs dated before 2021-10"
 # what validate reads from a case's text and shape: a mention of flash attention that denies
 # it does not turn it on; a Megatron pipeline whose stages do not divide the layers gets the
 # remainder on its first and last stage (and is predicted, its tokens/s in the training line);
-# an interleaved run dated before 2023-11 runs without overlap_p2p_comm
+# an interleaved run dated before 2023-11 runs without overlap_p2p_comm, and one dated
+# 2021-03 to 2023-01 splits its pipeline sends over TP
 cat >"$tmp/mk.py" <<'PY'
 import json, sys
 def case(i, notes, source, tp, pp, vp, layers, gb):
@@ -159,6 +160,9 @@ assert has("nccl_glued", "strategy.nccl_algo=Tree (") and has("nccl_glued", "str
 assert d["nccl"]["metrics"][0]["predicted"] < d["nccl_ref"]["metrics"][0]["predicted"]
 assert "No algorithm/protocol available" in d["nccl_none"]["skipped"], d["nccl_none"]
 assert has("old_vp", "strategy.overlap_p2p_comm=false") and not has("new_vp", "strategy.overlap_p2p_comm")
+# Megatron-LM split pipeline sends over TP from 2021-02 to 2023-01 (no SP, tp and pp > 1)
+assert has("old_vp", "strategy.scatter_gather_tensors_in_pipeline=true")
+assert not has("new_vp", "strategy.scatter_gather_tensors_in_pipeline") and not has("uneven", "strategy.scatter")
 assert has("moe", "model.moe.expert_ffn_hidden=model.ffn_hidden")
 assert has("moe", "strategy.moe_grouped_gemm=true") and has("moe", "strategy.moe_permute_fusion=true")
 assert has("moe", "strategy.moe_router_fusion=true") and has("moe_unfused", "strategy.moe_router_fusion=true")

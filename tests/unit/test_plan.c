@@ -768,6 +768,29 @@ static void test_ds_pipe_partitioned(struct test_ctx *t)
 	fx_megatron(j);
 	j->strat.sequence_parallel = false;
 	expect_p2p(t, j, 0, "send_act", full, 0);
+	/* Megatron-LM's scatter-gather (2021-02 to 2023-01): the same split, both directions,
+	 * gathered right after the receive and nothing else (no PartitionedTensor copies) */
+	j->strat.scatter_gather_p2p = true;
+	expect_p2p(t, j, 0, "send_act", full / 2, 4);
+	expect_p2p(t, j, 4, "recv_act", full / 2, 4);
+	if (build(j, 4, &p)) {
+		int gathered = 0, copies = 0;
+		for (size_t i = 0; i < p.nops; i++) {
+			const struct plan_op *o = &p.ops[i];
+			copies += o->kind == PLAN_COMPUTE && !strncmp(o->name, "pipe_", 5);
+			if (o->kind != PLAN_COLL || strcmp(o->name, "ag_pipe_act") != 0)
+				continue;
+			const uint32_t *d = plan_op_deps(&p, o);
+			gathered += o->ndeps == 1 && p.ops[d[0]].kind == PLAN_P2P &&
+				    !strcmp(p.ops[d[0]].name, "recv_act") &&
+				    o->u.coll.count == 4096LL * 4096 / 2;
+		}
+		CHECK_EQ_INT(t, gathered, 4);
+		CHECK_EQ_INT(t, copies, 0);
+		plan_release(&p);
+	}
+	j->strat.sequence_parallel = true; /* already split: nothing to gather */
+	expect_p2p(t, j, 0, "send_act", full / 2, 0);
 	free(j);
 }
 
