@@ -3375,7 +3375,8 @@ static bool p2p_split(const struct pb *b, bool grad)
 }
 
 /* Bytes one rank sends across a stage boundary: the activation (or its grad), 1/tp of it
- * with sequence parallelism (each rank holds its shard) or DeepSpeed's split. */
+ * with sequence parallelism (each rank holds its shard) or a split (DeepSpeed's, Megatron's
+ * scatter-gather). */
 static int64_t p2p_bytes(const struct pb *b, bool grad)
 {
 	int64_t full = b->T * b->h * b->ab;
