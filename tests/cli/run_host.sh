@@ -76,6 +76,19 @@ for s in z0 z1 z2 z3 tp2 pp2 pp2-vp3-split ds-tp2-pp2 z2-offload z3-offload drop
 	check_run "run host, 4 ranks, $s" "$tmp/$s.json" $? "$db" 1
 done
 
+# the pipeline's split tensors as older code ran them: DeepSpeed 0.5.5's PartitionedTensor
+# (list gather, meta read back to the host) and Megatron-LM's scatter-gather (2021-22)
+db=$tmp/ds055.db
+timeout 120 $MPIRUN "$TWIN" run -m tiny -c host-cpu --gpus 4 -s "$FIX/ds-tp2-pp2.json" \
+	--set deepspeed_version=0.5.5 --backend host --steps 1 --warmup 0 --db "$db" --json \
+	>"$tmp/ds055.json" 2>"$tmp/ds055.json.err"
+check_run "run host, 4 ranks, DeepSpeed 0.5.5 pipeline, TP 2 x PP 2" "$tmp/ds055.json" $? "$db" 1
+db=$tmp/sg.db
+timeout 120 $MPIRUN "$TWIN" run -m tiny -c host-cpu --gpus 4 -s "$FIX/tp2.json" --set pp=2 \
+	--set sequence_parallel=false --set scatter_gather_tensors_in_pipeline=true --set grad_accum=4 \
+	--backend host --steps 1 --warmup 0 --db "$db" --json >"$tmp/sg.json" 2>"$tmp/sg.json.err"
+check_run "run host, 4 ranks, Megatron scatter-gather, TP 2 x PP 2" "$tmp/sg.json" $? "$db" 1
+
 # ZeRO-2 without use_multi_rank_bucket_allreduce: each bucket goes out partition by partition,
 # reduced to its owner (ncclReduce / MPI_Reduce, its result checked there; so before
 # DeepSpeed 0.12.4, where the key did not exist), or in 0.12.4 - 0.12.x all-reduced slice by
