@@ -72,6 +72,31 @@ print("ok")
 PY
 check "validate: DeepSpeed version from the source's arXiv month" \
 	"python3 '$tmp/z.py' '$tmp/z.json' | grep -q ok"
+# releases whose PartitionedTensor differs: a paper of 2023-12 ran 0.12.0, one of 2024-01 0.12.6
+python3 - "$tmp/dsv.json" <<'PY'
+import json, sys
+def case(i, arxiv):
+    return {"id": i, "source": "a test (arXiv %s)" % arxiv, "kind": "training",
+            "model": {"layers": 8, "hidden": 1024, "heads": 16, "vocab": 32000, "seq_len": 2048,
+                      "activation": "gelu"},
+            "cluster": {"topology": "dgx-a100-80g", "gpus": 8, "set": {}},
+            "strategy": {"framework": "deepspeed", "precision": "bf16", "tp": 2, "pp": 2,
+                         "zero_stage": 1, "micro_batch": 1, "global_batch": 16},
+            "measured": {"tokens_per_s_per_gpu": 20000}, "notes": ""}
+json.dump({"schema": "twin-validation/1",
+           "cases": [case("dec", "2312.00001"), case("jan", "2401.00001")]}, open(sys.argv[1], "w"))
+PY
+"$TWIN" validate "$tmp/dsv.json" --json >"$tmp/dsv_out.json" 2>"$tmp/err"
+cat >"$tmp/dsv.py" <<'PY'
+import json, sys
+d = {c["id"]: c for c in json.load(open(sys.argv[1]))["cases"]}
+v = lambda i: [a for a in d[i]["assumed"] if a.startswith("strategy.deepspeed_version=")]
+assert v("dec")[0].startswith("strategy.deepspeed_version=0.12.0 "), v("dec")
+assert v("jan")[0].startswith("strategy.deepspeed_version=0.12.6 "), v("jan")
+print("ok")
+PY
+check "validate: DeepSpeed 0.12.6 for a paper of 2024-01, 0.12.0 for one of 2023-12" \
+	"python3 '$tmp/dsv.py' '$tmp/dsv_out.json' | grep -q ok"
 
 # Megatron cases dated before 2021-10 (arXiv month, else the source's first date) run without
 # the async TP all-reduce; later ones keep Megatron's default
