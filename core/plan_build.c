@@ -3392,11 +3392,19 @@ static void mg_gather(struct pb *b, const char *name, uint32_t recv)
 				b->T * b->h / b->tp, b->pdt, recv));
 }
 
-/* Receive an activation (kind PLAN_P2P_ACT) or grad; Megatron's split one is gathered */
-static void p2p_recv(struct pb *b, int64_t peer, int kind, const char *name)
+/* Receive the activation (dir 0) from peer or the grad (dir 1), or wait for the receive posted
+ * ahead (Megatron's overlap_p2p_comm); Megatron's split one is gathered */
+static void p2p_recv(struct pb *b, int dir, int64_t peer)
 {
-	bool grad = kind == PLAN_P2P_GRAD;
-	uint32_t id = p2p(b, false, peer, kind, p2p_bytes(b, grad), name);
+	bool grad = dir == 1;
+	uint32_t id = b->ahead[dir];
+	if (id != PLAN_NONE) {
+		wait_on(b, id);
+		b->ahead[dir] = PLAN_NONE;
+	} else {
+		id = p2p(b, false, peer, grad ? PLAN_P2P_GRAD : PLAN_P2P_ACT, p2p_bytes(b, grad),
+			 grad ? "recv_grad" : "recv_act");
+	}
 	mg_gather(b, grad ? "ag_pipe_grad" : "ag_pipe_act", id);
 }
 
@@ -3426,13 +3434,13 @@ static void host_read(struct pb *b, const char *name, int64_t bytes)
  * into a flattened temporary and copies each part out on the NCCL stream. */
 static void pipe_full(struct pb *b, const char *name)
 {
-	double full = (double)(b->T * b->h) * b->ab, part = full / (double)b->tp;
+	int64_t whole = b->T * b->h * b->ab;
+	double full = (double)whole, part = full / (double)b->tp;
 	bool list = b->s->ds_pipe_list_gather;
 	if (b->s->ds_pipe_meta_sync) /* the meta: ndims, 3 sizes, parts, rank, tp + 1 offsets */
 		host_read(b, "pipe_meta_read", 8 * (7 + b->tp));
-	int32_t buf = mem_alloc(b, PLAN_MEM_WORKSPACE, PLAN_DEV_GPU,
-				(list ? 2 : 1) * b->T * b->h * (int64_t)b->ab, "pipe_full",
-				PLAN_STREAM_COMPUTE);
+	int32_t buf = mem_alloc(b, PLAN_MEM_WORKSPACE, PLAN_DEV_GPU, (list ? 2 : 1) * whole,
+				"pipe_full", PLAN_STREAM_COMPUTE);
 	uint32_t z = elem_k(b, PLAN_K_ELEMWISE, "pipe_zero", list ? full + 2.0 * part : full,
 			    list ? 1 : 0);
 	if (list) /* flat_tensor.narrow() per part */
@@ -3581,12 +3589,8 @@ static void item_begin(struct pb *b, const struct item *it, int32_t *logits)
 		b->phase = PLAN_PHASE_FWD;
 		/* a held activation (warm-up: the backward step between was idle) or grad */
 		flush_send(b);
-		if (!first && b->ahead[0] != PLAN_NONE) {
-			wait_on(b, b->ahead[0]);
-			mg_gather(b, "ag_pipe_act", b->ahead[0]);
-			b->ahead[0] = PLAN_NONE;
-		} else if (!first) {
-			p2p_recv(b, prev, PLAN_P2P_ACT, "recv_act");
+		if (!first) {
+			p2p_recv(b, 0, prev);
 			if (b->ds)
 				pipe_in_clones(b);
 			if (ds_split(b, false))
@@ -3620,12 +3624,8 @@ static void item_begin(struct pb *b, const struct item *it, int32_t *logits)
 	bool out_split = !last && ds_split(b, false), grad_split = !last && ds_split(b, true);
 	if (out_split && !grad_split)
 		pipe_full(b, "ag_pipe_out");
-	if (!last && b->ahead[1] != PLAN_NONE) {
-		wait_on(b, b->ahead[1]);
-		mg_gather(b, "ag_pipe_grad", b->ahead[1]);
-		b->ahead[1] = PLAN_NONE;
-	} else if (!last)
-		p2p_recv(b, next, PLAN_P2P_GRAD, "recv_grad");
+	if (!last)
+		p2p_recv(b, 1, next);
 	flush_send(b);
 	if (out_split && grad_split)
 		pipe_full(b, "ag_pipe_out");
