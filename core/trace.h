@@ -42,10 +42,11 @@ struct trace_event {
 			       * the k-th collective of each communicator across ranks. */
 };
 
-/* event flags: bit 0 marks recomputed forward work (not model FLOPs); bits 8-11 and 12-13
- * hold the NCCL algorithm and protocol a collective ran with, when the run knows them (the
- * simulator's choice; 0: unknown) */
-enum { TRACE_F_RECOMPUTE = 1, TRACE_F_ALGO_SHIFT = 8, TRACE_F_PROTO_SHIFT = 12 };
+/* event flags: bit 0 marks recomputed forward work (not model FLOPs); bit 1 a rooted reduce
+ * (NCCL's Reduce, filed with broadcast under TRACE_BROADCAST: both move each byte once);
+ * bits 8-11 and 12-13 hold the NCCL algorithm and protocol a collective ran with, when the run
+ * knows them (the simulator's choice; 0: unknown) */
+enum { TRACE_F_RECOMPUTE = 1, TRACE_F_REDUCE = 2, TRACE_F_ALGO_SHIFT = 8, TRACE_F_PROTO_SHIFT = 12 };
 enum trace_algo { TRACE_ALGO_UNKNOWN = 0, TRACE_ALGO_TREE, TRACE_ALGO_RING, TRACE_ALGO_NVLS,
 		  TRACE_ALGO_PAT, TRACE_ALGO_NVLS_TREE, TRACE_NUM_ALGOS };
 enum trace_proto { TRACE_PROTO_UNKNOWN = 0, TRACE_PROTO_LL, TRACE_PROTO_LL128,

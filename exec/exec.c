@@ -407,7 +407,8 @@ static enum tw_result one_step(struct run *r, int step, bool timed, struct tw_er
 			.stream = op->stream, .cat = plan_op_trace_cat(op), .step = tstep, .op_id = (int32_t)op->id,
 			.layer = op->layer, .micro = op->micro, .stage = op->stage, .phase = op->phase,
 			.start_ns = r->span[i].start_ns, .end_ns = r->span[i].end_ns,
-			.flags = (op->flags & PLAN_F_RECOMPUTE) ? TRACE_F_RECOMPUTE : 0};
+			.flags = plan_trace_flags((enum plan_kind)op->kind,
+						  op->kind == PLAN_COLL ? (int)op->u.coll.coll : -1, op->flags)};
 		if (op->kind == PLAN_COMPUTE) {
 			e.flops = op->u.compute.flops;
 			e.bytes = (int64_t)op->u.compute.bytes;

@@ -68,6 +68,18 @@ bool prof_classify_nccl(const char *name, enum trace_cat *out)
 	return false;
 }
 
+bool prof_nccl_is_reduce(const char *name)
+{
+	static const char *const prefixes[] = {"ncclDevKernel_Reduce", "ncclSymkDevKernel_Reduce",
+					       "ncclKernel_Reduce"};
+	for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++) {
+		const char *p = strstr(name, prefixes[i]);
+		if (p && !starts(p + strlen(prefixes[i]), "Scatter"))
+			return true;
+	}
+	return false;
+}
+
 enum trace_cat prof_classify_kernel(const char *name)
 {
 	enum trace_cat c;

@@ -33,9 +33,11 @@ static void put_us(FILE *f, int64_t ns)
 }
 
 /* NCCL kernel word for a comm category, so HTA's "^nccl" classifier sees communication */
-static const char *nccl_word(int c)
+static const char *nccl_word(const struct trace_event *e)
 {
-	switch (c) {
+	if (e->cat == TRACE_BROADCAST && (e->flags & TRACE_F_REDUCE))
+		return "Reduce";
+	switch (e->cat) {
 	case TRACE_ALL_GATHER: return "AllGather";
 	case TRACE_REDUCE_SCATTER: return "ReduceScatter";
 	case TRACE_ALL_REDUCE: return "AllReduce";
@@ -45,9 +47,11 @@ static const char *nccl_word(int c)
 }
 
 /* PyTorch's "Collective name" values */
-static const char *coll_name(int c)
+static const char *coll_name(const struct trace_event *e)
 {
-	switch (c) {
+	if (e->cat == TRACE_BROADCAST && (e->flags & TRACE_F_REDUCE))
+		return "reduce";
+	switch (e->cat) {
 	case TRACE_ALL_GATHER: return "_allgather_base";
 	case TRACE_REDUCE_SCATTER: return "_reduce_scatter_base";
 	case TRACE_ALL_REDUCE: return "allreduce";
@@ -124,7 +128,7 @@ enum tw_result prof_export_chrome(const struct trace *t, FILE *f, struct tw_err 
 			}
 		} else if (trace_cat_is_comm(e->cat) &&
 			   !(prof_classify_nccl(name, &have) && (int)have == e->cat)) {
-			snprintf(buf, sizeof(buf), "ncclDevKernel_%s (%s)", nccl_word(e->cat), name);
+			snprintf(buf, sizeof(buf), "ncclDevKernel_%s (%s)", nccl_word(e), name);
 			name = buf;
 		}
 		fprintf(f, "%s  {\"ph\": \"X\", \"cat\": \"%s\", \"name\": ", first ? "" : ",\n", cat);
@@ -154,7 +158,7 @@ enum tw_result prof_export_chrome(const struct trace *t, FILE *f, struct tw_err 
 		if (e->flops > 0)
 			fprintf(f, ", \"flops\": %.17g", e->flops);
 		if (trace_cat_is_comm(e->cat)) {
-			fprintf(f, ", \"Collective name\": \"%s\"", coll_name(e->cat));
+			fprintf(f, ", \"Collective name\": \"%s\"", coll_name(e));
 			if (e->group_size)
 				fprintf(f, ", \"Group size\": %d", e->group_size);
 			if (e->comm)

@@ -139,6 +139,8 @@ static enum tw_result read_activity(struct ctx *c, const char *table, const char
 		char buf[64];
 		if (which == 0) {
 			e.cat = prof_classify_kernel(name ? name : "");
+			if (e.cat == TRACE_BROADCAST && name && prof_nccl_is_reduce(name))
+				e.flags |= TRACE_F_REDUCE;
 		} else if (which == 1) {
 			/* ENUM_CUDA_MEMCPY_OPER: 1 HTOD, 2 DTOH, 10 PTOP, 11 UVM_HTOD, 12 UVM_DTOH */
 			e.cat = kind == 1 || kind == 11 ? TRACE_H2D

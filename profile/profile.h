@@ -80,6 +80,8 @@ double prof_alg_bytes(enum trace_cat coll, int64_t bytes, int64_t n);
  * Kineto and nsys, GEMM and attention kernels). Returns false when name is not an NCCL
  * kernel / not a known copy. */
 bool prof_classify_nccl(const char *name, enum trace_cat *out);
+/* An NCCL rooted Reduce kernel (not ReduceScatter): TRACE_BROADCAST with TRACE_F_REDUCE. */
+bool prof_nccl_is_reduce(const char *name);
 enum trace_cat prof_classify_kernel(const char *name);
 /* Step number from a marker name: "step 3", "ProfilerStep#3" -> 3; false otherwise. */
 bool prof_step_marker(const char *name, int64_t *step);

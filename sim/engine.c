@@ -345,7 +345,7 @@ static void record(struct eng *e, int32_t sri, uint32_t opi, const struct eop *o
 	ev->flops = op->kind == PLAN_COMPUTE ? op->flops : 0;
 	ev->group_size = op->kind == PLAN_COLL ? e->group_size[op->group] : op->kind == PLAN_P2P ? 2 : 0;
 	ev->name = op->name;
-	ev->flags = (op->flags & PLAN_F_RECOMPUTE ? TRACE_F_RECOMPUTE : 0) | tflags;
+	ev->flags = plan_trace_flags((enum plan_kind)op->kind, op->sub, op->flags) | tflags;
 	/* the communicator (trace.h): group and color, so that the analysis matches the k-th
 	 * collective of one group instance across its members only (issue set the color) */
 	ev->comm = op->kind == PLAN_COLL

@@ -318,6 +318,10 @@ static void test_scratch_and_cats(struct test_ctx *T)
 	exec_op_desc(&p.ops[6], d, sizeof(d));
 	CHECK_STR_CONTAINS(T, d, "reduce over dp, 1000 x bf16, seq 0, root 3");
 	CHECK_EQ_INT(T, plan_op_trace_cat(&p.ops[6]), TRACE_BROADCAST);
+	/* ... with a flag that keeps NCCL's name for it (profile/export.c) */
+	CHECK_EQ_INT(T, plan_trace_flags(PLAN_COLL, PLAN_REDUCE, 0), TRACE_F_REDUCE);
+	CHECK_EQ_INT(T, plan_trace_flags(PLAN_COLL, PLAN_BROADCAST, PLAN_F_RECOMPUTE), TRACE_F_RECOMPUTE);
+	CHECK_EQ_INT(T, plan_trace_flags(PLAN_COMPUTE, PLAN_REDUCE, 0), 0);
 	plan_release(&p);
 }
 

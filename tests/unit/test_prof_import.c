@@ -2,6 +2,7 @@
  * docs/profiler.md, and on malformed files; the Chrome exporter reads back as Kineto. */
 #include <sqlite3.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "../../profile/profile.h"
@@ -183,6 +184,58 @@ static void test_kineto_fixture(struct test_ctx *T)
 	trace_release(&t);
 }
 
+/* NCCL's rooted Reduce shares the broadcast category; TRACE_F_REDUCE keeps its name through
+ * the exporter and back: a reduce and a broadcast, exported and imported again. */
+static void test_reduce_round_trip(struct test_ctx *T)
+{
+	CHECK(T, prof_nccl_is_reduce("ncclDevKernel_Reduce_Sum_f16_RING_LL(x)"));
+	CHECK(T, prof_nccl_is_reduce("ncclKernel_Reduce_RING_LL_Sum_half(x)"));
+	CHECK(T, !prof_nccl_is_reduce("ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL(x)"));
+	CHECK(T, !prof_nccl_is_reduce("ncclDevKernel_Broadcast_RING_LL(x)"));
+	CHECK(T, !prof_nccl_is_reduce("ncclDevKernel_AllReduce_Sum_f32_RING_LL(x)"));
+	struct trace t;
+	trace_init(&t, TRACE_KIND_SIM, 0);
+	const char *names[2] = {"ar_grads", "bcast"};
+	for (int i = 0; i < 2; i++) {
+		struct trace_event e = {.rank = 0, .device = 0, .stream = 1, .cat = TRACE_BROADCAST,
+					.step = 0, .op_id = i, .layer = -1, .micro = -1, .stage = -1,
+					.phase = -1, .start_ns = 1000 * i, .end_ns = 1000 * i + 500,
+					.bytes = 1 << 20, .group_size = 8,
+					.flags = i == 0 ? TRACE_F_REDUCE : 0};
+		e.name = trace_intern(&t, names[i]);
+		trace_add(&t, &e);
+	}
+	struct tw_err err = {0};
+	const char *out = tmp("reduce.json");
+	CHECK_EQ_INT(T, prof_export_chrome_file(&t, out, &err), TW_OK);
+	FILE *f = fopen(out, "r");
+	char buf[8192] = {0};
+	size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+	if (f)
+		fclose(f);
+	buf[n] = 0;
+	CHECK(T, strstr(buf, "\"ncclDevKernel_Reduce (ar_grads)\"") != NULL);
+	CHECK(T, strstr(buf, "\"ncclDevKernel_Broadcast (bcast)\"") != NULL);
+	CHECK(T, strstr(buf, "\"Collective name\": \"reduce\"") != NULL);
+	CHECK(T, strstr(buf, "\"Collective name\": \"broadcast\"") != NULL);
+	struct trace u;
+	trace_init(&u, TRACE_KIND_IMPORT, 0);
+	CHECK_EQ_INT(T, prof_import_kineto(out, 0, &u, &err), TW_OK);
+	int reduces = 0, bcasts = 0;
+	for (size_t i = 0; i < u.nev; i++) {
+		if (u.ev[i].cat != TRACE_BROADCAST)
+			continue;
+		if (u.ev[i].flags & TRACE_F_REDUCE)
+			reduces++;
+		else
+			bcasts++;
+	}
+	CHECK_EQ_INT(T, reduces, 1);
+	CHECK_EQ_INT(T, bcasts, 1);
+	trace_release(&u);
+	trace_release(&t);
+}
+
 /* GPU-side ProfilerStep annotations are the step windows as they are: step [20,120) us holds
  * a 60 us GEMM -> step 100, compute 60, idle 40 (the CPU range [0,50) is not used). */
 static void test_kineto_gpu_annotation(struct test_ctx *T)
@@ -255,6 +308,7 @@ int main(void)
 	TEST_RUN(&T, test_nsys_malformed);
 	TEST_RUN(&T, test_kineto_fixture);
 	TEST_RUN(&T, test_kineto_gpu_annotation);
+	TEST_RUN(&T, test_reduce_round_trip);
 	TEST_RUN(&T, test_kineto_malformed);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
 	if (system(cmd) != 0)
