@@ -111,12 +111,6 @@ struct plan_op *plan_push(struct plan *p, enum plan_kind kind, enum plan_stream 
 	return op;
 }
 
-uint32_t plan_trace_flags(enum plan_kind kind, int coll, unsigned flags)
-{
-	return ((flags & PLAN_F_RECOMPUTE) ? TRACE_F_RECOMPUTE : 0) |
-	       (kind == PLAN_COLL && coll == PLAN_REDUCE ? TRACE_F_REDUCE : 0);
-}
-
 enum trace_cat plan_op_trace_cat(const struct plan_op *op)
 {
 	switch (op->kind) {

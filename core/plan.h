@@ -257,8 +257,13 @@ enum tw_result plan_job_fit(const struct job *j, struct plan_fit *out, struct tw
 /* The trace category an op is recorded under (the simulator and the executor both use it). */
 enum trace_cat plan_op_trace_cat(const struct plan_op *op);
 /* The trace flags an op's event carries from the plan (TRACE_F_RECOMPUTE, TRACE_F_REDUCE),
- * from its kind, collective (enum plan_coll; any value for other kinds) and plan flags. */
-uint32_t plan_trace_flags(enum plan_kind kind, int coll, unsigned flags);
+ * from its kind, collective (enum plan_coll; any value for other kinds) and plan flags.
+ * Inline: the simulator calls it for every event it records. */
+static inline uint32_t plan_trace_flags(enum plan_kind kind, int coll, unsigned flags)
+{
+	return ((flags & PLAN_F_RECOMPUTE) ? TRACE_F_RECOMPUTE : 0) |
+	       (kind == PLAN_COLL && coll == PLAN_REDUCE ? TRACE_F_REDUCE : 0);
+}
 
 /* How unfused attention runs its softmax (compute.torch_softmax) */
 enum {
