@@ -6,8 +6,11 @@ out=$(mktemp)
 err=$(mktemp)
 trap 'rm -f "$out" "$err"' EXIT
 
-check() { # name, condition (a shell command)
-	if eval "$2"; then echo "ok - $1"; else echo "not ok - $1"; fi
+check() { # name, then a condition: one shell command string (eval'd) or a command and its
+	# arguments (run as they are: eval of only the first word would run, say, python3 on stdin)
+	n=$1
+	shift
+	if [ $# -eq 1 ]; then eval "$1"; else "$@"; fi && echo "ok - $n" || echo "not ok - $n"
 }
 has() { grep -q -- "$1" "$out"; }
 row() { # PATH VALUE SOURCE: the provenance row has these three columns

@@ -8,8 +8,11 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 err=$tmp/err
 
-check() { # name, condition (a shell command)
-	if eval "$2"; then echo "ok - $1"; else echo "not ok - $1"; fi
+check() { # name, then a condition: one shell command string (eval'd) or a command and its
+	# arguments (run as they are: eval of only the first word would run, say, python3 on stdin)
+	n=$1
+	shift
+	if [ $# -eq 1 ]; then eval "$1"; else "$@"; fi && echo "ok - $n" || echo "not ok - $n"
 }
 py() { # python expression on the parsed JSON file $1 (as d)
 	python3 -c "import json,sys; d=json.load(open('$1')); print($2)"

@@ -8,8 +8,11 @@ trap 'rm -rf "$tmp"' EXIT
 out=$tmp/out
 err=$tmp/err
 
-check() { # name, condition (a shell command)
-	if eval "$2"; then echo "ok - $1"; else echo "not ok - $1"; fi
+check() { # name, then a condition: one shell command string (eval'd) or a command and its
+	# arguments (run as they are: eval of only the first word would run, say, python3 on stdin)
+	n=$1
+	shift
+	if [ $# -eq 1 ]; then eval "$1"; else "$@"; fi && echo "ok - $n" || echo "not ok - $n"
 }
 jget() { # file, python expression on the parsed object d
 	python3 -c "import json,sys; d=json.load(open('$1')); print($2)"
@@ -240,7 +243,7 @@ assert d == on and on < 0.99 * off, (on, off, d)"
 # each micro-batch under another's compute, without a pipeline and under interleaving, and both
 # modes give the same step; the exposed all-to-all time falls
 echo '{"framework":"megatron","tp":1,"pp":1,"ep":8,"micro_batch":1,"global_batch":64,"precision":"bf16"}' >"$tmp/moeo.json"
-echo '{"framework":"megatron","tp":2,"pp":2,"vp":2,"schedule":"interleaved","ep":8,"sequence_parallel":true,"micro_batch":1,"global_batch":32,"precision":"bf16"}' >"$tmp/moeo_pp.json"
+echo '{"framework":"megatron","tp":2,"pp":2,"vp":2,"schedule":"interleaved","ep":8,"expert_tp":1,"sequence_parallel":true,"micro_batch":1,"global_batch":32,"precision":"bf16"}' >"$tmp/moeo_pp.json"
 for st in moeo moeo_pp; do
 	for o in true false; do
 		"$TWIN" simulate -m qwen3-30b-a3b -c dgx-h100 --gpus 16 -s "$tmp/$st.json" \
@@ -252,22 +255,27 @@ for st in moeo moeo_pp; do
 import json
 on, off, full = (json.load(open('$tmp/${st}_%s.json' % k)) for k in ('true', 'false', 'full'))
 a2a = lambda d: d['analysis']['collectives']['all_to_all']
-assert on['sim']['step_ns'] < 0.97 * off['sim']['step_ns'], (on['sim']['step_ns'], off['sim']['step_ns'])
+# without a pipeline the step is shorter; under interleaving (EP folded over TP x DP) the
+# exposed all-to-alls fall but the step is the pipeline's and stays (docs/simulator.md)
+assert on['sim']['step_ns'] < ('$st' == 'moeo' and 0.97 or 1.0 + 1e-12) * off['sim']['step_ns'], (on['sim']['step_ns'], off['sim']['step_ns'])
 assert a2a(on)['exposed_ns'] < 0.8 * a2a(off)['exposed_ns'], (a2a(on), a2a(off))
 assert a2a(on)['count'] == a2a(off)['count']
 assert on['sim']['step_ns'] == full['sim']['step_ns']"
 done
 
 # delay_wgrad_compute under the combined 1F1B: the dispatch's backward starts after the experts'
-# input grads, so the step is no longer; both modes agree
+# input grads, so a GPU-bound step (grouped expert GEMMs) is no longer; both modes agree. (With
+# the experts in a loop this job is host-bound, and the weight grads' own calls lengthen it.)
 for m in "" --full; do
-	"$TWIN" simulate -m qwen3-30b-a3b -c dgx-h100 --gpus 16 -s "$tmp/moeo.json" \
+	"$TWIN" simulate -m qwen3-30b-a3b -c dgx-h100 --gpus 16 -s "$tmp/moeo.json" --set moe_grouped_gemm=true \
 		--set overlap_moe_expert_parallel_comm=true --set delay_wgrad_compute=true $m \
 		--json >"$tmp/dwg$m.json" 2>"$err"
 done
+"$TWIN" simulate -m qwen3-30b-a3b -c dgx-h100 --gpus 16 -s "$tmp/moeo.json" --set moe_grouped_gemm=true \
+	--set overlap_moe_expert_parallel_comm=true --json >"$tmp/dwg_off.json" 2>>"$err"
 check "simulate: delay_wgrad_compute keeps or shortens the combined 1F1B's step; symmetric == full" python3 -c "
 import json
-on, full, ov = (json.load(open(f)) for f in ('$tmp/dwg.json', '$tmp/dwg--full.json', '$tmp/moeo_true.json'))
+on, full, ov = (json.load(open(f)) for f in ('$tmp/dwg.json', '$tmp/dwg--full.json', '$tmp/dwg_off.json'))
 assert on['sim']['step_ns'] <= ov['sim']['step_ns'] and on['sim']['step_ns'] == full['sim']['step_ns']"
 
 # Megatron's capacity factor: dropping caps an imbalanced load at the capacity, padding runs the
@@ -284,11 +292,16 @@ done
 "$TWIN" simulate -m qwen3-30b-a3b -c dgx-h100 --gpus 16 -s "$tmp/moeo.json" \
 	--set moe_expert_capacity_factor=1.25 --set moe_pad_expert_input_to_capacity=true --full \
 	--json >"$tmp/cap_full.json" 2>>"$err"
+"$TWIN" simulate -m qwen3-30b-a3b -c dgx-h100 --gpus 16 -s "$tmp/moeo.json" \
+	--set moe_expert_capacity_factor=1.25 --set moe_pad_expert_input_to_capacity=true \
+	--json >"$tmp/cap_pad_even.json" 2>>"$err"
+# dropping: a 1.5 load capped at 1.25 runs as a 1.25 load plus the drop's own kernels; padding:
+# the capacity whatever the routing (and no host wait for the token counts)
 check "simulate: capacity factor caps the load (dropping) or fixes it (padding); symmetric == full" python3 -c "
 import json
-d = {k: json.load(open('$tmp/cap_%s.json' % k))['sim']['step_ns'] for k in ('0', '2', '4', 'imb', 'full')}
-assert d['2'] == d['imb'] < d['0'], d
-assert d['4'] == d['full'] and d['4'] >= d['imb'], d"
+d = {k: json.load(open('$tmp/cap_%s.json' % k))['sim']['step_ns'] for k in ('0', '2', '4', 'imb', 'full', 'pad_even')}
+assert d['imb'] <= d['2'] < d['0'], d
+assert d['4'] == d['full'] == d['pad_even'], d"
 
 # moe_shared_expert_overlap: Llama 4 Scout's shared expert runs under its all-to-alls, so fewer
 # of them are exposed and the step is shorter; both modes agree
@@ -557,4 +570,5 @@ check "simulate: ring attention refuses sliding windows (exit 2, one line)" \
 "$TWIN" simulate -m gpt-oss-20b -c dgx-h100 --gpus 16 -s "$tmp/gow.json" --set cp=2 --set cp_kind=ulysses >"$out" 2>"$err"
 check "simulate: Ulysses runs the windows" "grep -q '^step time' '$out'"
 "$TWIN" simulate -m gpt-oss-20b -c dgx-h100 --gpus 16 -s "$tmp/gow.json" --set cp=2 --set cp_kind=allgather >"$out" 2>"$err"
+
 check "simulate: Transformer Engine's KV all-gather runs the windows" "grep -q '^step time' '$out'"

@@ -6,8 +6,11 @@ TWIN=${TWIN:-build/twin}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-check() { # name, condition (a shell command)
-	if eval "$2"; then echo "ok - $1"; else echo "not ok - $1"; fi
+check() { # name, then a condition: one shell command string (eval'd) or a command and its
+	# arguments (run as they are: eval of only the first word would run, say, python3 on stdin)
+	n=$1
+	shift
+	if [ $# -eq 1 ]; then eval "$1"; else "$@"; fi && echo "ok - $n" || echo "not ok - $n"
 }
 step() { # json file -> step time in s
 	python3 -c "import json; print(json.load(open('$1'))['step_time_s'])"

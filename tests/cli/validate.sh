@@ -4,8 +4,11 @@ TWIN=${TWIN:-build/twin}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-check() {
-	if eval "$2"; then echo "ok - $1"; else echo "not ok - $1"; fi
+check() { # name, then a condition: one shell command string (eval'd) or a command and its
+	# arguments (run as they are: eval of only the first word would run, say, python3 on stdin)
+	n=$1
+	shift
+	if [ $# -eq 1 ]; then eval "$1"; else "$@"; fi && echo "ok - $n" || echo "not ok - $n"
 }
 
 "$TWIN" validate examples/validation/public.json --only nccl_ --json >"$tmp/v.json" 2>"$tmp/err"
@@ -251,7 +254,7 @@ assert p['aws3'] == p['aws2'] == p['aws_set'] == p['aws7'] and p['aws4'] == p['a
 assert p['aws6'] == p['aws1'] == p['aws8'], p
 assert not any('plugin' in x for x in c['aws_set']['assumed']), c['aws_set']['assumed']
 a = ' '.join(c['aws0']['assumed'])
-assert 'net.plugin_latency_us=35' in a and 'p6-b200' in a, a
+assert 'net.plugin_latency_us=35' in a and 'p6' in a, a
 assert 'net.plugin_latency_us=75' in ' '.join(c['aws1']['assumed'])
 assert not any('plugin' in x for x in c['aws2']['assumed'])"
 
@@ -313,7 +316,7 @@ assert b < 0.75 * a, (a, b)"
 	--set eff.comm_overlap_slowdown=2 --keep "$tmp/keep2" >"$tmp/s2.json" 2>>"$tmp/err"
 check "validate --set: reaches training cases and their kept command" sh -c "
 python3 -c \"import json; a=json.load(open('$tmp/k.json'))['cases'][0]['metrics'][0]['predicted']; b=json.load(open('$tmp/s2.json'))['cases'][0]['metrics'][0]['predicted']; assert b > a, (a, b)\" &&
-grep -q \"--set 'eff.comm_overlap_slowdown=2'\" '$tmp/keep2/korthikanti2022_t5_22B_full_recompute.sh'"
+grep -q -- \"--set 'eff.comm_overlap_slowdown=2'\" '$tmp/keep2/korthikanti2022_t5_22B_full_recompute.sh'"
 for bad in tp=2 eff.nothing=1 eff.comm_overlap_slowdown=0.5 net.nic_gbps; do
 	"$TWIN" validate examples/validation/public.json --set "$bad" >"$tmp/o" 2>"$tmp/e"
 	st=$?
