@@ -140,6 +140,10 @@ static void print_text(const struct job *j, const struct sim_options *o, const s
 	printf("offload copies       %.4f s (%.4f s exposed, stall on copies %.4f s)\n",
 	       (double)a->copy_ns * 1e-9, (double)a->exposed_copy_ns * 1e-9, (double)a->stall_copy_ns * 1e-9);
 	printf("optimizer step       %.4f s\n", (double)a->optimizer_ns * 1e-9);
+	if (j->pace > 1.0)
+		printf("GPU pace             x%.4f on compute: the slowest of %" PRId64 " GPUs "
+		       "(gpu.speed_variation %g)\n",
+		       j->pace, j->gpus, j->cluster.gpu.speed_variation);
 	print_fit(f, timeline);
 	printf("\n");
 	prof_analysis_print(stdout, a);
@@ -165,6 +169,8 @@ static cJSON *to_json(const struct job *j, const struct sim_options *o, const st
 	cJSON_AddNumberToObject(out, "mfu", s->mfu);
 	cJSON_AddNumberToObject(out, "hfu", s->hfu);
 	cJSON_AddNumberToObject(out, "bubble_s", (double)a->bubble_ns * 1e-9);
+	/* GPU compute's time multiplier: the pace of the job's slowest GPU */
+	cJSON_AddNumberToObject(out, "gpu_pace", j->pace > 0 ? j->pace : 1.0);
 	cJSON_AddNumberToObject(out, "peak_mem_bytes", (double)a->peak_mem_bytes);
 	cJSON *mem = cJSON_AddObjectToObject(out, "memory");
 	cJSON_AddBoolToObject(mem, "fits", f->fits);

@@ -99,7 +99,12 @@ static void print_cluster(const struct cluster *c)
 			printf("  %s -", tw_dtype_name((enum tw_dtype)d));
 	}
 	printf("  (dense)\n");
-	printf("  launch       %.1f us per kernel\n\n", c->gpu.launch_us);
+	printf("  launch       %.1f us per kernel\n", c->gpu.launch_us);
+	if (c->gpu.speed_variation > 0)
+		printf("  spread       %.0f%% between the fastest and slowest GPU: a job runs at its "
+		       "slowest's pace, x%.3f on 8 GPUs, x%.3f on 1,024\n",
+		       100.0 * c->gpu.speed_variation, cluster_job_pace(c, 8), cluster_job_pace(c, 1024));
+	printf("\n");
 
 	printf("Node           %d %s\n", c->node.gpus,
 	       c->node.intra == CLUSTER_INTRA_HOST ? "CPU ranks" : "GPUs");

@@ -80,6 +80,8 @@ static const struct field gpu_fields[] = {
 	INT(gpu, sms, R_POS),
 	NUM(gpu, launch_us, R_NONNEG),
 	NUM(gpu, context_gib, R_NONNEG),
+	/* optional: files older than the field describe identical GPUs */
+	{"speed_variation", F_NUM, OFF(gpu.speed_variation), 0, NULL, R_NONNEG, true},
 	{NULL, 0, 0, 0, NULL, 0},
 };
 static const struct field node_fields[] = {
@@ -563,6 +565,9 @@ enum tw_result cluster_validate(const struct cluster *c, const char *file, struc
 	if (!(c->gpu.peak_tflops[TW_FP32] > 0))
 		return BAD("%s: gpu.peak_tflops.fp32: must be > 0, got %g", file,
 			   c->gpu.peak_tflops[TW_FP32]);
+	if (c->gpu.speed_variation >= 0.5)
+		return BAD("%s: gpu.speed_variation: %g must be below 0.5 (a spread of speeds, "
+			   "(fastest - slowest) / median)", file, c->gpu.speed_variation);
 	if (c->gpu.context_gib >= c->gpu.memory_gib)
 		return BAD("%s: gpu.context_gib: %g GiB must be less than gpu.memory_gib = %g GiB", file,
 			   c->gpu.context_gib, c->gpu.memory_gib);
@@ -852,6 +857,33 @@ double cluster_intra_latency_us(const struct cluster *c)
 	bool nvlink = c->node.intra == CLUSTER_INTRA_NVSWITCH ||
 		      c->node.intra == CLUSTER_INTRA_NVLINK_MESH;
 	return nvlink ? c->node.nvlink_latency_us : c->node.pcie_latency_us;
+}
+
+/* E[max of n standard normals] = integral of x n phi(x) Phi(x)^(n-1) dx, by the midpoint
+ * rule over [-10, 10] (outside it the integral is below 1e-8 for any n up to 2^40) */
+static double expected_max_normal(int64_t n)
+{
+	if (n <= 1)
+		return 0.0;
+	const double lo = -10.0, hi = 10.0, h = 1.0 / 512.0;
+	double sum = 0.0, nn = (double)n;
+	for (double x = lo + h / 2; x < hi; x += h) {
+		double cdf = 0.5 * erfc(-x / sqrt(2.0));
+		if (cdf <= 0.0)
+			continue;
+		double pdf = exp(-0.5 * x * x) / sqrt(2.0 * M_PI);
+		sum += x * nn * pdf * exp((nn - 1.0) * log(cdf));
+	}
+	return sum * h;
+}
+
+double cluster_job_pace(const struct cluster *c, int64_t gpus)
+{
+	/* Tukey's fences of a normal distribution: Q3 + 1.5 IQR = 2.698 sigma from the median */
+	double sigma = c->gpu.speed_variation / (2.0 * 2.698);
+	if (sigma <= 0.0 || gpus <= 1)
+		return 1.0;
+	return 1.0 + sigma * expected_max_normal(gpus);
 }
 
 double cluster_nic_GBps(const struct cluster *c)

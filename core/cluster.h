@@ -58,6 +58,9 @@ struct cluster {
 		int sms;                    /* streaming multiprocessors */
 		double launch_us;           /* per-kernel launch overhead */
 		double context_gib;         /* CUDA context + cuBLAS/NCCL workspaces */
+		double speed_variation;     /* spread of compute speed among GPUs of this SKU,
+					     * (fastest - slowest) / median with outliers left
+					     * out; 0 = identical GPUs (optional in a file) */
 	} gpu;
 	struct {
 		int gpus;                   /* GPUs per node */
@@ -121,6 +124,12 @@ bool cluster_straggler_covers(const struct cluster *c, const struct cluster_stra
  * NVLink for nvswitch/nvlink_mesh, PCIe for pcie, shared memory (pcie_GBps) for host. */
 double cluster_intra_GBps(const struct cluster *c);
 double cluster_intra_latency_us(const struct cluster *c);
+/* The time multiplier of a synchronous job's GPU compute on `gpus` GPUs drawn from the
+ * cluster: every collective and pipeline hand-off waits for its slowest member, so the step
+ * runs at the pace of the job's slowest GPU. Per-GPU speed is taken as normal with the
+ * spread gpu.speed_variation between Tukey's fences (+-2.698 sigma); the multiplier is
+ * 1 + sigma x E[max of gpus standard normals] (1 for one GPU or no spread). */
+double cluster_job_pace(const struct cluster *c, int64_t gpus);
 /* What NCCL achieves on one NIC, GB/s per direction: nic_gbps / 8 * nic_eff. */
 double cluster_nic_GBps(const struct cluster *c);
 /* Dense peak TFLOP/s in the dtype GEMMs run in, the MFU denominator: fp8 with fp8 GEMMs, TF32

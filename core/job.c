@@ -35,6 +35,7 @@ enum tw_result job_load(const struct job_inputs *in, struct job *out, struct tw_
 	int64_t gpus = in->gpus ? in->gpus : out->cluster.node.gpus;
 	TW_CHECK(cluster_check_gpus(&out->cluster, gpus, &out->nodes, err));
 	out->gpus = gpus;
+	out->pace = cluster_job_pace(&out->cluster, gpus);
 
 	char sdir[1024];
 	snprintf(sdir, sizeof(sdir), "%s/examples/strategies", in->data_dir);

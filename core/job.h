@@ -20,6 +20,8 @@ struct job {
 	int nodes;
 	int64_t seq;          /* tokens per sample actually trained */
 	int64_t tokens_per_step; /* global_batch * seq */
+	double pace;          /* time multiplier of GPU compute: the pace of the job's slowest
+			       * GPU (cluster_job_pace); 0 in a job built by hand: 1 */
 };
 
 /* Where the inputs come from (the CLI fills this from its options). */

@@ -183,6 +183,9 @@ int64_t sim_compute_ns(const struct job *j, const struct plan_op *op)
 	if (bytes > 0 && hbm > 0)
 		tm = bytes / (hbm * sim_eff(&c->eff.mem, bytes));
 	t = fmax(tf, tm) + launches * c->gpu.launch_us * 1e-6;
+	/* at the pace of the job's slowest GPU (cluster_job_pace) */
+	if (j->pace > 0)
+		t *= j->pace;
 	return sim_ns_ceil(t * 1e9);
 }
 

@@ -280,6 +280,7 @@ enum tw_result search_job(const struct job *base, const struct search_space *sp,
 	out->cluster = base->cluster;
 	out->gpus = base->gpus;
 	out->nodes = base->nodes;
+	out->pace = base->pace;
 	struct strat_inputs si = { .strategies_dir = sp->strategies_dir, .sets = sets, .nsets = n,
 				   .gpus = base->gpus };
 	TW_CHECK(strategy_resolve(&si, &out->model, &out->cluster, &out->strat, err));

@@ -571,4 +571,23 @@ check "simulate: ring attention refuses sliding windows (exit 2, one line)" \
 check "simulate: Ulysses runs the windows" "grep -q '^step time' '$out'"
 "$TWIN" simulate -m gpt-oss-20b -c dgx-h100 --gpus 16 -s "$tmp/gow.json" --set cp=2 --set cp_kind=allgather >"$out" 2>"$err"
 
+# the GPUs' speed spread: a job of 16 runs its compute at the pace of its slowest GPU
+# (cluster_job_pace), in both modes alike; identical GPUs run at 1
+for v in 0.08 0; do
+	for m in "" --full; do
+		"$TWIN" simulate -m llama2-7b -c dgx-h100 --gpus 16 -s megatron-175b --set tp=2 --set pp=2 \
+			--set global_batch=16 --set gpu.speed_variation=$v $m --json >"$tmp/pace_$v$m.json" 2>"$err"
+	done
+done
+check "simulate: GPU pace of 16 GPUs at an 8% spread; compute slower by it; symmetric == full" python3 -c "
+import json, math
+a, af, b, bf = (json.load(open('$tmp/pace_' + f + '.json')) for f in ('0.08', '0.08--full', '0', '0--full'))
+e = 1.7659913  # E[max of 16 standard normals]
+assert abs(a['gpu_pace'] - (1 + 0.08 / (2 * 2.698) * e)) < 1e-6 and b['gpu_pace'] == 1
+r = a['analysis']['compute_ns'] / b['analysis']['compute_ns']
+assert abs(r - a['gpu_pace']) < 0.002, r
+assert a['step_time_s'] > b['step_time_s']
+assert a['sim']['step_ns'] == af['sim']['step_ns'] and b['sim']['step_ns'] == bf['sim']['step_ns']"
+check "simulate: the summary names the GPU pace" \
+	sh -c "'$TWIN' simulate -m llama2-7b -c dgx-h100 --gpus 16 -s megatron-175b --set tp=2 --set pp=2 --set global_batch=16 | grep -q 'GPU pace             x1.0262 on compute: the slowest of 16 GPUs'"
 check "simulate: Transformer Engine's KV all-gather runs the windows" "grep -q '^step time' '$out'"

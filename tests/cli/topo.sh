@@ -78,14 +78,27 @@ check "topo show --help" sh -c "'$TWIN' topo show --help | grep -q -- '--set PAT
 check "topo show: the net plugin's latency" grep -q "net plugin reports 35.0 us" "$tmp/efa.txt"
 check "topo show: no plugin latency on InfiniBand" sh -c "! grep -q 'net plugin' '$tmp/orig.txt'"
 check "topo show --json: net.plugin_latency_us" sh -c "'$TWIN' topo show dgx-b200 --set net.plugin_latency_us=35 --json | python3 -c 'import json,sys; assert json.load(sys.stdin)[\"net\"][\"plugin_latency_us\"] == 35'"
-# a file written before the field: it reads as 0, and --set can still name it
-python3 -c "
+# a file written before an optional field: it reads as 0, and --set can still name it
+older() { # preset, section, field, output file: the preset without the field and its note
+	python3 -c "
 import json
-d = json.load(open('topologies/dgx-b200.json'))
-for k in ('plugin_latency_us', 'plugin_latency_us_note'):
-    del d['net'][k]
-json.dump(d, open('$tmp/old.json', 'w'))"
-check "an older cluster file without net.plugin_latency_us loads (0)" \
-	sh -c "'$TWIN' topo show '$tmp/old.json' --json | python3 -c 'import json,sys; assert json.load(sys.stdin)[\"net\"][\"plugin_latency_us\"] == 0'"
+d = json.load(open('topologies/$1.json'))
+for k in ('$3', '$3_note'):
+    del d['$2'][k]
+json.dump(d, open('$4', 'w'))"
+}
+reads_zero() { # file, section, field: the field loads as 0
+	"$TWIN" topo show "$1" --json | python3 -c "import json,sys; assert json.load(sys.stdin)['$2']['$3'] == 0"
+}
+older dgx-b200 net plugin_latency_us "$tmp/old.json"
+check "an older cluster file without net.plugin_latency_us loads (0)" reads_zero "$tmp/old.json" net plugin_latency_us
 check "--set net.plugin_latency_us on a file without it" \
 	sh -c "'$TWIN' topo show '$tmp/old.json' --set net.plugin_latency_us=75 | grep -q 'net plugin reports 75.0 us'"
+
+# the GPUs' speed spread: shown with the pace of 8 and 1,024 GPUs; a file without it reads as 0
+check "topo show: the GPUs' speed spread and a job's pace" \
+	sh -c "'$TWIN' topo show dgx-h100 | grep -q 'spread       8% between the fastest and slowest GPU.*x1.021 on 8 GPUs, x1.048 on 1,024'"
+check "topo show: no spread line for identical GPUs" \
+	sh -c "! '$TWIN' topo show dgx-h100 --set gpu.speed_variation=0 | grep -q 'spread  '"
+older dgx-h100 gpu speed_variation "$tmp/old_spread.json"
+check "an older cluster file without gpu.speed_variation loads (0)" reads_zero "$tmp/old_spread.json" gpu speed_variation

@@ -1,6 +1,7 @@
 /* Unit tests for core/cluster: presets, --set overrides, validation rules, efficiency lookup,
  * GPU-count rules, JSON round trip. Runs from the repository root (tests/run.sh). */
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -379,6 +380,53 @@ static void test_json_round_trip(struct test_ctx *t)
 	unlink(tmpl);
 }
 
+/* A synchronous job runs at its slowest GPU's pace: sigma = speed_variation / (2 x 2.698)
+ * (Tukey's fences of a normal), the multiplier 1 + sigma E[max of n standard normals]. E[max]
+ * from tables of normal order statistics: 1/sqrt(pi) for 2, 1.423600 for 8, 2.507594 for 100,
+ * 3.241436 for 1,000. GPU presets carry 8% (Sinha et al., SC'22); a file without the field
+ * (older than it) and CPU ranks have none. */
+static void test_job_pace(struct test_ctx *t)
+{
+	struct cluster c;
+	struct tw_err err = {0};
+	CHECK_EQ_INT(t, load("dgx-a100-80g", NULL, 0, &c, &err), TW_OK);
+	CHECK_NEAR(t, c.gpu.speed_variation, 0.08, 1e-12);
+	double sigma = 0.08 / (2 * 2.698);
+	CHECK_NEAR(t, cluster_job_pace(&c, 1), 1.0, 0);
+	CHECK_NEAR(t, cluster_job_pace(&c, 2), 1 + sigma / sqrt(M_PI), 1e-9);
+	CHECK_NEAR(t, cluster_job_pace(&c, 8), 1 + sigma * 1.423600, 1e-8);
+	CHECK_NEAR(t, cluster_job_pace(&c, 100), 1 + sigma * 2.507594, 1e-8);
+	CHECK_NEAR(t, cluster_job_pace(&c, 1000), 1 + sigma * 3.241436, 1e-8);
+	for (int64_t n = 1; n < (int64_t)1 << 40; n *= 4)
+		CHECK(t, cluster_job_pace(&c, 4 * n) > cluster_job_pace(&c, n));
+	CHECK(t, cluster_job_pace(&c, (int64_t)1 << 40) < 1.11); /* E[max] of 2^40: 7.0 */
+	c.gpu.speed_variation = 0;
+	CHECK_NEAR(t, cluster_job_pace(&c, 4096), 1.0, 0);
+	CHECK_EQ_INT(t, load("host-cpu", NULL, 0, &c, &err), TW_OK);
+	CHECK_NEAR(t, cluster_job_pace(&c, 8), 1.0, 0);
+	/* the field is optional: a file without it loads with 0 */
+	CHECK_EQ_INT(t, load("dgx-h100", NULL, 0, &c, &err), TW_OK);
+	cJSON *o = cluster_to_json(&c);
+	cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, "gpu"), "speed_variation");
+	char *txt = cJSON_Print(o);
+	cJSON_Delete(o);
+	const char *p = "test_cluster_no_spread.json";
+	FILE *f = fopen(p, "w");
+	CHECK(t, f != NULL);
+	if (f) {
+		fputs(txt, f);
+		fclose(f);
+	}
+	free(txt);
+	CHECK_EQ_INT(t, load(p, NULL, 0, &c, &err), TW_OK);
+	CHECK_NEAR(t, c.gpu.speed_variation, 0, 0);
+	unlink(p);
+	/* and a spread of half the median speed or more is refused */
+	CHECK_EQ_INT(t, load("dgx-h100", (const char *const[]){"gpu.speed_variation=0.5"}, 1, &c, &err),
+		     TW_ERR_INVALID);
+	CHECK_STR_CONTAINS(t, err.msg, "gpu.speed_variation");
+}
+
 static void test_unknown_preset(struct test_ctx *t)
 {
 	struct cluster c;
@@ -403,6 +451,7 @@ int main(void)
 	TEST_RUN(&t, test_check_gpus);
 	TEST_RUN(&t, test_validate_rules);
 	TEST_RUN(&t, test_json_round_trip);
+	TEST_RUN(&t, test_job_pace);
 	TEST_RUN(&t, test_unknown_preset);
 	return test_done(&t);
 }

@@ -175,6 +175,37 @@ static void test_repeat(struct test_ctx *T)
 	free(j);
 }
 
+/* A job's GPU compute runs at the pace of its slowest GPU (cluster_job_pace): every GPU op's
+ * time, launch overhead included, times j->pace; the host's work is not slowed; a job built
+ * by hand (pace 0) runs at 1. */
+static void test_job_pace(struct test_ctx *T)
+{
+	struct job *j = calloc(1, sizeof(*j));
+	a100(&j->cluster);
+	j->cluster.gpu.launch_us = 4;
+	j->cluster.node.cpu_mem_GBps = 100;
+	j->cluster.node.cpu_tflops = 1;
+	j->gpus = 8;
+	struct plan_op op, host;
+	gemm_op(&op, 8);
+	memset(&host, 0, sizeof(host));
+	host.kind = PLAN_COMPUTE;
+	host.stream = PLAN_STREAM_HOST;
+	host.u.compute.bytes = 1e9;
+	int64_t t0 = sim_compute_ns(j, &op), h0 = sim_compute_ns(j, &host);
+	j->pace = 1.0;
+	CHECK_EQ_INT(T, (int)sim_compute_ns(j, &op), (int)t0);
+	j->pace = 1.05;
+	CHECK_NEAR(T, (double)sim_compute_ns(j, &op), 1.05 * (double)t0, 1.0);
+	CHECK_EQ_INT(T, (int)sim_compute_ns(j, &host), (int)h0);
+	/* as the job gets it from the cluster: 8% spread, 8 GPUs */
+	j->cluster.gpu.speed_variation = 0.08;
+	j->pace = cluster_job_pace(&j->cluster, j->gpus);
+	CHECK_NEAR(T, j->pace, 1.0 + 0.08 / (2 * 2.698) * 1.4236003, 1e-7);
+	CHECK(T, sim_compute_ns(j, &op) > t0);
+	free(j);
+}
+
 /* Host dispatch of a full-recompute checkpoint (docs/simulator.md, "Host dispatch"): its
  * autograd Function's RNG-state and autograd bookkeeping is 6 framework calls in forward (on
  * the checkpoint's allocation) and 17 in backward (on its release); other allocations cost
@@ -329,6 +360,7 @@ int main(void)
 	TEST_RUN(&T, test_gemm_parts);
 	TEST_RUN(&T, test_gemm_time_fwd_bwd);
 	TEST_RUN(&T, test_repeat);
+	TEST_RUN(&T, test_job_pace);
 	TEST_RUN(&T, test_host_checkpoint);
 	TEST_RUN(&T, test_host_share);
 	TEST_RUN(&T, test_attention_torch_softmax);
