@@ -23,6 +23,8 @@ static void usage(FILE *f)
 		   "part; offload copies; optimizer), and whether the fullest GPU fits in memory\n"
 		   "(the twin memory model; a job that does not fit is still simulated and says so).\n"
 		   "The header names the model code assumed (strategy kernels: fused or eager).\n"
+		   "GPU compute runs at the pace of the job's slowest GPU (the cluster's\n"
+		   "gpu.speed_variation; the GPU pace line, gpu_pace in --json; 0: identical GPUs).\n"
 		   "The summary comes from the same analysis that reads measured runs (twin\n"
 		   "profile analyze).\n"
 		   "\n"
