@@ -6,8 +6,9 @@ d=$tmp
 trap 'rm -rf "$tmp"' EXIT
 ok() { echo "ok - $1"; }
 nok() { echo "not ok - $1${2:+: $2}"; }
-check() { # name, command...: passes when the command succeeds
-	n=$1
+check() { # name, then a condition: a command and its arguments, run as they are, or one
+	# shell command string, eval'd; passes when it succeeds
+	_check_name=$1
 	shift
-	if "$@"; then ok "$n"; else nok "$n"; fi
+	if [ $# -eq 1 ]; then eval "$1"; else "$@"; fi && ok "$_check_name" || nok "$_check_name"
 }

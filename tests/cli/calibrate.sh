@@ -3,17 +3,9 @@
 # simulates, with every measured field noted "measured by twin calibrate"; under mpirun with
 # 2 ranks the MPI all-reduce bandwidth is written too; --backend cuda without a GPU refuses in
 # one line with exit 2 and writes nothing. Needs $TWIN; run from the repo root.
-TWIN=${TWIN:-build/twin}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. tests/lib.sh
 err=$tmp/err
 
-check() { # name, then a condition: one shell command string (eval'd) or a command and its
-	# arguments (run as they are: eval of only the first word would run, say, python3 on stdin)
-	n=$1
-	shift
-	if [ $# -eq 1 ]; then eval "$1"; else "$@"; fi && echo "ok - $n" || echo "not ok - $n"
-}
 py() { # python expression on the parsed JSON file $1 (as d)
 	python3 -c "import json,sys; d=json.load(open('$1')); print($2)"
 }

@@ -1,17 +1,10 @@
 #!/bin/sh
 # twin config show: the done-when command, provenance sources, --set, --json, presets.
 # Prints "ok - NAME" / "not ok - NAME" per check. Needs $TWIN; run from the repo root.
-TWIN=${TWIN:-build/twin}
-out=$(mktemp)
-err=$(mktemp)
-trap 'rm -f "$out" "$err"' EXIT
+. tests/lib.sh
+out=$tmp/out
+err=$tmp/err
 
-check() { # name, then a condition: one shell command string (eval'd) or a command and its
-	# arguments (run as they are: eval of only the first word would run, say, python3 on stdin)
-	n=$1
-	shift
-	if [ $# -eq 1 ]; then eval "$1"; else "$@"; fi && echo "ok - $n" || echo "not ok - $n"
-}
 has() { grep -q -- "$1" "$out"; }
 row() { # PATH VALUE SOURCE: the provenance row has these three columns
 	awk -v p="$1" -v v="$2" -v s="$3" '$1 == p && $2 == v && $3 == s { f = 1 } END { exit !f }' "$out"

@@ -3,17 +3,9 @@
 # candidate fits, best first), --emit-ds-config (both files load back through twin config show
 # with the same degrees, written atomically: a failing run leaves nothing), pins, megatron.
 # Needs $TWIN; run from the repo root. Prints "ok - NAME" / "not ok - NAME" per check.
-TWIN=${TWIN:-build/twin}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. tests/lib.sh
 err=$tmp/err
 
-check() { # name, then a condition: one shell command string (eval'd) or a command and its
-	# arguments (run as they are: eval of only the first word would run, say, python3 on stdin)
-	n=$1
-	shift
-	if [ $# -eq 1 ]; then eval "$1"; else "$@"; fi && echo "ok - $n" || echo "not ok - $n"
-}
 py() { # python expression on the parsed JSON file $1 (as d)
 	python3 -c "import json,sys; d=json.load(open('$1')); print($2)"
 }

@@ -2,18 +2,10 @@
 # twin simulate: the done-when command (Chrome trace parses), the summary, --json,
 # symmetric == full step time, a straggler in full mode, --db. Needs $TWIN; run from the
 # repo root. Prints "ok - NAME" / "not ok - NAME" per check.
-TWIN=${TWIN:-build/twin}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. tests/lib.sh
 out=$tmp/out
 err=$tmp/err
 
-check() { # name, then a condition: one shell command string (eval'd) or a command and its
-	# arguments (run as they are: eval of only the first word would run, say, python3 on stdin)
-	n=$1
-	shift
-	if [ $# -eq 1 ]; then eval "$1"; else "$@"; fi && echo "ok - $n" || echo "not ok - $n"
-}
 jget() { # file, python expression on the parsed object d
 	python3 -c "import json,sys; d=json.load(open('$1')); print($2)"
 }

@@ -2,16 +2,8 @@
 # twin simulate: host dispatch (strategy host_op_us) and Megatron's DP overlap knobs
 # (overlap_grad_reduce, overlap_param_gather). Needs $TWIN; run from the repo root. Prints
 # "ok - NAME" / "not ok - NAME" per check.
-TWIN=${TWIN:-build/twin}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. tests/lib.sh
 
-check() { # name, then a condition: one shell command string (eval'd) or a command and its
-	# arguments (run as they are: eval of only the first word would run, say, python3 on stdin)
-	n=$1
-	shift
-	if [ $# -eq 1 ]; then eval "$1"; else "$@"; fi && echo "ok - $n" || echo "not ok - $n"
-}
 step() { # json file -> step time in s
 	python3 -c "import json; print(json.load(open('$1'))['step_time_s'])"
 }

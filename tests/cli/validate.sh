@@ -1,15 +1,7 @@
 #!/bin/sh
 # twin validate: the README's --json shape, collective cases, skipped cases with reasons.
-TWIN=${TWIN:-build/twin}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. tests/lib.sh
 
-check() { # name, then a condition: one shell command string (eval'd) or a command and its
-	# arguments (run as they are: eval of only the first word would run, say, python3 on stdin)
-	n=$1
-	shift
-	if [ $# -eq 1 ]; then eval "$1"; else "$@"; fi && echo "ok - $n" || echo "not ok - $n"
-}
 
 "$TWIN" validate examples/validation/public.json --only nccl_ --json >"$tmp/v.json" 2>"$tmp/err"
 st=$?
