@@ -51,15 +51,24 @@ static bool nccl_coll(const char *p, enum trace_cat *out)
 	return true;
 }
 
-bool prof_classify_nccl(const char *name, enum trace_cat *out)
+/* The collective word of an NCCL kernel name (after its prefix, any version) and its
+ * category, or NULL. */
+static const char *nccl_word(const char *name, enum trace_cat *cat)
 {
 	static const char *const prefixes[] = {"ncclDevKernel_", "ncclSymkDevKernel_",
 					       "ncclKernel_"};
 	for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++) {
 		const char *p = strstr(name, prefixes[i]);
-		if (p && nccl_coll(p + strlen(prefixes[i]), out))
-			return true;
+		if (p && nccl_coll(p + strlen(prefixes[i]), cat))
+			return p + strlen(prefixes[i]);
 	}
+	return NULL;
+}
+
+bool prof_classify_nccl(const char *name, enum trace_cat *out)
+{
+	if (nccl_word(name, out))
+		return true;
 	/* HTA counts any name starting with "nccl" as communication */
 	if (starts(name, "nccl")) {
 		*out = TRACE_ALL_REDUCE;
@@ -70,14 +79,9 @@ bool prof_classify_nccl(const char *name, enum trace_cat *out)
 
 bool prof_nccl_is_reduce(const char *name)
 {
-	static const char *const prefixes[] = {"ncclDevKernel_Reduce", "ncclSymkDevKernel_Reduce",
-					       "ncclKernel_Reduce"};
-	for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++) {
-		const char *p = strstr(name, prefixes[i]);
-		if (p && !starts(p + strlen(prefixes[i]), "Scatter"))
-			return true;
-	}
-	return false;
+	enum trace_cat c;
+	const char *w = nccl_word(name, &c);
+	return w && c == TRACE_BROADCAST && starts(w, "Reduce");
 }
 
 enum trace_cat prof_classify_kernel(const char *name)

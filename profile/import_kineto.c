@@ -278,10 +278,6 @@ enum tw_result prof_import_kineto(const char *path, int64_t rank, struct trace *
 			enum trace_cat cc;
 			if (cJSON_IsString(cn) && coll_from_name(cn->valuestring, &cc))
 				ev.cat = cc;
-			/* NCCL's rooted Reduce shares the broadcast category; the flag keeps its name */
-			if (prof_nccl_is_reduce(name->valuestring) ||
-			    (cJSON_IsString(cn) && !strcmp(cn->valuestring, "reduce")))
-				ev.flags |= TRACE_F_REDUCE;
 			/* twin's own exports say the category and the step outright */
 			const cJSON *tc = arg(args, "twin category");
 			if (cJSON_IsString(tc) && trace_cat_parse(tc->valuestring, &cc) &&
@@ -289,6 +285,11 @@ enum tw_result prof_import_kineto(const char *path, int64_t rank, struct trace *
 				ev.cat = cc;
 			if (cJSON_IsString(tc) && arg_num(args, "step", &v) && v >= 0 && v < 1e9)
 				ev.step = to_i32(v);
+			/* NCCL's rooted Reduce shares the broadcast category; the flag keeps its name */
+			if (ev.cat == TRACE_BROADCAST &&
+			    (prof_nccl_is_reduce(name->valuestring) ||
+			     (cJSON_IsString(cn) && !strcmp(cn->valuestring, "reduce"))))
+				ev.flags |= TRACE_F_REDUCE;
 			if (trace_cat_is_comm(ev.cat)) {
 				const cJSON *dt = arg(args, "dtype");
 				int es = cJSON_IsString(dt) ? dtype_bytes(dt->valuestring) : 0;
