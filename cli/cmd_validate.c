@@ -28,8 +28,9 @@ static void usage(FILE *f)
 		   "metrics, predicted vs measured and the error (predicted - measured) / measured;\n"
 		   "then per metric and source the count, MAPE and worst case, and per metric over\n"
 		   "all sources the same with the count of cases off by more than 25%%, and a\n"
-		   "training line over TFLOP/s per GPU, iteration time and tokens/s together (text\n"
-		   "only; --json keeps the README's per-source summary). Cases the models cannot\n"
+		   "training line over TFLOP/s per GPU, iteration time and tokens/s together and a\n"
+		   "bus_bandwidth line over every busbw_* figure (text only; --json keeps the\n"
+		   "README's per-source summary). Cases the models cannot\n"
 		   "express are listed as skipped with the reason; what a case left out and twin\n"
 		   "assumed (--json \"assumed\") includes: a collective without a size runs at\n"
 		   "16 GiB, and one measured with ml-engineering's all_reduce_bench.py adds the\n"
@@ -1479,11 +1480,21 @@ int cmd_validate(const struct cli_ctx *ctx, int argc, char **argv)
 				    !strncmp(m->name, "tokens_per_s", 12))
 					group_add(&t, m->error, vc[i].id);
 			}
-		if (t.count > 0)
-			printf("%-*s %6" PRId64 " %7.1f%% %6" PRId64 " %+8.1f%%  %s  (tflops_per_gpu, "
-			       "iter_time_s, tokens_per_s[_per_gpu])\n",
-			       w, t.metric, t.count, 100 * t.sum / (double)t.count, t.over, 100 * t.worst,
-			       t.worst_id);
+		/* collective bus bandwidth: every busbw figure, the plain one and those a case gives
+		 * under a stated condition (NVLS off, NCCL_ALGO forced, one node) */
+		struct group b = { .metric = "bus_bandwidth" };
+		for (size_t i = 0; i < nv; i++)
+			for (int k = 0; k < vc[i].nm; k++)
+				if (!strncmp(vc[i].m[k].name, "busbw", 5))
+					group_add(&b, vc[i].m[k].error, vc[i].id);
+		const struct group *lines[] = { &t, &b };
+		const char *what[] = { "tflops_per_gpu, iter_time_s, tokens_per_s[_per_gpu]", "busbw_*" };
+		for (int k = 0; k < 2; k++)
+			if (lines[k]->count > 0)
+				printf("%-*s %6" PRId64 " %7.1f%% %6" PRId64 " %+8.1f%%  %s  (%s)\n", w,
+				       lines[k]->metric, lines[k]->count,
+				       100 * lines[k]->sum / (double)lines[k]->count, lines[k]->over,
+				       100 * lines[k]->worst, lines[k]->worst_id, what[k]);
 	}
 	free(g);
 	free(vc);

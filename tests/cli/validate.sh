@@ -40,6 +40,21 @@ check "validate: summary table" "grep -q 'MAPE' '$tmp/t.txt'"
 check "validate: per metric over all sources, with the cases beyond 25%" \
 	"grep -A2 '^all sources  *count  *MAPE  *>25%' '$tmp/n.txt' | grep -Eq '^busbw_GBps  *47  *[0-9.]+%  *[0-9]+ '"
 
+cat >"$tmp/bw.py" <<'PY'
+import re, sys
+lines = open(sys.argv[1]).read().split("\nall sources")[1].splitlines()
+rows = [l.split() for l in lines if re.match(r"^\w+ +\d+ +[0-9.]+%", l)]
+per = [r for r in rows if r[0].startswith("busbw")]
+agg = [r for r in rows if r[0] == "bus_bandwidth"][0]
+n = sum(int(r[1]) for r in per)
+mape = sum(int(r[1]) * float(r[2][:-1]) for r in per) / n   # the count-weighted mean of the rows
+assert len(per) >= 2 and int(agg[1]) == n and abs(float(agg[2][:-1]) - mape) < 0.06, (agg, n, mape)
+assert int(agg[3]) == sum(int(r[3]) for r in per), agg          # cases beyond 25%
+print("ok")
+PY
+check "validate: a bus_bandwidth line over every busbw_* figure" \
+	"python3 '$tmp/bw.py' '$tmp/n.txt' | grep -q ok"
+
 "$TWIN" validate examples/validation/public.json --only korthikanti2022_t5 >"$tmp/k5.txt" 2>"$tmp/err"
 cat >"$tmp/tr.py" <<'PY'
 import re, sys
