@@ -3768,6 +3768,12 @@ static void run_pair(struct pb *b, const struct item *f, const struct item *k, i
 	chain_set(b, &cf);
 	for (int64_t i = both; i < fn; i++)
 		layer_fwd(b, flo + i);
+	/* Megatron posts both sends after the whole pair is on the compute stream (run's phase
+	 * 5: PyTorch makes the NCCL stream wait for the current stream), so each waits for the
+	 * other item's last kernel too */
+	uint32_t fk = b->last_compute, kk = ck.last_compute;
+	uint32_t pair_end = fk == PLAN_NONE ? kk : kk == PLAN_NONE || fk > kk ? fk : kk;
+	b->last_compute = ck.last_compute = pair_end;
 	item_end(b, f, logits);
 	chain_get(b, &cf);
 	chain_set(b, &ck);

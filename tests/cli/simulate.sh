@@ -235,7 +235,9 @@ assert d == on and on < 0.99 * off, (on, off, d)"
 # each micro-batch under another's compute, without a pipeline and under interleaving, and both
 # modes give the same step; the exposed all-to-all time falls
 echo '{"framework":"megatron","tp":1,"pp":1,"ep":8,"micro_batch":1,"global_batch":64,"precision":"bf16"}' >"$tmp/moeo.json"
-echo '{"framework":"megatron","tp":2,"pp":2,"vp":2,"schedule":"interleaved","ep":8,"expert_tp":1,"sequence_parallel":true,"micro_batch":1,"global_batch":32,"precision":"bf16"}' >"$tmp/moeo_pp.json"
+# (the interleaved job runs grouped expert GEMMs on 4-sequence micro-batches: with one sequence
+# and the experts in a loop it is bound by its host, and the overlap cannot shorten it)
+echo '{"framework":"megatron","tp":2,"pp":2,"vp":2,"schedule":"interleaved","ep":8,"expert_tp":1,"sequence_parallel":true,"micro_batch":4,"global_batch":64,"moe_grouped_gemm":true,"precision":"bf16"}' >"$tmp/moeo_pp.json"
 for st in moeo moeo_pp; do
 	for o in true false; do
 		"$TWIN" simulate -m qwen3-30b-a3b -c dgx-h100 --gpus 16 -s "$tmp/$st.json" \
@@ -247,10 +249,8 @@ for st in moeo moeo_pp; do
 import json
 on, off, full = (json.load(open('$tmp/${st}_%s.json' % k)) for k in ('true', 'false', 'full'))
 a2a = lambda d: d['analysis']['collectives']['all_to_all']
-# without a pipeline the step is shorter; under interleaving (EP folded over TP x DP) the
-# exposed all-to-alls fall but this job's step is its host's (experts in a loop) and stays
-# (docs/simulator.md, thirtieth pass)
-assert on['sim']['step_ns'] < ('$st' == 'moeo' and 0.97 or 1.0 + 1e-12) * off['sim']['step_ns'], (on['sim']['step_ns'], off['sim']['step_ns'])
+# the step is shorter, without a pipeline and under interleaving (EP folded over TP x DP)
+assert on['sim']['step_ns'] < 0.97 * off['sim']['step_ns'], (on['sim']['step_ns'], off['sim']['step_ns'])
 assert a2a(on)['exposed_ns'] < 0.8 * a2a(off)['exposed_ns'], (a2a(on), a2a(off))
 assert a2a(on)['count'] == a2a(off)['count']
 assert on['sim']['step_ns'] == full['sim']['step_ns']"
