@@ -72,6 +72,15 @@ static void gemm_op(struct plan_op *op, int64_t batch)
 	op->u.compute.flops = (double)batch * 2.0 * 2048 * 384 * 1024;
 }
 
+/* host work of `bytes` (the CPU optimizer's passes over its states) */
+static void host_op(struct plan_op *op, double bytes)
+{
+	memset(op, 0, sizeof(*op));
+	op->kind = PLAN_COMPUTE;
+	op->stream = PLAN_STREAM_HOST;
+	op->u.compute.bytes = bytes;
+}
+
 /* a GEMM op's shapes: forward as given; backward the data grads and, batch even, as many weight
  * grads; one kind as its grads say; a recompute runs the forward shape */
 static void test_gemm_parts(struct test_ctx *T)
@@ -188,10 +197,7 @@ static void test_job_pace(struct test_ctx *T)
 	j->gpus = 8;
 	struct plan_op op, host;
 	gemm_op(&op, 8);
-	memset(&host, 0, sizeof(host));
-	host.kind = PLAN_COMPUTE;
-	host.stream = PLAN_STREAM_HOST;
-	host.u.compute.bytes = 1e9;
+	host_op(&host, 1e9);
 	int64_t t0 = sim_compute_ns(j, &op), h0 = sim_compute_ns(j, &host);
 	j->pace = 1.0;
 	CHECK_EQ_INT(T, (int)sim_compute_ns(j, &op), (int)t0);
@@ -252,10 +258,7 @@ static void test_host_share(struct test_ctx *T)
 	j->cluster.node.cpu_tflops = 4;
 	j->cluster.node.nvme_GBps = 16;
 	struct plan_op op;
-	memset(&op, 0, sizeof(op));
-	op.kind = PLAN_COMPUTE;
-	op.stream = PLAN_STREAM_HOST;
-	op.u.compute.bytes = 100e9;
+	host_op(&op, 100e9);
 	j->gpus = 16; /* two nodes: 8 ranks share each host */
 	CHECK_EQ_INT(T, (int)(sim_compute_ns(j, &op) / 1000000), 4000);
 	j->gpus = 1;
