@@ -1224,6 +1224,15 @@ static void group_add(struct group *g, double error, const char *id)
 }
 
 /* per metric and source, or (by_source false) per metric over every source */
+/* A summary line over several metrics together, naming them (text output) */
+static void print_total(int w, const struct group *g, const char *metrics)
+{
+	if (g->count > 0)
+		printf("%-*s %6" PRId64 " %7.1f%% %6" PRId64 " %+8.1f%%  %s  (%s)\n", w, g->metric,
+		       g->count, 100 * g->sum / (double)g->count, g->over, 100 * g->worst, g->worst_id,
+		       metrics);
+}
+
 static int summarise(const struct vcase *cs, size_t n, bool by_source, struct group **out)
 {
 	struct group *g = NULL;
@@ -1487,14 +1496,8 @@ int cmd_validate(const struct cli_ctx *ctx, int argc, char **argv)
 			for (int k = 0; k < vc[i].nm; k++)
 				if (!strncmp(vc[i].m[k].name, "busbw", 5))
 					group_add(&b, vc[i].m[k].error, vc[i].id);
-		const struct group *lines[] = { &t, &b };
-		const char *what[] = { "tflops_per_gpu, iter_time_s, tokens_per_s[_per_gpu]", "busbw_*" };
-		for (int k = 0; k < 2; k++)
-			if (lines[k]->count > 0)
-				printf("%-*s %6" PRId64 " %7.1f%% %6" PRId64 " %+8.1f%%  %s  (%s)\n", w,
-				       lines[k]->metric, lines[k]->count,
-				       100 * lines[k]->sum / (double)lines[k]->count, lines[k]->over,
-				       100 * lines[k]->worst, lines[k]->worst_id, what[k]);
+		print_total(w, &t, "tflops_per_gpu, iter_time_s, tokens_per_s[_per_gpu]");
+		print_total(w, &b, "busbw_*");
 	}
 	free(g);
 	free(vc);
