@@ -7,7 +7,7 @@
 
 #include "sim.h"
 
-/* ---- event queue: binary heap ordered by (time, insertion counter) ---------------------- */
+/* ---- event queue: ordered by (time, insertion counter) ---------------------------------- */
 
 struct sim_ev {
 	int64_t t;      /* ns */
@@ -41,14 +41,28 @@ static inline int64_t sim_ns_round(double x)
 	return i + (f >= 0.5) - (f <= -0.5);
 }
 
+/* A radix heap on time: simulated time never runs backwards, so every event pushed is due at
+ * or after the last one popped, and it is kept in the bucket of the highest bit where its time
+ * differs from that one's (0: the same time; 1-64: bit 0-63). Each bucket's times are below
+ * every higher bucket's; a pop takes bucket 0's first event or splits the lowest non-empty
+ * bucket into lower ones. Every bucket is in push order (a push appends; a split hands each
+ * lower bucket, empty until then, a subsequence), so bucket 0 is a queue of simultaneous
+ * events in the order they were scheduled: all ranks of a full-mode run meet at the same
+ * nanoseconds, and a binary heap's sift-down was a third of such a run. */
+#define SIM_HEAP_BUCKETS 65
 struct sim_heap {
-	struct sim_ev *v;
-	size_t n, cap;
+	struct sim_ev *b[SIM_HEAP_BUCKETS];
+	size_t n[SIM_HEAP_BUCKETS], cap[SIM_HEAP_BUCKETS];
+	size_t head;            /* bucket 0's next event */
+	uint64_t full[2];       /* bit i % 64 of word i / 64: bucket i is not empty */
+	int64_t last_t;         /* time of the last event popped, ns */
+	size_t size;            /* events queued */
 	uint64_t next_seq;
 };
 
 void sim_heap_init(struct sim_heap *h);
 void sim_heap_free(struct sim_heap *h);
+/* an event due before the last one popped (time would run backwards) is taken as due then */
 void sim_heap_push(struct sim_heap *h, int64_t t, int32_t type, int32_t a, int64_t b, uint32_t ver);
 bool sim_heap_pop(struct sim_heap *h, struct sim_ev *out);
 

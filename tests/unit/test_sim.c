@@ -59,6 +59,84 @@ static void test_heap_order_reproducible(struct test_ctx *T)
 	sim_heap_free(&b);
 }
 
+static void test_heap_interleaved(struct test_ctx *T)
+{
+	/* pushes between pops, each at or after the last time popped (as the engine's are), at
+	 * gaps from 0 ns to 2^60 ns: the queue pops what a linear scan for the least (time,
+	 * push order) finds */
+	struct sim_heap h;
+	sim_heap_init(&h);
+	enum { N = 4000 };
+	int64_t *rt = calloc(N, sizeof(*rt));
+	int32_t *rid = calloc(N, sizeof(*rid));
+	CHECK(T, rt && rid);
+	if (!rt || !rid) {
+		free(rt);
+		free(rid);
+		return;
+	}
+	size_t nref = 0;
+	int32_t pushed = 0, bad = 0, popped = 0;
+	int64_t now = 0;
+	uint64_t x = 99;
+	while (pushed < N || nref > 0) {
+		x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+		int r = (int)(x >> 60); /* 0 .. 15 */
+		if (pushed < N && (r < 9 || nref == 0)) {
+			int64_t gap = r < 3 ? 0 : r < 6 ? (int64_t)(x >> 54) : (int64_t)((x >> 4) & ((1LL << (12 * (r - 3))) - 1));
+			if (now > (1LL << 61))
+				gap &= 0xffff; /* no overflow */
+			sim_heap_push(&h, now + gap, 0, pushed, 0, 0);
+			rt[nref] = now + gap;
+			rid[nref++] = pushed++;
+			continue;
+		}
+		size_t m = 0;
+		for (size_t i = 1; i < nref; i++)
+			if (rt[i] < rt[m] || (rt[i] == rt[m] && rid[i] < rid[m]))
+				m = i;
+		struct sim_ev e;
+		CHECK(T, sim_heap_pop(&h, &e));
+		if (e.a != rid[m] || e.t != rt[m])
+			bad++;
+		now = rt[m];
+		rt[m] = rt[nref - 1];
+		rid[m] = rid[--nref];
+		popped++;
+	}
+	struct sim_ev e;
+	CHECK(T, !sim_heap_pop(&h, &e));
+	CHECK_EQ_INT(T, popped, N);
+	CHECK_EQ_INT(T, bad, 0);
+	free(rt);
+	free(rid);
+	sim_heap_free(&h);
+}
+
+static void test_heap_past_event(struct test_ctx *T)
+{
+	/* time does not run backwards: an event pushed before the last time popped is due at it,
+	 * after the events already due then */
+	struct sim_heap h;
+	sim_heap_init(&h);
+	sim_heap_push(&h, 100, 0, 1, 0, 0);
+	sim_heap_push(&h, 100, 0, 2, 0, 0);
+	sim_heap_push(&h, 300, 0, 3, 0, 0);
+	struct sim_ev e;
+	CHECK(T, sim_heap_pop(&h, &e));
+	CHECK_EQ_INT(T, e.a, 1);
+	sim_heap_push(&h, 40, 0, 4, 0, 0);
+	int want[] = { 2, 4, 3 };
+	int64_t want_t[] = { 100, 100, 300 };
+	for (int i = 0; i < 3; i++) {
+		CHECK(T, sim_heap_pop(&h, &e));
+		CHECK_EQ_INT(T, e.a, want[i]);
+		CHECK_EQ_INT(T, e.t, want_t[i]);
+	}
+	CHECK(T, !sim_heap_pop(&h, &e));
+	sim_heap_free(&h);
+}
+
 /* ---- NCCL model ---- */
 
 static struct nccl_comm h100_comm(int64_t nodes, int64_t ppn)
@@ -1423,6 +1501,8 @@ int main(void)
 	struct test_ctx T = { 0 };
 	TEST_RUN(&T, test_heap_tie_break);
 	TEST_RUN(&T, test_heap_order_reproducible);
+	TEST_RUN(&T, test_heap_interleaved);
+	TEST_RUN(&T, test_heap_past_event);
 	TEST_RUN(&T, test_nccl_latency_table);
 	TEST_RUN(&T, test_nccl_latency_delta);
 	TEST_RUN(&T, test_nccl_plugin_latency);
