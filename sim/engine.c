@@ -74,6 +74,11 @@ struct role {
 	struct eop *ops;
 	size_t nops;
 	uint32_t *ndeps;        /* each op's dependency count (initial srank->left) */
+	/* full mode: the dependencies left of every op of every rank of the role, op-major
+	 * (op i of the role's k-th rank at i * lanes + k): the ranks of a role run the same op at
+	 * the same instant, so they share its cache lines instead of each missing its own */
+	uint32_t *left;
+	int64_t lanes;          /* the role's simulated ranks */
 	uint32_t *doff;         /* each op's dep_off while preparing */
 	uint8_t *stm;           /* each op's stream while preparing */
 	size_t nevents;         /* ops that make a trace event (all but ALLOC / FREE) */
@@ -91,7 +96,9 @@ struct srank {
 	int64_t rank;
 	int32_t role;
 	int32_t node;
-	uint32_t *left;         /* dependencies left per op */
+	uint32_t *left;         /* dependencies left of op i: left[i * lanes] (its role's array,
+				 * from its lane) */
+	int64_t lanes;
 	uint32_t head[PLAN_NUM_STREAMS];
 	bool busy[PLAN_NUM_STREAMS];
 	bool wake[PLAN_NUM_STREAMS]; /* a wake-up at the head op's issue time is queued */
@@ -430,7 +437,7 @@ static void complete_op_at(struct eng *e, int32_t sri, uint32_t opi, int64_t t0,
 	    opi <= ro->sync_op[s->sync_k] && --s->sync_left == 0)
 		host_resume(e, sri, t);
 	for (uint32_t k = ro->succ_off[opi]; k < ro->succ_off[opi + 1]; k++) {
-		if (--s->left[ro->succ[k] >> SUCC_SHIFT] == 0)
+		if (--s->left[(size_t)(ro->succ[k] >> SUCC_SHIFT) * (size_t)s->lanes] == 0)
 			push_work(e, sri, (int)(ro->succ[k] & SUCC_STREAM));
 	}
 	push_work(e, sri, op->stream);
@@ -759,7 +766,7 @@ static void start_op(struct eng *e, int32_t sri, uint32_t opi)
 		 * op records of all roles are well beyond the caches) */
 		uint32_t nx = ro->sops[op->stream][s->head[op->stream] + 1];
 		PREFETCH(&ro->ops[nx]);
-		PREFETCH(&s->left[nx]);
+		PREFETCH(&s->left[(size_t)nx * (size_t)s->lanes]);
 	}
 	switch (op->kind) {
 	case PLAN_ALLOC:
@@ -777,7 +784,7 @@ static void start_op(struct eng *e, int32_t sri, uint32_t opi)
 		s->head[op->stream]++;
 		s->ndone++;
 		for (uint32_t k = ro->succ_off[opi]; k < ro->succ_off[opi + 1]; k++) {
-			if (--s->left[ro->succ[k] >> SUCC_SHIFT] == 0)
+			if (--s->left[(size_t)(ro->succ[k] >> SUCC_SHIFT) * (size_t)s->lanes] == 0)
 				push_work(e, sri, (int)(ro->succ[k] & SUCC_STREAM));
 		}
 		push_work(e, sri, op->stream);
@@ -871,7 +878,7 @@ static void drain(struct eng *e)
 		if (s->busy[st] || s->head[st] >= ro->nsops[st])
 			continue;
 		uint32_t opi = ro->sops[st][s->head[st]];
-		if (s->left[opi] != 0)
+		if (s->left[(size_t)opi * (size_t)s->lanes] != 0)
 			continue;
 		if (s->sync_k < ro->nsync && opi > ro->sync_op[s->sync_k])
 			continue; /* the host waits at a sync and has not issued it yet */
@@ -1187,6 +1194,7 @@ static void eng_free(struct eng *e)
 		plan_release(&ro->plan);
 		free(ro->ops);
 		free(ro->ndeps);
+		free(ro->left);
 		free(ro->doff);
 		free(ro->stm);
 		free(ro->sync_op);
@@ -1198,8 +1206,6 @@ static void eng_free(struct eng *e)
 			free(ro->sops[s]);
 	}
 	free(e->roles);
-	for (int64_t i = 0; i < e->nsr; i++)
-		free(e->sr[i].left);
 	free(e->sr);
 	free(e->sr_of);
 	free(e->canon_role);
@@ -1306,18 +1312,29 @@ enum tw_result sim_run_plans(const struct job *j, const struct sim_options *opt,
 		s->device = j->cluster.node.gpus > 0 ? (int32_t)(s->rank % j->cluster.node.gpus) : 0;
 		s->compute_scale = 1.0;
 		e->sr_of[s->rank] = (int32_t)i;
-		struct role *ro = &e->roles[s->role];
-		if (!opt->full) {
-			/* one simulated rank per role: it takes the counts over */
-			s->left = ro->ndeps;
-			ro->ndeps = NULL;
-		} else {
-			s->left = tw_malloc((ro->nops ? ro->nops : 1) * sizeof(*s->left));
-			memcpy(s->left, ro->ndeps, ro->nops * sizeof(*s->left));
-		}
+		s->lanes = e->roles[s->role].lanes++; /* its lane, for now */
 		s->record = !opt->full || opt->trace_all || s->rank == e->roles[s->role].rep;
 		if (e->roles[s->role].nsync > 0)
 			s->sync_left = batch_size(&e->roles[s->role], 0);
+	}
+	for (int64_t r = 0; r < e->nroles; r++) {
+		struct role *ro = &e->roles[r];
+		if (ro->lanes == 1) {
+			/* one simulated rank: it takes the counts over */
+			ro->left = ro->ndeps;
+			ro->ndeps = NULL;
+		} else if (ro->lanes > 1) {
+			ro->left = alloc_big(ro->nops * (size_t)ro->lanes * sizeof(*ro->left) + 1);
+			for (size_t i = 0; i < ro->nops; i++)
+				for (int64_t k = 0; k < ro->lanes; k++)
+					ro->left[i * (size_t)ro->lanes + (size_t)k] = ro->ndeps[i];
+		}
+	}
+	for (int64_t i = 0; i < e->nsr; i++) {
+		struct srank *s = &e->sr[i];
+		const struct role *ro = &e->roles[s->role];
+		s->left = ro->left + s->lanes;
+		s->lanes = ro->lanes;
 	}
 	e->expect = TW_NEW_ARRAY(int32_t, e->nsr * JOB_NUM_GROUPS);
 	e->gnodes = TW_NEW_ARRAY(int32_t, e->nsr * JOB_NUM_GROUPS); /* zeroed: not yet */
