@@ -33,12 +33,11 @@ static int ivl_cmp(const void *pa, const void *pb)
 	return (x->b > y->b) - (x->b < y->b);
 }
 
-/* Sort and union overlapping intervals in place (HTA's merge_kernel_intervals). */
-static void ivls_merge(struct ivls *l)
+/* Union the intervals of a list sorted by start in place: overlapping or touching ones join. */
+static void ivls_coalesce(struct ivls *l)
 {
 	if (l->n < 2)
 		return;
-	qsort(l->v, l->n, sizeof(*l->v), ivl_cmp);
 	size_t k = 0;
 	for (size_t i = 1; i < l->n; i++) {
 		if (l->v[i].a <= l->v[k].b) {
@@ -51,6 +50,18 @@ static void ivls_merge(struct ivls *l)
 	l->n = k + 1;
 }
 
+/* Sort and union overlapping intervals in place (HTA's merge_kernel_intervals). Lists are
+ * mostly pushed in start order already (events are visited by start): then no sort. */
+static void ivls_merge(struct ivls *l)
+{
+	for (size_t i = 1; i < l->n; i++)
+		if (l->v[i].a < l->v[i - 1].a) {
+			qsort(l->v, l->n, sizeof(*l->v), ivl_cmp);
+			break;
+		}
+	ivls_coalesce(l);
+}
+
 static int64_t ivls_len(const struct ivls *l)
 {
 	int64_t s = 0;
@@ -59,15 +70,16 @@ static int64_t ivls_len(const struct ivls *l)
 	return s;
 }
 
-/* out = x ∪ y (inputs merged; out must be empty and distinct from them). */
+/* out = x ∪ y (inputs merged; out must be empty and distinct from them): the two sorted lists
+ * interleaved by start, then joined. */
 static void ivls_or(const struct ivls *x, const struct ivls *y, struct ivls *out)
 {
 	out->n = 0;
-	for (size_t i = 0; i < x->n; i++)
-		ivls_push(out, x->v[i].a, x->v[i].b);
-	for (size_t i = 0; i < y->n; i++)
-		ivls_push(out, y->v[i].a, y->v[i].b);
-	ivls_merge(out);
+	TW_GROW(out->v, out->cap, x->n + y->n);
+	size_t i = 0, j = 0;
+	while (i < x->n || j < y->n)
+		out->v[out->n++] = j == y->n || (i < x->n && x->v[i].a <= y->v[j].a) ? x->v[i++] : y->v[j++];
+	ivls_coalesce(out);
 }
 
 /* out = x ∩ y, both merged. */
@@ -444,28 +456,94 @@ struct sort_ctx_item {
 	size_t i;
 };
 
-static int item_cmp(const void *pa, const void *pb)
+static inline bool item_less(const struct sort_ctx_item *a, const struct sort_ctx_item *b)
 {
-	const struct sort_ctx_item *a = pa, *b = pb;
-	if (a->rank != b->rank)
-		return a->rank < b->rank ? -1 : 1;
-	if (a->start != b->start)
-		return a->start < b->start ? -1 : 1;
-	return (a->i > b->i) - (a->i < b->i);
+	return a->rank < b->rank || (a->rank == b->rank && a->start < b->start);
 }
 
-/* Event indices ordered by (rank, start); the trace itself is const. */
-static size_t *order_events(const struct trace *t)
+/* Stable merge sort on (rank, start), so equal keys keep trace order: runs of 16 by insertion,
+ * then bottom-up merges, skipped where the two halves are in order already. A trace is nearly
+ * sorted by start within a rank, and qsort's callbacks and copies were most of `twin simulate`. */
+static void sort_items(struct sort_ctx_item *v, size_t n)
 {
-	struct sort_ctx_item *it = TW_NEW_ARRAY(struct sort_ctx_item, t->nev);
-	for (size_t i = 0; i < t->nev; i++)
-		it[i] = (struct sort_ctx_item){t->ev[i].rank, t->ev[i].start_ns, i};
-	qsort(it, t->nev, sizeof(*it), item_cmp);
-	size_t *idx = TW_NEW_ARRAY(size_t, t->nev ? t->nev : 1);
-	for (size_t i = 0; i < t->nev; i++)
+	enum { RUN = 16 };
+	for (size_t lo = 0; lo < n; lo += RUN) {
+		size_t hi = lo + RUN < n ? lo + RUN : n;
+		for (size_t i = lo + 1; i < hi; i++) {
+			struct sort_ctx_item x = v[i];
+			size_t k = i;
+			for (; k > lo && item_less(&x, &v[k - 1]); k--)
+				v[k] = v[k - 1];
+			v[k] = x;
+		}
+	}
+	if (n <= RUN)
+		return;
+	struct sort_ctx_item *tmp = tw_malloc(n * sizeof(*tmp));
+	for (size_t w = RUN; w < n; w *= 2) {
+		for (size_t lo = 0; lo + w < n; lo += 2 * w) {
+			size_t mid = lo + w, hi = lo + 2 * w < n ? lo + 2 * w : n;
+			if (!item_less(&v[mid], &v[mid - 1]))
+				continue;
+			memcpy(tmp + lo, v + lo, (hi - lo) * sizeof(*v));
+			size_t i = lo, j = mid, k = lo;
+			while (i < mid && j < hi)
+				v[k++] = item_less(&tmp[j], &tmp[i]) ? tmp[j++] : tmp[i++];
+			while (i < mid)
+				v[k++] = tmp[i++];
+			while (j < hi)
+				v[k++] = tmp[j++];
+		}
+	}
+	free(tmp);
+}
+
+/* Indices of items ordered by (rank, start), ties in the order given; frees the items.
+ * Traces interleave their ranks: a counting sort by rank first (when the ranks span no more
+ * than a few times the items), then each rank's items, nearly in start order, by merging. */
+static size_t *order_items(struct sort_ctx_item *it, size_t n)
+{
+	int32_t lo = INT32_MAX, hi = INT32_MIN;
+	for (size_t i = 0; i < n; i++) {
+		lo = it[i].rank < lo ? it[i].rank : lo;
+		hi = it[i].rank > hi ? it[i].rank : hi;
+	}
+	uint64_t span = n ? (uint64_t)((int64_t)hi - lo) + 1 : 0;
+	if (n > 0 && span <= 4 * (uint64_t)n + 64) {
+		size_t *first = TW_NEW_ARRAY(size_t, span + 1); /* zeroed */
+		for (size_t i = 0; i < n; i++)
+			first[it[i].rank - lo + 1]++;
+		for (uint64_t r = 0; r < span; r++)
+			first[r + 1] += first[r];
+		struct sort_ctx_item *by = tw_malloc(n * sizeof(*by)); /* written in full */
+		for (size_t i = 0; i < n; i++)
+			by[first[it[i].rank - lo]++] = it[i];
+		free(it);
+		it = by;
+		/* first[r] is now where rank lo + r ends */
+		size_t a = 0;
+		for (uint64_t r = 0; r < span; r++) {
+			sort_items(it + a, first[r] - a);
+			a = first[r];
+		}
+		free(first);
+	} else {
+		sort_items(it, n);
+	}
+	size_t *idx = tw_malloc((n ? n : 1) * sizeof(*idx));
+	for (size_t i = 0; i < n; i++)
 		idx[i] = it[i].i;
 	free(it);
 	return idx;
+}
+
+/* Event indices ordered by (rank, start), ties in trace order; the trace itself is const. */
+static size_t *order_events(const struct trace *t)
+{
+	struct sort_ctx_item *it = tw_malloc((t->nev ? t->nev : 1) * sizeof(*it));
+	for (size_t i = 0; i < t->nev; i++)
+		it[i] = (struct sort_ctx_item){t->ev[i].rank, t->ev[i].start_ns, i};
+	return order_items(it, t->nev);
 }
 
 static enum tw_result check_events(const struct trace *t, struct tw_err *err)
@@ -697,14 +775,6 @@ static int64_t mean_i(double sum, size_t n)
 	return n ? llround(sum / (double)n) : 0;
 }
 
-static int mem_cmp(const void *pa, const void *pb)
-{
-	const struct trace_mem_sample *a = pa, *b = pb;
-	if (a->rank != b->rank)
-		return a->rank < b->rank ? -1 : 1;
-	return (a->t_ns > b->t_ns) - (a->t_ns < b->t_ns);
-}
-
 /* Peak GPU bytes over ranks: the recorded peaks, else the memory samples (a total when given,
  * else the sum of the categories' latest values). */
 static int64_t peak_memory(const struct trace *t)
@@ -714,12 +784,17 @@ static int64_t peak_memory(const struct trace *t)
 		peak = 0;
 	if (t->nmem == 0)
 		return peak;
-	struct trace_mem_sample *m = TW_NEW_ARRAY(struct trace_mem_sample, t->nmem);
+	/* the GPU's samples by (rank, time), ties in trace order */
+	struct sort_ctx_item *it = TW_NEW_ARRAY(struct sort_ctx_item, t->nmem);
 	size_t n = 0;
 	for (size_t i = 0; i < t->nmem; i++)
 		if (t->mem[i].device == PLAN_DEV_GPU)
-			m[n++] = t->mem[i];
-	qsort(m, n, sizeof(*m), mem_cmp);
+			it[n++] = (struct sort_ctx_item){t->mem[i].rank, t->mem[i].t_ns, i};
+	size_t *idx = order_items(it, n);
+	struct trace_mem_sample *m = TW_NEW_ARRAY(struct trace_mem_sample, n ? n : 1);
+	for (size_t i = 0; i < n; i++)
+		m[i] = t->mem[idx[i]];
+	free(idx);
 	int64_t cur[64];
 	for (size_t lo = 0; lo < n;) {
 		memset(cur, 0, sizeof(cur));

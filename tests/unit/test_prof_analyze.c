@@ -287,6 +287,57 @@ static void test_peak_memory(struct test_ctx *T)
 	trace_release(&t);
 }
 
+/* Ranks added interleaved and out of time order, 40 events each (more than one sorted run):
+ * per rank the union of [10k, 10k+5) and [10k+3, 10k+8) us is 8 us a k, 320 us in all; and
+ * memory samples out of time order, whose peak needs them in time order (cat 0 at 1 us: 100,
+ * at 2 us: 0; cat 1 at 3 us: 100 -> peak 100; taken as added it would be 200). With ranks
+ * far apart (stride) the events are ordered by merging alone, otherwise by rank first. */
+static void check_interleaved(struct test_ctx *T, int32_t stride)
+{
+	struct trace t;
+	trace_init(&t, TRACE_KIND_SIM, 3);
+	for (int r = 0; r < 3; r++)
+		ev(&t, r * stride, 0, TRACE_MARKER, 0, 400, "step 0");
+	uint32_t x = 7;
+	for (int n = 0; n < 240; n++) {
+		/* a permutation of (rank, k, half) by a stride coprime to 240 */
+		int m = (n * 77) % 240, r = m % 3, k = (m / 3) % 40, half = m / 120;
+		x = x * 1103515245u + 12345u;
+		ev(&t, r * stride, (int)(x >> 30), TRACE_GEMM, 10 * k + 3 * half, 10 * k + 5 + 3 * half, "gemm");
+	}
+	for (int r = 2; r >= 0; r--) {
+		const struct trace_mem_sample s[] = {
+			{r * stride, PLAN_DEV_GPU, 1, 3, 100},
+			{r * stride, PLAN_DEV_GPU, 0, 2, 0},
+			{r * stride, PLAN_DEV_GPU, 0, 1, 100},
+		};
+		for (size_t i = 0; i < 3; i++)
+			trace_add_mem(&t, &s[i]);
+	}
+	struct prof_step *rows = NULL;
+	size_t n = 0;
+	struct tw_err err = {0};
+	CHECK_EQ_INT(T, prof_analyze_steps(&t, &rows, &n, &err), TW_OK);
+	CHECK_EQ_INT(T, (int64_t)n, 3);
+	for (size_t i = 0; i < n; i++) {
+		CHECK_EQ_INT(T, rows[i].rank, (int64_t)i * stride);
+		CHECK_EQ_INT(T, rows[i].a.compute_ns, 320 * US);
+		CHECK_EQ_INT(T, rows[i].a.idle_ns, 80 * US);
+	}
+	free(rows);
+	struct prof_analysis a;
+	CHECK_EQ_INT(T, prof_analyze(&t, &a, &err), TW_OK);
+	CHECK_EQ_INT(T, a.peak_mem_bytes, 100);
+	CHECK_EQ_INT(T, a.compute_ns, 320 * US);
+	trace_release(&t);
+}
+
+static void test_order_interleaved(struct test_ctx *T)
+{
+	check_interleaved(T, 1);
+	check_interleaved(T, 40000000);
+}
+
 static void test_bad_traces(struct test_ctx *T)
 {
 	struct trace t;
@@ -464,6 +515,7 @@ int main(void)
 	TEST_RUN(&T, test_classify);
 	TEST_RUN(&T, test_busbw_factors);
 	TEST_RUN(&T, test_peak_memory);
+	TEST_RUN(&T, test_order_interleaved);
 	TEST_RUN(&T, test_bad_traces);
 	TEST_RUN(&T, test_trace_basics);
 	TEST_RUN(&T, test_nccl_algo_share);
