@@ -826,8 +826,13 @@ static enum tw_result load_trees(struct strat_rd *r, const struct strat_inputs *
 		r->our_file = NULL;
 	}
 	if (!t->ds && any_sets(r, STRAT_TREE_DS)) {
+		/* messages about the DeepSpeed config then name the first --set that made it */
 		t->ds = cJSON_CreateObject();
-		snprintf(t->ds_file, sizeof(t->ds_file), "--set");
+		for (int i = 0; i < r->nsets; i++)
+			if (r->sets[i].tree == STRAT_TREE_DS) {
+				snprintf(t->ds_file, sizeof(t->ds_file), "%s", r->sets[i].label);
+				break;
+			}
 		r->ds_file = t->ds_file;
 	}
 	if (t->ours)
