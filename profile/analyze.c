@@ -563,13 +563,10 @@ static enum tw_result check_events(const struct trace *t, struct tw_err *err)
 	return TW_OK;
 }
 
-enum tw_result prof_analyze_steps(const struct trace *t, struct prof_step **rows, size_t *nrows,
-				  struct tw_err *err)
+/* The rows of prof_analyze_steps from the events in (rank, start) order (order_events). */
+static void steps_in_order(const struct trace *t, const size_t *idx, struct prof_step **rows,
+			   size_t *nrows)
 {
-	*rows = NULL;
-	*nrows = 0;
-	TW_CHECK(check_events(t, err));
-	size_t *idx = order_events(t);
 	struct ivls L[TRACE_NUM_CATS + 8];
 	memset(L, 0, sizeof(L));
 	struct prof_step *out = NULL;
@@ -602,9 +599,19 @@ enum tw_result prof_analyze_steps(const struct trace *t, struct prof_step **rows
 	}
 	for (size_t k = 0; k < TRACE_NUM_CATS + 8; k++)
 		free(L[k].v);
-	free(idx);
 	*rows = out;
 	*nrows = nout;
+}
+
+enum tw_result prof_analyze_steps(const struct trace *t, struct prof_step **rows, size_t *nrows,
+				  struct tw_err *err)
+{
+	*rows = NULL;
+	*nrows = 0;
+	TW_CHECK(check_events(t, err));
+	size_t *idx = order_events(t);
+	steps_in_order(t, idx, rows, nrows);
+	free(idx);
 	return TW_OK;
 }
 
@@ -672,13 +679,12 @@ static int64_t step_at(const struct prof_step *rows, size_t nrows, int64_t rank,
 	return 0;
 }
 
-static void find_straggler(const struct trace *t, const struct prof_step *rows, size_t nrows,
-			   struct prof_analysis *a)
+static void find_straggler(const struct trace *t, const size_t *idx, const struct prof_step *rows,
+			   size_t nrows, struct prof_analysis *a)
 {
 	a->straggler_rank = -1;
 	a->straggler_ns = 0;
 	a->straggler_colls = 0;
-	size_t *idx = order_events(t);
 	struct coll_inst *v = NULL;
 	size_t nv = 0, cap = 0;
 	struct seq_key {
@@ -713,7 +719,6 @@ static void find_straggler(const struct trace *t, const struct prof_step *rows, 
 					     e->end_ns - e->start_ns};
 	}
 	free(seq);
-	free(idx);
 	if (nv > 1)
 		qsort(v, nv, sizeof(*v), inst_cmp);
 	/* per-rank sums, over the ranks present */
@@ -823,11 +828,14 @@ enum tw_result prof_analyze(const struct trace *t, struct prof_analysis *out, st
 {
 	memset(out, 0, sizeof(*out));
 	out->straggler_rank = -1;
+	TW_CHECK(check_events(t, err));
+	size_t *idx = order_events(t); /* for the steps and the stragglers */
 	struct prof_step *rows;
 	size_t n;
-	TW_CHECK(prof_analyze_steps(t, &rows, &n, err));
+	steps_in_order(t, idx, &rows, &n);
 	if (n == 0) {
 		free(rows);
+		free(idx);
 		return tw_errf(err, TW_ERR_INVALID, "trace: only markers, no timed work");
 	}
 	/* sums, then means over (rank, step) rows */
@@ -896,7 +904,8 @@ enum tw_result prof_analyze(const struct trace *t, struct prof_analysis *out, st
 	out->model_flops /= (double)n;
 	out->hw_flops /= (double)n;
 	out->peak_mem_bytes = peak_memory(t);
-	find_straggler(t, rows, n, out);
+	find_straggler(t, idx, rows, n, out);
 	free(rows);
+	free(idx);
 	return TW_OK;
 }
