@@ -83,7 +83,8 @@ static void test_heap_interleaved(struct test_ctx *T)
 		x = x * 6364136223846793005ULL + 1442695040888963407ULL;
 		int r = (int)(x >> 60); /* 0 .. 15 */
 		if (pushed < N && (r < 9 || nref == 0)) {
-			int64_t gap = r < 3 ? 0 : r < 6 ? (int64_t)(x >> 54) : (int64_t)((x >> 4) & ((1LL << (12 * (r - 3))) - 1));
+			int q = r % 9; /* r >= 9 when the queue is empty */
+			int64_t gap = q < 3 ? 0 : q < 6 ? (int64_t)(x >> 54) : (int64_t)((x >> 4) & ((1LL << (12 * (q - 3))) - 1));
 			if (now > (1LL << 61))
 				gap &= 0xffff; /* no overflow */
 			sim_heap_push(&h, now + gap, 0, pushed, 0, 0);
