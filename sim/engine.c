@@ -98,7 +98,7 @@ struct srank {
 	int32_t node;
 	uint32_t *left;         /* dependencies left of op i: left[i * lanes] (its role's array,
 				 * from its lane) */
-	int64_t lanes;
+	int64_t lanes;          /* its role's lanes (while setting up: its own lane) */
 	uint32_t head[PLAN_NUM_STREAMS];
 	bool busy[PLAN_NUM_STREAMS];
 	bool wake[PLAN_NUM_STREAMS]; /* a wake-up at the head op's issue time is queued */
@@ -1312,7 +1312,7 @@ enum tw_result sim_run_plans(const struct job *j, const struct sim_options *opt,
 		s->device = j->cluster.node.gpus > 0 ? (int32_t)(s->rank % j->cluster.node.gpus) : 0;
 		s->compute_scale = 1.0;
 		e->sr_of[s->rank] = (int32_t)i;
-		s->lanes = e->roles[s->role].lanes++; /* its lane, for now */
+		s->lanes = e->roles[s->role].lanes++; /* its lane, until the counts are laid out */
 		s->record = !opt->full || opt->trace_all || s->rank == e->roles[s->role].rep;
 		if (e->roles[s->role].nsync > 0)
 			s->sync_left = batch_size(&e->roles[s->role], 0);
@@ -1324,7 +1324,7 @@ enum tw_result sim_run_plans(const struct job *j, const struct sim_options *opt,
 			ro->left = ro->ndeps;
 			ro->ndeps = NULL;
 		} else if (ro->lanes > 1) {
-			ro->left = alloc_big(ro->nops * (size_t)ro->lanes * sizeof(*ro->left) + 1);
+			ro->left = alloc_big(ro->nops * (size_t)ro->lanes * sizeof(*ro->left));
 			for (size_t i = 0; i < ro->nops; i++)
 				for (int64_t k = 0; k < ro->lanes; k++)
 					ro->left[i * (size_t)ro->lanes + (size_t)k] = ro->ndeps[i];
