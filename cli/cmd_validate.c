@@ -30,11 +30,11 @@ static void usage(FILE *f)
 		   "all sources the same with the count of cases off by more than 25%%, and a\n"
 		   "training line over TFLOP/s per GPU, iteration time and tokens/s together and a\n"
 		   "bus_bandwidth line over every busbw_* figure (text only; --json keeps the\n"
-		   "README's per-source summary). Cases the models cannot\n"
-		   "express are listed as skipped with the reason; what a case left out and twin\n"
-		   "assumed (--json \"assumed\") includes: a collective without a size runs at\n"
-		   "16 GiB, and one measured with ml-engineering's all_reduce_bench.py adds the\n"
-		   "blocking call's host dispatch (one framework op, 20 us) to NCCL's time.\n"
+		   "README's per-source summary). Cases the models cannot express are listed as\n"
+		   "skipped with the reason; what a case left out and twin assumed (--json\n"
+		   "\"assumed\") includes: a collective without a size runs at 16 GiB, and one\n"
+		   "measured with ml-engineering's all_reduce_bench.py adds the blocking call's\n"
+		   "host dispatch (one framework op, 20 us) to NCCL's time.\n"
 		   "Figures a case gives beside the README's metrics are predicted under the\n"
 		   "condition their key states and reported as metrics of their own:\n"
 		   "busbw_nvls_off_GBps and busbw_non_sharp_GBps (NVLS off), busbw_ring_forced_GBps\n"
@@ -1223,7 +1223,6 @@ static void group_add(struct group *g, double error, const char *id)
 	}
 }
 
-/* per metric and source, or (by_source false) per metric over every source */
 /* A summary line over several metrics together, naming them (text output) */
 static void print_total(int w, const struct group *g, const char *metrics)
 {
@@ -1233,6 +1232,7 @@ static void print_total(int w, const struct group *g, const char *metrics)
 		       metrics);
 }
 
+/* per metric and source, or (by_source false) per metric over every source */
 static int summarise(const struct vcase *cs, size_t n, bool by_source, struct group **out)
 {
 	struct group *g = NULL;
