@@ -512,12 +512,12 @@ static size_t *order_items(struct sort_ctx_item *it, size_t n)
 	if (n > 0 && span <= 4 * (uint64_t)n + 64) {
 		size_t *first = TW_NEW_ARRAY(size_t, span + 1); /* zeroed */
 		for (size_t i = 0; i < n; i++)
-			first[it[i].rank - lo + 1]++;
+			first[(int64_t)it[i].rank - lo + 1]++;
 		for (uint64_t r = 0; r < span; r++)
 			first[r + 1] += first[r];
 		struct sort_ctx_item *by = tw_malloc(n * sizeof(*by)); /* written in full */
 		for (size_t i = 0; i < n; i++)
-			by[first[it[i].rank - lo]++] = it[i];
+			by[first[(int64_t)it[i].rank - lo]++] = it[i];
 		free(it);
 		it = by;
 		/* first[r] is now where rank lo + r ends */
@@ -790,23 +790,20 @@ static int64_t peak_memory(const struct trace *t)
 	if (t->nmem == 0)
 		return peak;
 	/* the GPU's samples by (rank, time), ties in trace order */
-	struct sort_ctx_item *it = TW_NEW_ARRAY(struct sort_ctx_item, t->nmem);
+	struct sort_ctx_item *it = tw_malloc(t->nmem * sizeof(*it));
 	size_t n = 0;
 	for (size_t i = 0; i < t->nmem; i++)
 		if (t->mem[i].device == PLAN_DEV_GPU)
 			it[n++] = (struct sort_ctx_item){t->mem[i].rank, t->mem[i].t_ns, i};
 	size_t *idx = order_items(it, n);
-	struct trace_mem_sample *m = TW_NEW_ARRAY(struct trace_mem_sample, n ? n : 1);
-	for (size_t i = 0; i < n; i++)
-		m[i] = t->mem[idx[i]];
-	free(idx);
+	const struct trace_mem_sample *m = t->mem;
 	int64_t cur[64];
 	for (size_t lo = 0; lo < n;) {
 		memset(cur, 0, sizeof(cur));
 		int64_t sum = 0;
 		size_t hi = lo;
-		while (hi < n && m[hi].rank == m[lo].rank) {
-			const struct trace_mem_sample *s = &m[hi++];
+		while (hi < n && m[idx[hi]].rank == m[idx[lo]].rank) {
+			const struct trace_mem_sample *s = &m[idx[hi++]];
 			if (s->cat < 0) {
 				if (s->bytes > peak)
 					peak = s->bytes;
@@ -820,7 +817,7 @@ static int64_t peak_memory(const struct trace *t)
 		}
 		lo = hi;
 	}
-	free(m);
+	free(idx);
 	return peak;
 }
 
