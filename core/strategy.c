@@ -230,12 +230,13 @@ static enum tw_result apply_sets(struct strat_rd *r, enum strat_tree t, cJSON *r
 	return TW_OK;
 }
 
-static bool any_sets(const struct strat_rd *r, enum strat_tree t)
+/* the first --set aimed at tree t, NULL: none */
+static const struct strat_set *first_set(const struct strat_rd *r, enum strat_tree t)
 {
 	for (int i = 0; i < r->nsets; i++)
 		if (r->sets[i].tree == t)
-			return true;
-	return false;
+			return &r->sets[i];
+	return NULL;
 }
 
 /* ---- our strategy JSON ------------------------------------------------------------------------ */
@@ -821,18 +822,15 @@ static enum tw_result load_trees(struct strat_rd *r, const struct strat_inputs *
 		TW_CHECK(check_dups(r, t->ds_file, t->ds, "", 0));
 		r->ds_file = t->ds_file;
 	}
-	if (!t->ours && any_sets(r, STRAT_TREE_OURS)) {
+	if (!t->ours && first_set(r, STRAT_TREE_OURS)) {
 		t->ours = cJSON_CreateObject();
 		r->our_file = NULL;
 	}
-	if (!t->ds && any_sets(r, STRAT_TREE_DS)) {
+	const struct strat_set *ds_set = first_set(r, STRAT_TREE_DS);
+	if (!t->ds && ds_set) {
 		/* messages about the DeepSpeed config then name the first --set that made it */
 		t->ds = cJSON_CreateObject();
-		for (int i = 0; i < r->nsets; i++)
-			if (r->sets[i].tree == STRAT_TREE_DS) {
-				snprintf(t->ds_file, sizeof(t->ds_file), "%s", r->sets[i].label);
-				break;
-			}
+		snprintf(t->ds_file, sizeof(t->ds_file), "%s", ds_set->label);
 		r->ds_file = t->ds_file;
 	}
 	if (t->ours)
