@@ -363,6 +363,12 @@ static void record(struct eng *e, int32_t sri, uint32_t opi, const struct eop *o
 
 /* ---- op life cycle ------------------------------------------------------------------------- */
 
+/* the dependencies left of op i on simulated rank s (op-major across its role's ranks) */
+static inline uint32_t *left_of(const struct srank *s, uint32_t i)
+{
+	return &s->left[(size_t)i * (size_t)s->lanes];
+}
+
 static void push_work(struct eng *e, int32_t sr, int stream)
 {
 	TW_GROW(e->work, e->work_cap, e->nwork + 1);
@@ -437,7 +443,7 @@ static void complete_op_at(struct eng *e, int32_t sri, uint32_t opi, int64_t t0,
 	    opi <= ro->sync_op[s->sync_k] && --s->sync_left == 0)
 		host_resume(e, sri, t);
 	for (uint32_t k = ro->succ_off[opi]; k < ro->succ_off[opi + 1]; k++) {
-		if (--s->left[(size_t)(ro->succ[k] >> SUCC_SHIFT) * (size_t)s->lanes] == 0)
+		if (--*left_of(s, ro->succ[k] >> SUCC_SHIFT) == 0)
 			push_work(e, sri, (int)(ro->succ[k] & SUCC_STREAM));
 	}
 	push_work(e, sri, op->stream);
@@ -766,7 +772,7 @@ static void start_op(struct eng *e, int32_t sri, uint32_t opi)
 		 * op records of all roles are well beyond the caches) */
 		uint32_t nx = ro->sops[op->stream][s->head[op->stream] + 1];
 		PREFETCH(&ro->ops[nx]);
-		PREFETCH(&s->left[(size_t)nx * (size_t)s->lanes]);
+		PREFETCH(left_of(s, nx));
 	}
 	switch (op->kind) {
 	case PLAN_ALLOC:
@@ -784,7 +790,7 @@ static void start_op(struct eng *e, int32_t sri, uint32_t opi)
 		s->head[op->stream]++;
 		s->ndone++;
 		for (uint32_t k = ro->succ_off[opi]; k < ro->succ_off[opi + 1]; k++) {
-			if (--s->left[(size_t)(ro->succ[k] >> SUCC_SHIFT) * (size_t)s->lanes] == 0)
+			if (--*left_of(s, ro->succ[k] >> SUCC_SHIFT) == 0)
 				push_work(e, sri, (int)(ro->succ[k] & SUCC_STREAM));
 		}
 		push_work(e, sri, op->stream);
@@ -878,7 +884,7 @@ static void drain(struct eng *e)
 		if (s->busy[st] || s->head[st] >= ro->nsops[st])
 			continue;
 		uint32_t opi = ro->sops[st][s->head[st]];
-		if (s->left[(size_t)opi * (size_t)s->lanes] != 0)
+		if (*left_of(s, opi) != 0)
 			continue;
 		if (s->sync_k < ro->nsync && opi > ro->sync_op[s->sync_k])
 			continue; /* the host waits at a sync and has not issued it yet */
