@@ -148,6 +148,71 @@ static bool case_mentions(const cJSON *cs, const char *a, const char *b)
 	return false;
 }
 
+/* NCCL's environment as a case's text states it ("NCCL_ALGO=Ring", "NCCL_ALGO='Tree,Ring'"):
+ * the value into out (cap bytes), without quotes, trailing commas or a following variable
+ * ("NCCL_ALGO=Tree,NCCL_PROTO=LL128" is Tree). 1 found, 0 not, -1 longer than cap. */
+static int case_nccl_env(const cJSON *cs, const char *var, char *out, size_t cap)
+{
+	const char *t[2] = { str(cs, "notes"), str(cs, "source") };
+	size_t vl = strlen(var);
+	for (int i = 0; i < 2; i++)
+		for (const char *p = t[i] ? strstr(t[i], var) : NULL; p; p = strstr(p + 1, var)) {
+			const char *v = p + vl;
+			if (*v != '=' || (p > t[i] && (isalnum((unsigned char)p[-1]) || p[-1] == '_')))
+				continue;
+			v++;
+			if (*v == '"' || *v == '\'')
+				v++;
+			size_t n = strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789,^");
+			if (v[n] == '_') /* ran into the next variable's name: back to its comma */
+				while (n > 0 && v[n - 1] != ',')
+					n--;
+			while (n > 0 && v[n - 1] == ',')
+				n--;
+			if (n == 0)
+				continue;
+			if (n >= cap)
+				return -1;
+			memcpy(out, v, n);
+			out[n] = 0;
+			return 1;
+		}
+	return 0;
+}
+
+/* The NCCL environment a fabric's published set-up exports, for a case whose text names the
+ * fabric. Google's GPUDirect-TCPXO (A3 Mega): the FasTrak plugin's set-up sources
+ * nccl-env-profile.sh, which exports NCCL_ALGO=Ring,Tree and NCCL_PROTO=Simple (and
+ * NCCL_BUFFSIZE=8 MiB, NCCL_MIN_NCHANNELS=4, p2p chunk sizes and a tuner plugin's config, which
+ * twin has no fields for). */
+static const struct fabric_env {
+	const char *word; /* as the case's text writes it */
+	const char *vars[2]; /* NCCL_ALGO, NCCL_PROTO */
+	const char *what;
+} fabric_envs[] = {
+	{ "TCPXO", { "Ring,Tree", "Simple" }, "Google's GPUDirect-TCPXO profile, nccl-env-profile.sh" },
+};
+static const char *const nccl_vars[2][2] = { { "NCCL_ALGO", "nccl_algo" }, { "NCCL_PROTO", "nccl_proto" } };
+
+/* NCCL_ALGO (i 0) or NCCL_PROTO (i 1) as the case ran: its text's own setting, else the profile
+ * of a fabric its text names; 1 found (from: where it came from), 0 neither (NCCL's default),
+ * -1 the text's value is longer than cap */
+static int case_nccl_var(const cJSON *cs, int i, char *out, size_t cap, char *from, size_t flen)
+{
+	int got = case_nccl_env(cs, nccl_vars[i][0], out, cap);
+	if (got != 0) {
+		snprintf(from, flen, "the case's %s", nccl_vars[i][0]);
+		return got;
+	}
+	for (size_t k = 0; k < sizeof(fabric_envs) / sizeof(fabric_envs[0]); k++)
+		if (case_mentions(cs, fabric_envs[k].word, NULL)) {
+			snprintf(out, cap, "%s", fabric_envs[k].vars[i]);
+			snprintf(from, flen, "%s: the case names %s", fabric_envs[k].what, fabric_envs[k].word);
+			return 1;
+		}
+	return 0;
+}
+
 /* The latency AWS's EFA plugin for NCCL (aws-ofi-nccl, src/platform-aws.cpp at 2daf7d3)
  * reports to NCCL by instance family, µs: NCCL adds it to every inter-node step of its model.
  * p3dn 150; p4d, p4de, p5, p5e 75; p5en and every family from p6 on 35 (its "p-series" rule). */
@@ -368,8 +433,25 @@ static void run_collective(const struct vrun *vr, const cJSON *cs, struct vcase 
 	 * iterations back to back, which hides it */
 	bool blocking = case_mentions(cs, "all_reduce_bench", NULL);
 	double host_us = blocking ? STRAT_HOST_OP_US : 0;
+	struct sim_nccl_env env = { 0 };
+	for (int i = 0; i < 2; i++) {
+		char v[64], from[160], why[192];
+		int got = case_nccl_var(cs, i, v, sizeof(v), from, sizeof(from));
+		if (got < 0) {
+			assume(vc, "the case's %s is longer than %zu characters: not read", nccl_vars[i][0],
+			       sizeof(v) - 1);
+		} else if (got > 0 &&
+			   !strat_nccl_list(v, i == 1, i ? &env.no_protos : &env.no_algos,
+					    i ? &env.named_protos : &env.named_algos, why, sizeof(why))) {
+			snprintf(vc->skipped, sizeof(vc->skipped), "%s=%s (%s): %s", nccl_vars[i][0], v,
+				 from, why);
+			return;
+		} else if (got > 0) {
+			assume(vc, "%s=%s (%s)", nccl_vars[i][0], v, from);
+		}
+	}
 	struct sim_coll_result r;
-	if (sim_collective(&c, canon_op(op), bytes, (int64_t)ranks, algo, host_us, &r, &err) != TW_OK) {
+	if (sim_collective(&c, canon_op(op), bytes, (int64_t)ranks, algo, host_us, &env, &r, &err) != TW_OK) {
 		snprintf(vc->skipped, sizeof(vc->skipped), "%s", err.msg);
 		return;
 	}
@@ -397,7 +479,7 @@ static void run_collective(const struct vrun *vr, const cJSON *cs, struct vcase 
 			xc.node.nvls = false, xc.node.nvls_GBps = 0;
 		memset(&err, 0, sizeof(err));
 		if (sim_collective(&xc, canon_op(op), bytes, x->one_node ? xc.node.gpus : (int64_t)ranks, xa,
-				   host_us, &r, &err) != TW_OK) {
+				   host_us, &env, &r, &err) != TW_OK) {
 			unpredicted(vc, x->key, "%s", err.msg);
 			continue;
 		}
@@ -594,51 +676,18 @@ static const char *case_deepspeed_version(const cJSON *cs, int *yymm)
 #define MEGATRON_SCATTER_GATHER_FROM_YYMM 2102
 #define MEGATRON_SCATTER_GATHER_TO_YYMM 2301
 
-/* NCCL's environment as a case's text states it ("NCCL_ALGO=Ring", "NCCL_ALGO='Tree,Ring'"):
- * the value into out (cap bytes), without quotes, trailing commas or a following variable
- * ("NCCL_ALGO=Tree,NCCL_PROTO=LL128" is Tree). 1 found, 0 not, -1 longer than cap. */
-static int case_nccl_env(const cJSON *cs, const char *var, char *out, size_t cap)
-{
-	const char *t[2] = { str(cs, "notes"), str(cs, "source") };
-	size_t vl = strlen(var);
-	for (int i = 0; i < 2; i++)
-		for (const char *p = t[i] ? strstr(t[i], var) : NULL; p; p = strstr(p + 1, var)) {
-			const char *v = p + vl;
-			if (*v != '=' || (p > t[i] && (isalnum((unsigned char)p[-1]) || p[-1] == '_')))
-				continue;
-			v++;
-			if (*v == '"' || *v == '\'')
-				v++;
-			size_t n = strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789,^");
-			if (v[n] == '_') /* ran into the next variable's name: back to its comma */
-				while (n > 0 && v[n - 1] != ',')
-					n--;
-			while (n > 0 && v[n - 1] == ',')
-				n--;
-			if (n == 0)
-				continue;
-			if (n >= cap)
-				return -1;
-			memcpy(out, v, n);
-			out[n] = 0;
-			return 1;
-		}
-	return 0;
-}
-
 static cJSON *strategy_json(const cJSON *cs, const cJSON *s, const cJSON *m, bool moe,
 			    struct vcase *vc)
 {
 	cJSON *o = cJSON_CreateObject();
-	static const char *const nccl_env[][2] = { { "NCCL_ALGO", "nccl_algo" }, { "NCCL_PROTO", "nccl_proto" } };
 	for (int i = 0; i < 2; i++) {
-		char v[64];
-		int got = case_nccl_env(cs, nccl_env[i][0], v, sizeof(v));
+		char v[64], from[160];
+		int got = case_nccl_var(cs, i, v, sizeof(v), from, sizeof(from));
 		if (got > 0) {
-			cJSON_AddStringToObject(o, nccl_env[i][1], v);
-			assume(vc, "strategy.%s=%s (the case's %s)", nccl_env[i][1], v, nccl_env[i][0]);
+			cJSON_AddStringToObject(o, nccl_vars[i][1], v);
+			assume(vc, "strategy.%s=%s (%s)", nccl_vars[i][1], v, from);
 		} else if (got < 0) {
-			assume(vc, "the case's %s is longer than %zu characters: not read", nccl_env[i][0],
+			assume(vc, "the case's %s is longer than %zu characters: not read", nccl_vars[i][0],
 			       sizeof(v) - 1);
 		}
 	}

@@ -1582,22 +1582,28 @@ static void drop_placeholders(struct strategy *s)
 
 /* nccl_algo / nccl_proto (NCCL_ALGO / NCCL_PROTO): *no = what the text takes from the tuner,
  * the text kept in out; "" leaves all */
-static enum tw_result nccl_env(struct strat_rd *r, const char *key, const char *env, const char *text,
-			       const char *const *names, int n, const char *const *skip, unsigned *no,
-			       unsigned *named, char *out, size_t cap)
+bool strat_nccl_list(const char *text, bool protos, unsigned *no, unsigned *named, char *why,
+		     size_t why_len)
 {
-	*no = 0;
-	if (named)
-		*named = 0;
+	static const char *const unmodelled[] = { "collnetdirect", "collnetchain", NULL };
+	int n = protos ? STRAT_NCCL_PROTOS : STRAT_NCCL_ALGOS;
+	unsigned set = nccl_set(text, protos ? strat_nccl_proto_names : strat_nccl_algo_names, n,
+				protos ? NULL : unmodelled, why, why_len);
+	*no = ((1u << n) - 1) & ~set;
+	*named = text[0] != '^' ? set : 0;
+	return set != 0;
+}
+
+/* the strategy's nccl_algo / nccl_proto (NCCL_ALGO / NCCL_PROTO as the job sets them) */
+static enum tw_result nccl_env(struct strat_rd *r, const char *key, const char *env, const char *text,
+			       bool protos, unsigned *no, unsigned *named, char *out, size_t cap)
+{
+	*no = *named = 0;
 	if (!text[0])
 		return TW_OK;
 	char why[192];
-	unsigned set = nccl_set(text, names, n, skip, why, sizeof(why));
-	if (!set)
+	if (!strat_nccl_list(text, protos, no, named, why, sizeof(why)))
 		return sfail(r, key, "%s (%s): %s", key, env, why);
-	*no = ((1u << n) - 1) & ~set;
-	if (named && text[0] != '^')
-		*named = set;
 	snprintf(out, cap, "%s", text);
 	return TW_OK;
 }
@@ -2052,13 +2058,10 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 	}
 	oprov(s, "attention_kernel", &u.akern, akern_why, "%s",
 	      s->attention_kernel[0] ? s->attention_kernel : "-");
-	static const char *const unmodelled[] = { "collnetdirect", "collnetchain", NULL };
-	TW_CHECK(nccl_env(r, "nccl_algo", "NCCL_ALGO", u.nalgo.given ? u.nalgo_v : "", strat_nccl_algo_names,
-			  STRAT_NCCL_ALGOS, unmodelled, &s->nccl_no_algos, &s->nccl_named_algos, s->nccl_algo,
-			  sizeof(s->nccl_algo)));
-	TW_CHECK(nccl_env(r, "nccl_proto", "NCCL_PROTO", u.nproto.given ? u.nproto_v : "", strat_nccl_proto_names,
-			  STRAT_NCCL_PROTOS, NULL, &s->nccl_no_protos, &s->nccl_named_protos, s->nccl_proto,
-			  sizeof(s->nccl_proto)));
+	TW_CHECK(nccl_env(r, "nccl_algo", "NCCL_ALGO", u.nalgo.given ? u.nalgo_v : "", false,
+			  &s->nccl_no_algos, &s->nccl_named_algos, s->nccl_algo, sizeof(s->nccl_algo)));
+	TW_CHECK(nccl_env(r, "nccl_proto", "NCCL_PROTO", u.nproto.given ? u.nproto_v : "", true,
+			  &s->nccl_no_protos, &s->nccl_named_protos, s->nccl_proto, sizeof(s->nccl_proto)));
 	oprov(s, "nccl_algo", &u.nalgo, "NCCL's tuner picks from all", "%s", s->nccl_algo[0] ? s->nccl_algo : "-");
 	oprov(s, "nccl_proto", &u.nproto, "NCCL's tuner picks from all", "%s", s->nccl_proto[0] ? s->nccl_proto : "-");
 	oprov(s, "tf32", &u.tf32, "PyTorch default: fp32 matmuls in fp32 (allow_tf32 off since 1.12)",

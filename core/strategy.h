@@ -315,6 +315,11 @@ const char *strat_kernels_name(enum strat_kernels k); /* "fused", "eager" */
 #define STRAT_NCCL_PROTOS 3
 extern const char *const strat_nccl_algo_names[STRAT_NCCL_ALGOS];   /* tree ring nvls pat nvlstree */
 extern const char *const strat_nccl_proto_names[STRAT_NCCL_PROTOS]; /* LL LL128 Simple */
+/* NCCL_ALGO (protos false) or NCCL_PROTO text in NCCL's syntax (strategy fields nccl_algo,
+ * nccl_proto): the bits it takes from the tuner (*no) and those it names (*named; 0 for a '^'
+ * list). False, with why, when NCCL would refuse the text or it leaves nothing modelled. */
+bool strat_nccl_list(const char *text, bool protos, unsigned *no, unsigned *named, char *why,
+		     size_t why_len);
 const char *strat_recompute_name(enum strat_recompute r); /* "none", "selective", "full", "op" */
 /* Megatron-Core's name of recompute module bit i (STRAT_RC_* = 1 << i), NULL past the last */
 const char *strat_rc_module_name(int i);

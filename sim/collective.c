@@ -18,8 +18,8 @@ static void coll_result(struct sim_coll_result *out, double S, double factor, do
 }
 
 enum tw_result sim_collective(const struct cluster *c, const char *op, double S, int64_t ranks,
-			      const char *algo, double host_us, struct sim_coll_result *out,
-			      struct tw_err *err)
+			      const char *algo, double host_us, const struct sim_nccl_env *env,
+			      struct sim_coll_result *out, struct tw_err *err)
 {
 	memset(out, 0, sizeof(*out));
 	if (!(host_us >= 0) || !isfinite(host_us))
@@ -38,6 +38,12 @@ enum tw_result sim_collective(const struct cluster *c, const char *op, double S,
 			       (long long)ranks, c->net.max_nodes, gpn);
 	struct nccl_comm cm;
 	nccl_comm_from_cluster(c, ranks, nodes, &cm);
+	if (env) {
+		cm.no_algos = env->no_algos;
+		cm.named_algos = env->named_algos;
+		cm.no_protos = env->no_protos;
+		cm.forced_protos = env->named_protos;
+	}
 	if (cm.intra_GBps <= 0 || (nodes > 1 && cm.inter_GBps <= 0))
 		return tw_errf(err, TW_ERR_INVALID, "%s: a link of zero bandwidth on the collective's path", c->name);
 	struct nccl_result r;
@@ -66,7 +72,11 @@ enum tw_result sim_collective(const struct cluster *c, const char *op, double S,
 		 * strategy's nccl_algo does that) */
 		if (!nccl_predict(&cm, (enum plan_coll)coll, S, a, &r) &&
 		    !nccl_predict(&cm, (enum plan_coll)coll, S, -1, &r))
-			return tw_errf(err, TW_ERR_INVALID, "collective: %s over %lld ranks: no algorithm applies", op, (long long)ranks);
+			return tw_errf(err, TW_ERR_INVALID, "collective: %s over %lld ranks: %s", op,
+				       (long long)ranks,
+				       cm.no_algos || cm.no_protos
+					       ? "NCCL has no algorithm and protocol among those NCCL_ALGO and NCCL_PROTO leave (\"No algorithm/protocol available\")"
+					       : "no algorithm applies");
 	}
 	coll_result(out, S, nccl_busbw_factor((enum plan_coll)coll, ranks), r.time_us, host_us);
 	snprintf(out->algo, sizeof(out->algo), "%s", nccl_algo_name(r.algo));

@@ -50,15 +50,22 @@ enum tw_result sim_run_plans(const struct job *j, const struct sim_options *opt,
  * NCCL's tuner does, else "ring" | "tree" | "nvls" | "pat" | "nvlstree". host_us (>= 0) is host time inside the
  * timed window: 0 for nccl-tests, whose back-to-back launches hide it; a benchmark that times
  * one blocking call on an idle GPU (all_reduce_bench.py: barrier, event, call, event) also
- * measures the call's host dispatch. time_us includes it and the bandwidths follow. */
+ * measures the call's host dispatch. time_us includes it and the bandwidths follow. env may
+ * be NULL. */
 struct sim_coll_result {
 	double time_us, algbw_GBps, busbw_GBps;
 	double nccl_us; /* the collective's own time, without host_us */
 	char algo[16], proto[16];
 };
+/* NCCL_ALGO / NCCL_PROTO as the benchmark's environment set them, strat_nccl_list's bits (all
+ * 0: NCCL's defaults). A collective they leave nothing for is refused, as NCCL refuses it;
+ * send/recv and all-to-all do not read them. */
+struct sim_nccl_env {
+	unsigned no_algos, named_algos, no_protos, named_protos;
+};
 enum tw_result sim_collective(const struct cluster *c, const char *op, double S, int64_t ranks,
-			      const char *algo, double host_us, struct sim_coll_result *out,
-			      struct tw_err *err);
+			      const char *algo, double host_us, const struct sim_nccl_env *env,
+			      struct sim_coll_result *out, struct tw_err *err);
 
 /* ==== search (twin plan) — appended by the search module; implementation sim/search.c,
  * model and limits in docs/search.md. ==================================================== */

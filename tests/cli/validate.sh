@@ -265,6 +265,34 @@ assert 'net.plugin_latency_us=35' in a and 'p6' in a, a
 assert 'net.plugin_latency_us=75' in ' '.join(c['aws1']['assumed'])
 assert not any('plugin' in x for x in c['aws2']['assumed'])"
 
+# NCCL's environment in a collective case: the text's NCCL_ALGO / NCCL_PROTO, else the profile
+# of a fabric it names (Google's GPUDirect-TCPXO: Ring,Tree and Simple); one NCCL would refuse,
+# or that leaves the call nothing, skips the case with the reason
+cat >"$tmp/env.py" <<'PY'
+import json, sys
+notes = ["nccl-tests", "2x A3 Mega, GPUDirect-TCPXO", "GPUDirect-TCPXO, NCCL_PROTO=LL128", "NCCL_PROTO=Simple",
+         "NCCL_ALGO=Fast", "NCCL_ALGO=PAT"]
+cs = [{"id": "env%d" % i, "source": "x", "kind": "collective", "model": None,
+       "cluster": {"topology": "dgx-h100", "gpus": 16, "set": {"net.nic_gbps": 200}}, "strategy": None,
+       "collective": {"op": "all_reduce", "bytes": 1 << 25, "ranks": 16, "algo": None},
+       "measured": {"busbw_GBps": 60}, "notes": n} for i, n in enumerate(notes)]
+json.dump({"schema": "twin-validation/1", "cases": cs}, open(sys.argv[1], "w"))
+PY
+python3 "$tmp/env.py" "$tmp/env.json"
+"$TWIN" validate "$tmp/env.json" --json >"$tmp/env_out.json" 2>"$tmp/err"
+check "validate: NCCL_ALGO / NCCL_PROTO of a collective case, from its text or its fabric's profile" python3 -c "
+import json
+c = {x['id']: x for x in json.load(open('$tmp/env_out.json'))['cases']}
+algo = lambda i: [a for a in c[i]['assumed'] if a.startswith('collective.algo=')][0]
+a = lambda i: ' '.join(c[i]['assumed'])
+assert 'LL128' in algo('env0') and 'Simple' in algo('env1') and 'LL128' in algo('env2'), [algo(i) for i in ('env0', 'env1', 'env2')]
+assert 'NCCL_ALGO=Ring,Tree' in a('env1') and 'TCPXO' in a('env1') and 'NCCL_PROTO=Simple' in a('env1'), a('env1')
+assert \"NCCL_PROTO=LL128 (the case's NCCL_PROTO)\" in a('env2') and 'NCCL_ALGO=Ring,Tree' in a('env2'), a('env2')
+assert not any(x.startswith('NCCL_') for x in c['env0']['assumed']), a('env0')
+p = {i: c[i]['metrics'][0]['predicted'] for i in ('env0', 'env1', 'env3')}
+assert p['env1'] == p['env3'] < p['env0'], p
+assert 'Fast' in c['env4']['skipped'] and 'No algorithm/protocol available' in c['env5']['skipped'], (c['env4'], c['env5'])"
+
 # ml-engineering's all_reduce_bench.py times one blocking call on an idle GPU: the call's host
 # dispatch (one framework op, 20 us) is in its window; nccl-tests' back-to-back launches hide it
 cat >"$tmp/harness.py" <<'PY'

@@ -1141,10 +1141,10 @@ static void what_if_us(struct test_ctx *T, struct cluster *c, double *field, dou
 	struct sim_coll_result r;
 	struct tw_err err = { 0 };
 	*field = x;
-	CHECK_EQ_INT(T, sim_collective(c, op, bytes, ranks, NULL, 0, &r, &err), TW_OK);
+	CHECK_EQ_INT(T, sim_collective(c, op, bytes, ranks, NULL, 0, NULL, &r, &err), TW_OK);
 	*tx = r.time_us;
 	*field = y;
-	CHECK_EQ_INT(T, sim_collective(c, op, bytes, ranks, NULL, 0, &r, &err), TW_OK);
+	CHECK_EQ_INT(T, sim_collective(c, op, bytes, ranks, NULL, 0, NULL, &r, &err), TW_OK);
 	*ty = r.time_us;
 }
 
@@ -1468,33 +1468,73 @@ static void test_collective_cases(struct test_ctx *T)
 	struct sim_coll_result r;
 	struct tw_err err = { 0 };
 	/* 8 x A100 ring all-reduce of 16 GiB: close to the 240 GB/s NVLink figure */
-	CHECK_EQ_INT(T, sim_collective(&j.cluster, "all_reduce", 17179869184.0, 8, "ring", 0, &r, &err), TW_OK);
+	CHECK_EQ_INT(T, sim_collective(&j.cluster, "all_reduce", 17179869184.0, 8, "ring", 0, NULL, &r, &err), TW_OK);
 	CHECK(T, r.busbw_GBps > 230 && r.busbw_GBps < 240);
-	CHECK_EQ_INT(T, sim_collective(&j.cluster, "all_reduce", 1e6, 12, NULL, 0, &r, &err), TW_ERR_INVALID);
-	CHECK_EQ_INT(T, sim_collective(&j.cluster, "gather", 1e6, 8, NULL, 0, &r, &err), TW_ERR_INVALID);
+	CHECK_EQ_INT(T, sim_collective(&j.cluster, "all_reduce", 1e6, 12, NULL, 0, NULL, &r, &err), TW_ERR_INVALID);
+	CHECK_EQ_INT(T, sim_collective(&j.cluster, "gather", 1e6, 8, NULL, 0, NULL, &r, &err), TW_ERR_INVALID);
 	/* a rooted reduce (nccl-tests reduce_perf) runs NCCL's rooted ring, as broadcast does:
 	 * busbw = algbw, and at 1 GiB near the NVLink figure */
 	struct sim_coll_result b;
-	CHECK_EQ_INT(T, sim_collective(&j.cluster, "reduce", 1073741824.0, 8, NULL, 0, &r, &err), TW_OK);
-	CHECK_EQ_INT(T, sim_collective(&j.cluster, "broadcast", 1073741824.0, 8, NULL, 0, &b, &err), TW_OK);
+	CHECK_EQ_INT(T, sim_collective(&j.cluster, "reduce", 1073741824.0, 8, NULL, 0, NULL, &r, &err), TW_OK);
+	CHECK_EQ_INT(T, sim_collective(&j.cluster, "broadcast", 1073741824.0, 8, NULL, 0, NULL, &b, &err), TW_OK);
 	CHECK_NEAR(T, r.busbw_GBps, r.algbw_GBps, 1e-9);
 	CHECK_NEAR(T, r.time_us, b.time_us, 1e-9);
 	CHECK(T, r.busbw_GBps > 150 && r.busbw_GBps < 240);
 	/* a blocking call timed alone: its host dispatch adds to the time, the bandwidths follow */
 	struct sim_coll_result h;
-	CHECK_EQ_INT(T, sim_collective(&j.cluster, "all_reduce", 8388608.0, 8, NULL, 0, &r, &err), TW_OK);
-	CHECK_EQ_INT(T, sim_collective(&j.cluster, "all_reduce", 8388608.0, 8, NULL, 20, &h, &err), TW_OK);
+	CHECK_EQ_INT(T, sim_collective(&j.cluster, "all_reduce", 8388608.0, 8, NULL, 0, NULL, &r, &err), TW_OK);
+	CHECK_EQ_INT(T, sim_collective(&j.cluster, "all_reduce", 8388608.0, 8, NULL, 20, NULL, &h, &err), TW_OK);
 	CHECK_NEAR(T, h.nccl_us, r.time_us, 1e-9);
 	CHECK_NEAR(T, h.time_us, r.time_us + 20, 1e-9);
 	CHECK_NEAR(T, h.busbw_GBps * h.time_us, r.busbw_GBps * r.time_us, 1e-6);
 	CHECK_NEAR(T, h.algbw_GBps, 8388608.0 / (h.time_us * 1e3), 1e-9);
-	CHECK_EQ_INT(T, sim_collective(&j.cluster, "all_reduce", 8388608.0, 8, NULL, -1, &h, &err), TW_ERR_INVALID);
-	CHECK_EQ_INT(T, sim_collective(&j.cluster, "all_reduce", INFINITY, 8, NULL, 0, &h, &err), TW_ERR_INVALID);
+	CHECK_EQ_INT(T, sim_collective(&j.cluster, "all_reduce", 8388608.0, 8, NULL, -1, NULL, &h, &err), TW_ERR_INVALID);
+	CHECK_EQ_INT(T, sim_collective(&j.cluster, "all_reduce", INFINITY, 8, NULL, 0, NULL, &h, &err), TW_ERR_INVALID);
 	/* a size no message has still ends (log2 of it is not a halving loop) */
-	CHECK_EQ_INT(T, sim_collective(&j.cluster, "all_reduce", 1e300, 16, NULL, 0, &h, &err), TW_OK);
+	CHECK_EQ_INT(T, sim_collective(&j.cluster, "all_reduce", 1e300, 16, NULL, 0, NULL, &h, &err), TW_OK);
 	CHECK(T, h.time_us > 0 && isfinite(h.time_us));
-	CHECK_EQ_INT(T, sim_collective(&j.cluster, "sendrecv", 8388608.0, 8, NULL, 20, &h, &err), TW_OK);
+	CHECK_EQ_INT(T, sim_collective(&j.cluster, "sendrecv", 8388608.0, 8, NULL, 20, NULL, &h, &err), TW_OK);
 	CHECK_NEAR(T, h.busbw_GBps, 8388608.0 / (h.time_us * 1e3), 1e-9);
+}
+
+/* the benchmark's NCCL_ALGO / NCCL_PROTO: the tuner picks among what they leave, and a call
+ * they leave nothing for is refused, as NCCL refuses it */
+static void test_collective_nccl_env(struct test_ctx *T)
+{
+	struct job j;
+	make_job(&j, 1, 1, 8, 8);
+	struct sim_coll_result def, r;
+	struct tw_err err = { 0 };
+	struct sim_nccl_env env = { 0 };
+	char why[192];
+	CHECK_EQ_INT(T, sim_collective(&j.cluster, "all_reduce", 8388608.0, 8, NULL, 0, &env, &def, &err), TW_OK);
+	CHECK_STR(T, def.proto, "LL128"); /* the tuner's choice on one A100 node at 8 MiB */
+	CHECK(T, strat_nccl_list("Simple", true, &env.no_protos, &env.named_protos, why, sizeof(why)));
+	CHECK_EQ_INT(T, sim_collective(&j.cluster, "all_reduce", 8388608.0, 8, NULL, 0, &env, &r, &err), TW_OK);
+	CHECK_STR(T, r.proto, "Simple");
+	CHECK_STR(T, r.algo, "ring");
+	CHECK(T, r.time_us > def.time_us); /* the tuner took the faster one */
+	/* Tree alone on one node: NCCL's chain */
+	CHECK(T, strat_nccl_list("Tree", false, &env.no_algos, &env.named_algos, why, sizeof(why)));
+	CHECK_EQ_INT(T, sim_collective(&j.cluster, "all_reduce", 8388608.0, 8, NULL, 0, &env, &r, &err), TW_OK);
+	CHECK_STR(T, r.algo, "tree");
+	/* a case's own algorithm reading gives way to the environment's */
+	CHECK_EQ_INT(T, sim_collective(&j.cluster, "all_reduce", 8388608.0, 8, "ring", 0, &env, &r, &err), TW_OK);
+	CHECK_STR(T, r.algo, "tree");
+	/* an all-gather has no tree: NCCL fails the call */
+	CHECK_EQ_INT(T, sim_collective(&j.cluster, "all_gather", 8388608.0, 8, NULL, 0, &env, &r, &err), TW_ERR_INVALID);
+	CHECK(T, strstr(err.msg, "No algorithm/protocol available") != NULL);
+	/* send/recv does not read them */
+	struct sim_coll_result p0, p1;
+	CHECK_EQ_INT(T, sim_collective(&j.cluster, "sendrecv", 8388608.0, 8, NULL, 0, NULL, &p0, &err), TW_OK);
+	CHECK_EQ_INT(T, sim_collective(&j.cluster, "sendrecv", 8388608.0, 8, NULL, 0, &env, &p1, &err), TW_OK);
+	CHECK_NEAR(T, p0.time_us, p1.time_us, 0);
+	/* NCCL's syntax: '^' excludes, an empty name or an unknown one is refused */
+	CHECK(T, strat_nccl_list("^LL,LL128", true, &env.no_protos, &env.named_protos, why, sizeof(why)));
+	CHECK_EQ_INT(T, (int)env.named_protos, 0);
+	CHECK(T, !strat_nccl_list("ring,", false, &env.no_algos, &env.named_algos, why, sizeof(why)));
+	CHECK(T, !strat_nccl_list("Fast", true, &env.no_protos, &env.named_protos, why, sizeof(why)));
+	CHECK(T, strstr(why, "Fast") != NULL);
 }
 
 int main(void)
@@ -1529,5 +1569,6 @@ int main(void)
 	TEST_RUN(&T, test_nccl_userbuffers);
 	TEST_RUN(&T, test_nccl_p2p_channels);
 	TEST_RUN(&T, test_collective_cases);
+	TEST_RUN(&T, test_collective_nccl_env);
 	return test_done(&T);
 }
