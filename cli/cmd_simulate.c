@@ -197,6 +197,24 @@ static cJSON *to_json(const struct job *j, const struct sim_options *o, const st
 	return out;
 }
 
+/* The simulator's plans, each walked for memory as it is built: the job's fit without building
+ * every role's plan a second time (plan_job_fit's verdict, role by role) */
+static enum tw_result build_and_walk(void *ctx, const struct job *j, int64_t rank, struct plan *out,
+				     struct tw_err *err)
+{
+	struct plan_mem m;
+	TW_CHECK(plan_rank(j, rank, out, err));
+	TW_CHECK(plan_memory(j, out, &m, err));
+	plan_fit_add(ctx, &m, rank);
+	return TW_OK;
+}
+
+static int64_t roles_of(void *ctx, const struct job *j, int64_t *reps, int64_t *weights, int64_t n)
+{
+	(void)ctx;
+	return plan_roles(j, reps, weights, n);
+}
+
 int cmd_simulate(const struct cli_ctx *ctx, int argc, char **argv)
 {
 	if (cli_wants_help(argc, argv)) {
@@ -238,9 +256,12 @@ int cmd_simulate(const struct cli_ctx *ctx, int argc, char **argv)
 	memset(&t, 0, sizeof(t));
 	struct sim_stats st = { 0 };
 	int status = 0;
+	struct plan_fit fit;
+	plan_fit_init(&fit);
+	struct sim_plan_source src = { .ctx = &fit, .build = build_and_walk, .roles = roles_of };
 	enum tw_result rc = cli_job_load(&o, "simulate", j, &err);
 	if (rc == TW_OK)
-		rc = sim_run(j, &so, &t, &st, &err);
+		rc = sim_run_plans(j, &so, &src, &t, &st, &err);
 	if (rc != TW_OK) {
 		status = cli_fail(&err);
 		goto out;
@@ -252,11 +273,6 @@ int cmd_simulate(const struct cli_ctx *ctx, int argc, char **argv)
 	}
 	struct summary s;
 	summarise(j, &a, &s);
-	struct plan_fit fit;
-	if ((rc = plan_job_fit(j, &fit, &err)) != TW_OK) {
-		status = cli_fail(&err);
-		goto out;
-	}
 	bool timeline = timeline_fit(&t, &fit);
 	if (trace_path || db_path)
 		trace_sort(&t); /* (rank, start, end) order for the exporter and the store */

@@ -253,6 +253,10 @@ struct plan_fit {
 	char verdict[256];    /* its verdict */
 };
 enum tw_result plan_job_fit(const struct job *j, struct plan_fit *out, struct tw_err *err);
+/* The same verdict folded role by role from walks made elsewhere (twin simulate walks the plans
+ * the simulator builds): init, then add each role's walk; the worst shortfall stands. */
+void plan_fit_init(struct plan_fit *f);
+void plan_fit_add(struct plan_fit *f, const struct plan_mem *m, int64_t rank);
 
 /* The trace category an op is recorded under (the simulator and the executor both use it). */
 enum trace_cat plan_op_trace_cat(const struct plan_op *op);

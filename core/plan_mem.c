@@ -107,10 +107,33 @@ int64_t plan_mem_shortfall(const struct plan_mem *m, char *verdict, size_t len)
 	return hs;
 }
 
+void plan_fit_init(struct plan_fit *f)
+{
+	memset(f, 0, sizeof(*f));
+	f->short_bytes = INT64_MIN;
+	f->fits = true;
+}
+
+void plan_fit_add(struct plan_fit *f, const struct plan_mem *m, int64_t rank)
+{
+	char v[sizeof(f->verdict)];
+	int64_t s = plan_mem_shortfall(m, v, sizeof(v));
+	if (s > f->short_bytes) {
+		f->short_bytes = s;
+		f->rank = rank;
+		f->gpu_total = m->gpu_total;
+		f->gpu_capacity = m->gpu_capacity;
+		f->host_short = s > 0 && m->gpu_total <= m->gpu_capacity;
+		f->host_bytes = m->peak[PLAN_DEV_HOST];
+		f->host_capacity = m->host_capacity;
+		snprintf(f->verdict, sizeof(f->verdict), "%s", v);
+	}
+	f->fits = f->short_bytes <= 0;
+}
+
 enum tw_result plan_job_fit(const struct job *j, struct plan_fit *out, struct tw_err *err)
 {
-	memset(out, 0, sizeof(*out));
-	out->short_bytes = INT64_MIN;
+	plan_fit_init(out);
 	int64_t n = j->strat.pp > 0 ? j->strat.pp : 1;
 	int64_t *reps = TW_NEW_ARRAY(int64_t, (size_t)n), *w = TW_NEW_ARRAY(int64_t, (size_t)n);
 	n = plan_roles(j, reps, w, n);
@@ -122,20 +145,8 @@ enum tw_result plan_job_fit(const struct job *j, struct plan_fit *out, struct tw
 		rc = plan_rebuild(j, reps[i], &p, err); /* one set of buffers for every role */
 		if (rc == TW_OK)
 			rc = plan_memory(j, &p, &m, err);
-		if (rc != TW_OK)
-			break;
-		char v[sizeof(out->verdict)];
-		int64_t s = plan_mem_shortfall(&m, v, sizeof(v));
-		if (s > out->short_bytes) {
-			out->short_bytes = s;
-			out->rank = reps[i];
-			out->gpu_total = m.gpu_total;
-			out->gpu_capacity = m.gpu_capacity;
-			out->host_short = s > 0 && m.gpu_total <= m.gpu_capacity;
-			out->host_bytes = m.peak[PLAN_DEV_HOST];
-			out->host_capacity = m.host_capacity;
-			snprintf(out->verdict, sizeof(out->verdict), "%s", v);
-		}
+		if (rc == TW_OK)
+			plan_fit_add(out, &m, reps[i]);
 	}
 	plan_release(&p);
 	out->fits = rc == TW_OK && out->short_bytes <= 0;
