@@ -90,6 +90,14 @@ struct role {
 	uint32_t *succ_off, *succ; /* dependents (CSR), each op << SUCC_SHIFT | its stream */
 	uint32_t *sops[PLAN_NUM_STREAMS];
 	uint32_t nsops[PLAN_NUM_STREAMS];
+	/* symmetric mode: where the role's ranks send the p2p ops whose peer (as the
+	 * representative sees it) is reach[i].peer: all to their own node, or the farthest */
+	struct p2p_reach {
+		int64_t peer;
+		bool same;
+		int64_t dist;
+	} *reach;
+	int nreach;
 };
 
 struct srank {
@@ -462,23 +470,51 @@ static void on_flow_changed(void *ctx, int32_t f)
 	sim_heap_push(&e->heap, e->now + eta, EV_FLOW_END, f, 0, e->net.flows[f].ver);
 }
 
-/* Nodes the group g of simulated rank sri spans. Instances of one group type need not span
- * alike: on 3, 5 or 6 nodes a group of 5 or 6 ranks lies on one node or across two, so the
- * count is the rank's own (and part of the collective's memo key). */
+/* Nodes the instance of group g that holds rank spans; e->members is left holding its *n
+ * members */
+static int32_t span_of(struct eng *e, int g, int64_t rank, int64_t *n_out)
+{
+	int64_t idx, n = job_group_members(e->j, (enum job_group)g, rank, e->members, &idx);
+	*n_out = n;
+	int64_t nodes = 0, last = -1;
+	for (int64_t i = 0; i < n; i++) {
+		int64_t nd = job_node_of(e->j, e->members[i]);
+		if (nd != last) /* members ascend, so nodes ascend */
+			nodes++;
+		last = nd;
+	}
+	return (int32_t)(nodes > 0 ? nodes : 1);
+}
+
+/* Nodes the group g of simulated rank sri spans (part of the collective's memo key). Instances
+ * of one group type need not span alike: on 3, 5 or 6 nodes, on nodes of 6 GPUs under TP 4, or
+ * with expert groups of 16 on 72-GPU NVLink domains, some lie on one node and some across two.
+ * Full mode takes the rank's own. In symmetric mode one representative stands for every rank of
+ * its role, and the step waits for the slowest of them (each step ends in a collective over the
+ * whole job), so it takes the widest instance that holds a rank of the role: every instance
+ * once, O(ranks) per group type. */
 static int64_t group_nodes(struct eng *e, int32_t sri, int g)
 {
 	int32_t *c = &e->gnodes[(int64_t)sri * JOB_NUM_GROUPS + g];
-	if (*c == 0) {
-		int64_t idx, n = job_group_members(e->j, (enum job_group)g, e->sr[sri].rank,
-						   e->members, &idx);
-		int64_t nodes = 0, last = -1;
-		for (int64_t i = 0; i < n; i++) {
-			int64_t nd = job_node_of(e->j, e->members[i]);
-			if (nd != last) /* members ascend, so nodes ascend */
-				nodes++;
-			last = nd;
+	if (*c == 0 && e->opt->full) {
+		int64_t n;
+		*c = span_of(e, g, e->sr[sri].rank, &n);
+	} else if (*c == 0) {
+		uint8_t *seen = TW_NEW_ARRAY(uint8_t, e->j->gpus);
+		for (int64_t r = 0; r < e->j->gpus; r++) {
+			if (seen[r])
+				continue;
+			int64_t n;
+			int32_t span = span_of(e, g, r, &n);
+			for (int64_t i = 0; i < n; i++) {
+				int64_t m = e->members[i];
+				int32_t *w = &e->gnodes[(int64_t)e->canon_role[m] * JOB_NUM_GROUPS + g];
+				seen[m] = 1;
+				if (span > *w)
+					*w = span;
+			}
 		}
-		*c = (int32_t)(nodes > 0 ? nodes : 1);
+		free(seen);
 	}
 	return *c;
 }
@@ -515,11 +551,43 @@ static int64_t peer_of(const struct eng *e, int64_t rank, int64_t rep, int64_t r
 	return job_rank_of(e->j, &out);
 }
 
+/* Symmetric mode: where the ranks of role ro send a p2p whose peer is rep_peer for the
+ * representative. As with groups (group_nodes), the slowest rank sets the pace: when a pipeline
+ * or context-parallel boundary crosses a node for some ranks of the role and not for others,
+ * the send is taken off the node, over the farthest such distance. Once per (role, peer). */
+static const struct p2p_reach *p2p_reach_of(struct eng *e, struct role *ro, int64_t rep_peer)
+{
+	for (int i = 0; i < ro->nreach; i++)
+		if (ro->reach[i].peer == rep_peer)
+			return &ro->reach[i];
+	int32_t roi = (int32_t)(ro - e->roles);
+	struct p2p_reach r = { .peer = rep_peer, .same = true, .dist = 0 };
+	if (job_node_of(e->j, rep_peer) != job_node_of(e->j, ro->rep)) {
+		/* the representative's own send leaves its node: as before, its distance */
+		r.same = false;
+		r.dist = rep_peer > ro->rep ? rep_peer - ro->rep : ro->rep - rep_peer;
+	} else {
+		for (int64_t k = 0; k < e->j->gpus; k++) {
+			if (e->canon_role[k] != roi)
+				continue;
+			int64_t peer = peer_of(e, k, ro->rep, rep_peer);
+			if (job_node_of(e->j, peer) == job_node_of(e->j, k))
+				continue;
+			int64_t d = peer > k ? peer - k : k - peer;
+			r.same = false;
+			r.dist = d > r.dist ? d : r.dist;
+		}
+	}
+	ro->reach = tw_realloc(ro->reach, (size_t)(ro->nreach + 1) * sizeof(*ro->reach));
+	ro->reach[ro->nreach] = r;
+	return &ro->reach[ro->nreach++];
+}
+
 /* all have arrived: latency now, data as a flow when it is over */
 static void comm_model(struct eng *e, const struct srank *s0, const struct eop *op,
 		       struct nccl_result *r)
 {
-	int64_t k0, k1, k2;
+	int64_t k0 = 0, k1 = 0, k2 = op->bytes;
 	bool same = true;
 	int64_t dist = 0; /* p2p: ranks between the two */
 	bool ub = op->kind == PLAN_COLL && (op->flags & PLAN_F_USERBUF);
@@ -528,16 +596,20 @@ static void comm_model(struct eng *e, const struct srank *s0, const struct eop *
 		nodes = group_nodes(e, (int32_t)(s0 - e->sr), op->group);
 		k0 = op->group + (nodes << 16); /* above the p2p keys' JOB_NUM_GROUPS + 2 */
 		k1 = op->sub + (ub ? PLAN_NUM_COLLS : 0);
-		k2 = op->bytes;
-	} else {
+	} else if (e->opt->full) {
 		int64_t peer = peer_of(e, s0->rank, e->roles[s0->role].rep, op->peer);
 		same = job_node_of(e->j, peer) == s0->node;
 		/* sends to a node d nodes away leave the leaf from min(1, d / leaf) of the nodes
 		 * (the share of a ring's edges, alike: every rank of a role then sees the same) */
 		dist = peer > s0->rank ? peer - s0->rank : s0->rank - peer;
+	} else {
+		const struct p2p_reach *pr = p2p_reach_of(e, &e->roles[s0->role], op->peer);
+		same = pr->same;
+		dist = pr->dist;
+	}
+	if (op->kind != PLAN_COLL) {
 		k0 = JOB_NUM_GROUPS + (same ? 1 : 2);
 		k1 = same ? -1 : dist;
-		k2 = op->bytes;
 	}
 	struct memo *m = &e->memo[key_hash(k0, k1, k2) & (MEMO_SLOTS - 1)];
 	if (m->used && m->key[0] == k0 && m->key[1] == k1 && m->key[2] == k2) {
@@ -1208,6 +1280,7 @@ static void eng_free(struct eng *e)
 		free(ro->sync_all);
 		free(ro->succ_off);
 		free(ro->succ);
+		free(ro->reach);
 		for (int s = 0; s < PLAN_NUM_STREAMS; s++)
 			free(ro->sops[s]);
 	}
