@@ -46,7 +46,8 @@ struct summary {
 	double model_tflops, hw_tflops, mfu, hfu, peak_tflops;
 };
 
-static void summarise(const struct job *j, const struct prof_analysis *a, struct summary *s)
+static void summarise(const struct job *j, const struct sim_stats *st, const struct prof_analysis *a,
+		      struct summary *s)
 {
 	memset(s, 0, sizeof(*s));
 	s->step_s = (double)a->step_ns * 1e-9;
@@ -57,8 +58,11 @@ static void summarise(const struct job *j, const struct prof_analysis *a, struct
 	/* model FLOPs: the model's training FLOPs per token (no recompute), spread over the GPUs */
 	double mf = plan_model_flops_per_token(j) * (double)j->tokens_per_step;
 	s->model_tflops = mf / (double)j->gpus / s->step_s * 1e-12;
-	/* hardware FLOPs: what the simulated ranks executed, recompute included (mean per rank) */
-	s->hw_tflops = a->hw_flops > 0 ? a->hw_flops / s->step_s * 1e-12 : s->model_tflops;
+	/* hardware FLOPs: what the GPUs execute, recompute included: the job's mean over its GPUs
+	 * from the plans (the trace's ranks are a sample: one per role, plus stragglers in full
+	 * mode), else the recorded ranks' */
+	double hw = st->hw_flops > 0 ? st->hw_flops : a->hw_flops;
+	s->hw_tflops = hw > 0 ? hw / s->step_s * 1e-12 : s->model_tflops;
 	s->peak_tflops = job_peak_tflops(j);
 	if (s->peak_tflops > 0) {
 		s->mfu = s->model_tflops / s->peak_tflops;
@@ -272,7 +276,7 @@ int cmd_simulate(const struct cli_ctx *ctx, int argc, char **argv)
 		goto out;
 	}
 	struct summary s;
-	summarise(j, &a, &s);
+	summarise(j, &st, &a, &s);
 	bool timeline = timeline_fit(&t, &fit);
 	if (trace_path || db_path)
 		trace_sort(&t); /* (rank, start, end) order for the exporter and the store */

@@ -1339,6 +1339,7 @@ enum tw_result sim_run_plans(const struct job *j, const struct sim_options *opt,
 		free(weights);
 		return tw_errf(err, TW_ERR_INTERNAL, "plan: no roles for a job of %lld GPUs", (long long)j->gpus);
 	}
+	double hw_flops = 0; /* the job's, per step */
 	e->roles = TW_NEW_ARRAY(struct role, nroles);
 	e->nroles = nroles;
 	e->canon_role = TW_NEW_ARRAY(int32_t, j->gpus);
@@ -1353,6 +1354,7 @@ enum tw_result sim_run_plans(const struct job *j, const struct sim_options *opt,
 		rc = src->build(src->ctx, j, reps[i], &e->roles[i].plan, err);
 		if (rc != TW_OK)
 			goto done;
+		hw_flops += e->roles[i].plan.hw_flops * (double)weights[i];
 		rc = role_prepare(e, &e->roles[i]);
 		if (rc != TW_OK)
 			goto done;
@@ -1613,6 +1615,7 @@ enum tw_result sim_run_plans(const struct job *j, const struct sim_options *opt,
 		stats->ranks_simulated = e->nsr;
 		stats->full = opt->full;
 		stats->step_ns = step;
+		stats->hw_flops = hw_flops / (double)j->gpus;
 	}
 	rc = TW_OK;
 done:

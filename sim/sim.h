@@ -24,6 +24,8 @@ struct sim_stats {
 	int64_t wall_ns;        /* host time spent simulating */
 	int64_t step_ns;        /* predicted step time */
 	bool nccl_unrunnable;   /* failed: NCCL_ALGO / NCCL_PROTO left a collective nothing */
+	double hw_flops;        /* FLOPs a GPU executes per step, recompute included, the job's
+				 * mean (each role's plan weighted by its ranks); 0: not known */
 };
 
 /* Simulate one optimizer step; out is initialised by sim_run (release with trace_release).

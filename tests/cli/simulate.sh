@@ -239,6 +239,17 @@ r=$(sym_full -m llama-65b -c gb200-nvl72 --gpus 144 --set framework=fsdp --set t
 check "simulate: CP pairs across NVLink domains, symmetric within 1% of full (relative gap $r)" \
 	"python3 -c 'import sys; sys.exit(not float(\"$r\") < 0.01)'"
 
+# hardware TFLOP/s per GPU is the job's mean (each stage's plan times its GPUs), whichever ranks
+# the trace records: a straggler at full speed (recorded with its groups in full mode) moves
+# neither the step nor HFU, and HFU stays above MFU on a two-stage pipeline
+hf="-m llama3-8b -c dgx-h100 --gpus 16 --set framework=megatron --set tp=8 --set pp=2 --set sequence_parallel=true --set global_batch=8"
+"$TWIN" simulate $hf --json >"$tmp/hf0.json" 2>"$err"
+"$TWIN" simulate $hf --set 'stragglers=[{"gpu":15,"compute_scale":1}]' --json >"$tmp/hf1.json" 2>>"$err"
+check "simulate: HFU is the job's, not the recorded ranks' mean" python3 -c "
+import json
+a, b = (json.load(open('$tmp/hf%d.json' % i)) for i in (0, 1))
+assert a['step_time_s'] == b['step_time_s'] and a['hfu'] == b['hfu'] and a['hfu'] >= a['mfu'], (a['hfu'], b['hfu'], a['mfu'])"
+
 # Megatron's overlap_p2p_comm (on by default under interleaving): receives posted ahead run
 # under the compute between, so with the stages a node each the step is shorter than when each
 # receive waits at the start of its item
