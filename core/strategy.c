@@ -64,6 +64,27 @@ const char *strat_label(const struct strat_rd *r, enum strat_tree t, const char 
 	return f ? f : "strategy";
 }
 
+/* An object's label for a rule about the object as a whole ("fsdp options need framework
+ * fsdp"): a --set that gave it or a parent; else, when --sets gave every key it holds (they
+ * made it), the last of them; else the file */
+static const char *object_label(const struct strat_rd *r, enum strat_tree t, const char *path,
+				const cJSON *obj)
+{
+	const struct strat_set *x = strat_find_set(r, t, path), *last = NULL;
+	const cJSON *it;
+	if (x || !obj)
+		return strat_label(r, t, path);
+	cJSON_ArrayForEach(it, obj)
+	{
+		char kp[160];
+		snprintf(kp, sizeof(kp), "%s.%s", path, it->string);
+		if (!(x = strat_find_set(r, t, kp)))
+			return strat_label(r, t, path);
+		last = x;
+	}
+	return last ? last->label : strat_label(r, t, path);
+}
+
 enum strat_src strat_src_of(const struct strat_rd *r, enum strat_tree t, const char *path,
 			    char *why, size_t len)
 {
@@ -446,6 +467,7 @@ struct ours {
 	char version_v[16], akern_v[16], nalgo_v[64], nproto_v[64];
 	unsigned lora_targets_v, rcm_v, cgm_v;
 	bool has_fsdp, has_lora;
+	const char *fsdp_label; /* who gave the fsdp object (object_label) */
 };
 
 static enum tw_result parse_lora_targets(struct strat_rd *r, const cJSON *lora, unsigned *out,
@@ -663,6 +685,7 @@ static enum tw_result parse_ours(struct strat_rd *r, const cJSON *o, struct ours
 	const cJSON *fs = NULL, *lo = NULL, *hf = NULL;
 	TW_CHECK(oobj(r, o, "fsdp", fsdp_keys, &fs));
 	u->has_fsdp = fs != NULL;
+	u->fsdp_label = object_label(r, STRAT_TREE_OURS, "fsdp", fs);
 	TW_CHECK(oenum(r, fs, "fsdp", "sharding_strategy", fsdp_names, &u->fsdp_i, &u->fsdp_sharding));
 	TW_CHECK(oint(r, fs, "fsdp", "shard_group_size", 1, MAX_DEGREE, &u->fsdp_group_v,
 		      &u->fsdp_group));
@@ -1334,8 +1357,8 @@ static enum tw_result check_framework(struct strat_rd *r, const struct ours *u)
 				     "fsdp.sharding_strategy");
 	}
 	if (u->has_fsdp && s->framework != STRAT_FSDP)
-		return sfail(r, "fsdp", "fsdp options need framework fsdp (framework is %s)",
-			     fw_name(s->framework));
+		return tw_errf(r->err, TW_ERR_INVALID, "%s: fsdp options need framework fsdp "
+			       "(framework is %s)", u->fsdp_label, fw_name(s->framework));
 	if (s->schedule == STRAT_SCHED_INTERLEAVED && s->vp < 2)
 		return sfail(r, "schedule", "schedule interleaved needs vp >= 2 (vp=%" PRId64 ")",
 			     s->vp);
@@ -1479,9 +1502,9 @@ static enum tw_result check_model(struct strat_rd *r)
 			      : s->last_stage_layers % s->vp ? s->last_stage_layers
 			      : mid > 0 && (rest / mid) % s->vp ? rest / mid : 0;
 		if (s->vp > 1 && bad)
-			return sfail(r, k, "%s: a stage of %" PRId64 " layers does not split over "
+			return sfail(r, k, "%s: a stage of %" PRId64 " layer%s does not split over "
 				     "vp=%" PRId64 " model chunks (Megatron: each stage's layers must be "
-				     "divisible by vp)", given, bad, s->vp);
+				     "divisible by vp)", given, bad, bad == 1 ? "" : "s", s->vp);
 	} else if (m->layers > 0 && s->framework != STRAT_DEEPSPEED && !s->embed_in_split &&
 		   !s->loss_in_split && m->layers % s->pp)
 		return sfail(r, "pp",
@@ -1539,8 +1562,8 @@ static enum tw_result check_model(struct strat_rd *r)
 		if (m->heads > 0 && (m->heads / s->tp) % s->cp)
 			return sfail(r, "cp",
 				     "strategy.cp=%" PRId64 " (Ulysses) does not divide the %" PRId64
-				     " attention heads per tensor-parallel rank",
-				     s->cp, m->heads / s->tp);
+				     " attention head%s per tensor-parallel rank",
+				     s->cp, m->heads / s->tp, m->heads / s->tp == 1 ? "" : "s");
 	}
 	if (s->sequence_parallel && seq % s->tp)
 		return sfail(r, "sequence_parallel",
@@ -2073,8 +2096,9 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 	    r->c->gpu.peak_tflops[TW_BF16] <= 0)
 		return s->framework == STRAT_DEEPSPEED && r->ds_file && !u.precision.given &&
 				       !r->bf16_auto
-			       ? sfail(r, NULL, "%s: bf16.enabled: GPU %s has no bf16 tensor cores "
-					    "(use fp16)", r->ds_file, r->c->gpu.name)
+			       ? tw_errf(r->err, TW_ERR_INVALID, "%s: bf16.enabled: GPU %s has no bf16 "
+					 "tensor cores (use fp16)",
+					 strat_label(r, STRAT_TREE_DS, "bf16.enabled"), r->c->gpu.name)
 			       : sfail(r, "precision", "%s: GPU %s has no bf16 tensor cores (use fp16)",
 				       r->bf16_auto ? "hf_trainer.bf16 (bf16.enabled: auto)" : "precision",
 				       r->c->gpu.name);

@@ -374,8 +374,11 @@ static const enum tw_dtype dtype3_t[] = {TW_FP32, TW_FP16, TW_BF16};
 
 static void warn_unmodelled(const struct strat_rd *r, const char *what)
 {
-	tw_log(TW_LOG_WARN, "%s: %s is read but not modelled; the prediction ignores it", r->ds_file,
-	       what);
+	/* named by where its key (what's first word) came from: a --set that gave it, or the file */
+	char path[96];
+	snprintf(path, sizeof(path), "%.*s", (int)strcspn(what, " "), what);
+	tw_log(TW_LOG_WARN, "%s: %s is read but not modelled; the prediction ignores it",
+	       strat_label(r, STRAT_TREE_DS, path), what);
 }
 
 /* "enabled" of fp16/bf16, with "auto" filled as the HF Trainer does. */
@@ -1253,7 +1256,8 @@ enum tw_result strat_ds_batch(struct strat_rd *r)
 	} else {
 		return tw_errf(r->err, TW_ERR_INVALID,
 			       "%s: train_batch_size: Either train_batch_size or "
-			       "train_micro_batch_size_per_gpu needs to be provided",
+			       "train_micro_batch_size_per_gpu needs to be provided (DeepSpeed's rule "
+			       "for a ds_config; the strategy's micro_batch or global_batch give them too)",
 			       r->ds_file ? r->ds_file : "strategy");
 	}
 	const char *f = r->ds_file ? r->ds_file : "strategy";
