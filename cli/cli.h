@@ -65,6 +65,9 @@ extern const char cli_job_opts_help[];
  * option lacks its value. */
 const char *cli_value(int argc, char **argv, int *i, const char *opt, struct tw_err *err);
 bool cli_is_opt(const char *arg, const char *name); /* "--x" or "--x=..." */
+/* Whether two paths name one file (the same text, or both exist with one inode): an output
+ * that would overwrite an input or another output is refused */
+bool cli_same_file(const char *a, const char *b);
 enum tw_result cli_parse_int(const char *opt, const char *s, int64_t min, int64_t max,
 			     int64_t *out, struct tw_err *err);
 bool cli_wants_help(int argc, char **argv);

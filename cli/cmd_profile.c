@@ -262,6 +262,9 @@ static int do_export(struct popts *o)
 {
 	if (!o->chrome)
 		return cli_usage_error("profile", "export: give --chrome OUT.json");
+	if (cli_same_file(o->chrome, o->db))
+		return cli_usage_error("profile", "export: --chrome %s would overwrite the database %s",
+				       o->chrome, o->db);
 	struct trace t;
 	struct prof_run_info info;
 	int st = load_run(o, "export", &t, &info);

@@ -255,6 +255,9 @@ int cmd_simulate(const struct cli_ctx *ctx, int argc, char **argv)
 			return cli_usage_error("simulate", "unknown option '%s'", argv[i]);
 		}
 	}
+	if (trace_path && db_path && cli_same_file(trace_path, db_path))
+		return cli_usage_error("simulate", "--trace %s and --db %s name the same file",
+				       trace_path, db_path);
 	struct job *j = TW_NEW(struct job);
 	struct trace t;
 	memset(&t, 0, sizeof(t));
@@ -280,28 +283,34 @@ int cmd_simulate(const struct cli_ctx *ctx, int argc, char **argv)
 	bool timeline = timeline_fit(&t, &fit);
 	if (trace_path || db_path)
 		trace_sort(&t); /* (rank, start, end) order for the exporter and the store */
-	if (trace_path && (rc = prof_export_chrome_file(&t, trace_path, &err)) != TW_OK) {
-		status = cli_fail(&err);
-		goto out;
-	}
+	/* the outputs whole or not at all: the database opened first, the trace written beside
+	 * its path and renamed into place once the run is stored */
 	int64_t run_id = -1;
-	if (db_path) {
-		struct prof_db *db = NULL;
+	struct prof_db *db = NULL;
+	struct tw_out tr = { 0 };
+	if (db_path)
+		rc = prof_db_open(db_path, &db, &err);
+	if (rc == TW_OK && trace_path && (rc = tw_out_open(&tr, trace_path, &err)) == TW_OK &&
+	    (rc = prof_export_chrome(&t, tr.f, &err)) != TW_OK)
+		tw_err_prefix(&err, trace_path);
+	if (rc == TW_OK && db) {
 		cJSON *jj = job_to_json(j);
 		char *job_json = cJSON_PrintUnformatted(jj);
 		cJSON_Delete(jj);
 		struct prof_run_meta meta = { .kind = TRACE_KIND_SIM, .name = NULL, .job_json = job_json,
 					      .backend = "sim", .nranks = j->gpus };
-		rc = prof_db_open(db_path, &db, &err);
-		if (rc == TW_OK)
-			rc = prof_store_trace(db, &meta, &t, &run_id, &err);
-		if (db)
-			prof_db_close(db);
+		rc = prof_store_trace(db, &meta, &t, &run_id, &err);
 		free(job_json);
-		if (rc != TW_OK) {
-			status = cli_fail(&err);
-			goto out;
-		}
+	}
+	if (tr.f) {
+		enum tw_result rc2 = tw_out_close(&tr, trace_path, rc == TW_OK, &err);
+		rc = rc != TW_OK ? rc : rc2;
+	}
+	if (db)
+		prof_db_close(db);
+	if (rc != TW_OK) {
+		status = cli_fail(&err);
+		goto out;
 	}
 	if (o.json) {
 		cJSON *report = NULL;

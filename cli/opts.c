@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 
@@ -45,13 +46,25 @@ const char *cli_value(int argc, char **argv, int *i, const char *opt, struct tw_
 {
 	const char *a = argv[*i];
 	size_t n = strlen(opt);
+	const char *v = NULL;
 	if (a[n] == '=')
-		return a + n + 1;
-	if (*i + 1 >= argc) {
+		v = a + n + 1;
+	else if (*i + 1 < argc)
+		v = argv[++*i];
+	if (!v || !v[0]) {
+		/* an empty value names nothing (an empty --db would open a throwaway database) */
 		tw_errf(err, TW_ERR_USAGE, "option %s needs a value", opt);
 		return NULL;
 	}
-	return argv[++*i];
+	return v;
+}
+
+bool cli_same_file(const char *a, const char *b)
+{
+	struct stat sa, sb;
+	if (!strcmp(a, b))
+		return true;
+	return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
 enum tw_result cli_parse_int(const char *opt, const char *s, int64_t min, int64_t max,

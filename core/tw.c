@@ -2,10 +2,12 @@
 #define _POSIX_C_SOURCE 200809L
 #include "tw.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static const char *const result_names[TW_NUM_RESULTS] = {
 	[TW_OK] = "ok",
@@ -207,4 +209,50 @@ char *tw_fmt_thousands(int64_t v, char *buf, size_t len)
 	}
 	buf[o] = '\0';
 	return buf;
+}
+
+void tw_err_prefix(struct tw_err *err, const char *prefix)
+{
+	if (!err || err->code == TW_OK)
+		return;
+	char msg[sizeof(err->msg)];
+	memcpy(msg, err->msg, sizeof(msg));
+	int n = snprintf(err->msg, sizeof(err->msg), "%s: ", prefix);
+	if (n > 0 && (size_t)n < sizeof(err->msg))
+		snprintf(err->msg + n, sizeof(err->msg) - (size_t)n, "%.*s",
+			 (int)(sizeof(err->msg) - (size_t)n - 1), msg);
+}
+
+enum tw_result tw_out_open(struct tw_out *o, const char *path, struct tw_err *err)
+{
+	o->f = NULL;
+	if (!path[0])
+		return tw_errf(err, TW_ERR_INVALID, "an output path is empty");
+	if ((size_t)snprintf(o->tmp, sizeof(o->tmp), "%s.tmp-XXXXXX", path) >= sizeof(o->tmp))
+		return tw_errf(err, TW_ERR_INVALID, "%s: path too long", path);
+	int fd = mkstemp(o->tmp);
+	if (fd < 0)
+		return tw_errf(err, TW_ERR_SYSTEM, "%s: cannot write: %s", path, strerror(errno));
+	if (!(o->f = fdopen(fd, "w"))) {
+		int e = errno;
+		close(fd);
+		unlink(o->tmp);
+		return tw_errf(err, TW_ERR_SYSTEM, "%s: cannot write: %s", path, strerror(e));
+	}
+	return TW_OK;
+}
+
+enum tw_result tw_out_close(struct tw_out *o, const char *path, bool ok, struct tw_err *err)
+{
+	enum tw_result rc = TW_OK;
+	if (o->f && (fflush(o->f) != 0 || ferror(o->f)) && ok)
+		rc = tw_errf(err, TW_ERR_SYSTEM, "%s: cannot write: %s", path, strerror(errno));
+	if (o->f && fclose(o->f) != 0 && ok && rc == TW_OK)
+		rc = tw_errf(err, TW_ERR_SYSTEM, "%s: cannot write: %s", path, strerror(errno));
+	o->f = NULL;
+	if (ok && rc == TW_OK && rename(o->tmp, path) != 0)
+		rc = tw_errf(err, TW_ERR_SYSTEM, "%s: cannot rename into place: %s", path, strerror(errno));
+	if (!ok || rc != TW_OK)
+		unlink(o->tmp);
+	return rc;
 }

@@ -1,4 +1,5 @@
-/* tw — the base of core/: result codes with context, checked allocation, logging, dtypes.
+/* tw — the base of core/: result codes with context, checked allocation, logging, dtypes,
+ * whole-or-nothing output files.
  *
  * Every fallible function returns enum tw_result and, on failure, fills a struct tw_err with
  * one line that names the file, the field and the rule. Only cli/ turns a result into an exit
@@ -10,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define TW_VERSION "0.1.0"
 
@@ -43,6 +45,8 @@ int tw_exit_status(enum tw_result r);
 enum tw_result tw_errf(struct tw_err *err, enum tw_result code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 void tw_err_clear(struct tw_err *err);
+/* "PREFIX: message": names the file (or input) a message from a lower layer was about */
+void tw_err_prefix(struct tw_err *err, const char *prefix);
 
 #define TW_CHECK(call)                                                                             \
 	do {                                                                                       \
@@ -105,5 +109,15 @@ bool tw_add64(int64_t a, int64_t b, int64_t *out);
 
 /* "6,738,415,616" into buf (>= 32 bytes); returns buf. */
 char *tw_fmt_thousands(int64_t v, char *buf, size_t len);
+
+/* Output written whole or not at all: tw_out_open creates a temporary file beside path (its
+ * name in o->tmp); tw_out_close closes it and, when ok, renames it onto path, else removes it.
+ * Errors name path. */
+struct tw_out {
+	FILE *f;
+	char tmp[4096];
+};
+enum tw_result tw_out_open(struct tw_out *o, const char *path, struct tw_err *err);
+enum tw_result tw_out_close(struct tw_out *o, const char *path, bool ok, struct tw_err *err);
 
 #endif

@@ -61,6 +61,53 @@ static const char *coll_name(const struct trace_event *e)
 	}
 }
 
+/* A thread name for every (rank, stream) the trace uses, so Perfetto labels the rows: the
+ * plan's stream names for simulated and executed runs ("compute", "comm", ...), "stream N"
+ * for imported ones, "steps" for the step markers (stream -1). Ranks use few streams, so each
+ * keeps a short list. Returns whether nothing has been written yet. */
+static bool thread_names(const struct trace *t, int32_t max_rank, FILE *f, bool first)
+{
+	struct streams {
+		int32_t *id;
+		int n, cap;
+	} *rs = TW_NEW_ARRAY(struct streams, (size_t)max_rank + 1);
+	for (size_t i = 0; i < t->nev; i++) {
+		const struct trace_event *e = &t->ev[i];
+		if (e->rank < 0 || e->rank > max_rank)
+			continue;
+		struct streams *x = &rs[e->rank];
+		int k = 0;
+		while (k < x->n && x->id[k] != e->stream)
+			k++;
+		if (k < x->n)
+			continue;
+		if (x->n == x->cap) {
+			x->cap = x->cap ? 2 * x->cap : 8;
+			x->id = tw_realloc_array(x->id, (size_t)x->cap, sizeof(*x->id));
+		}
+		x->id[x->n++] = e->stream;
+	}
+	for (int32_t r = 0; r <= max_rank; r++) {
+		for (int k = 0; k < rs[r].n; k++) {
+			int32_t sid = rs[r].id[k];
+			char name[32];
+			if (sid < 0)
+				snprintf(name, sizeof(name), "steps");
+			else if (t->kind != TRACE_KIND_IMPORT && sid < PLAN_NUM_STREAMS)
+				snprintf(name, sizeof(name), "%s", plan_stream_name((enum plan_stream)sid));
+			else
+				snprintf(name, sizeof(name), "stream %d", sid);
+			fprintf(f, "%s  {\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": %d, "
+				   "\"tid\": %d, \"args\": {\"name\": \"%s\"}}",
+				first ? "" : ",\n", r, sid, name);
+			first = false;
+		}
+		free(rs[r].id);
+	}
+	free(rs);
+	return first;
+}
+
 enum tw_result prof_export_chrome(const struct trace *t, FILE *f, struct tw_err *err)
 {
 	int64_t base = INT64_MAX;
@@ -104,6 +151,7 @@ enum tw_result prof_export_chrome(const struct trace *t, FILE *f, struct tw_err 
 				r, t->peak_mem[r]);
 	}
 	free(seen);
+	first = thread_names(t, max_rank, f, first);
 	for (size_t i = 0; i < t->nev; i++) {
 		const struct trace_event *e = &t->ev[i];
 		const char *name = trace_name(t, e);
@@ -185,11 +233,10 @@ enum tw_result prof_export_chrome(const struct trace *t, FILE *f, struct tw_err 
 enum tw_result prof_export_chrome_file(const struct trace *t, const char *path,
 				       struct tw_err *err)
 {
-	FILE *f = fopen(path, "w");
-	if (!f)
-		return tw_errf(err, TW_ERR_SYSTEM, "%s: cannot write: %s", path, strerror(errno));
-	enum tw_result rc = prof_export_chrome(t, f, err);
-	if (fclose(f) != 0 && rc == TW_OK)
-		rc = tw_errf(err, TW_ERR_SYSTEM, "%s: cannot write: %s", path, strerror(errno));
-	return rc;
+	struct tw_out o;
+	TW_CHECK(tw_out_open(&o, path, err));
+	enum tw_result rc = prof_export_chrome(t, o.f, err);
+	tw_err_prefix(err, path);
+	enum tw_result rc2 = tw_out_close(&o, path, rc == TW_OK, err);
+	return rc != TW_OK ? rc : rc2;
 }

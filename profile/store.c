@@ -558,9 +558,11 @@ enum tw_result prof_run_finish(struct prof_db *db, int64_t run_id, int64_t dropp
 enum tw_result prof_store_trace(struct prof_db *db, const struct prof_run_meta *meta,
 				const struct trace *t, int64_t *run_id, struct tw_err *err)
 {
-	TW_CHECK(prof_run_begin(db, meta, run_id, err));
+	/* one transaction from the run's row to its completion: a failed store leaves no run */
 	TW_CHECK(exec_sql(db, "BEGIN IMMEDIATE", err));
-	enum tw_result rc = insert_events(db, *run_id, t, err);
+	enum tw_result rc = prof_run_begin(db, meta, run_id, err);
+	if (rc == TW_OK)
+		rc = insert_events(db, *run_id, t, err);
 	if (rc == TW_OK)
 		rc = insert_steps(db, *run_id, t, err);
 	if (rc == TW_OK)

@@ -250,6 +250,27 @@ import json
 a, b = (json.load(open('$tmp/hf%d.json' % i)) for i in (0, 1))
 assert a['step_time_s'] == b['step_time_s'] and a['hfu'] == b['hfu'] and a['hfu'] >= a['mfu'], (a['hfu'], b['hfu'], a['mfu'])"
 
+# outputs whole or not at all: --trace and --db naming one file are refused before anything is
+# written (the trace used to overwrite the database); a database that cannot be opened leaves
+# no trace behind; an empty --db is refused; the trace carries a name for every stream
+ob="-m tiny -c dgx-h100 -s megatron-175b --gpus 8 --set tp=2 --set pp=2 --set global_batch=8"
+"$TWIN" simulate $ob --db "$tmp/same.db" >/dev/null 2>"$err"
+"$TWIN" simulate $ob --trace "$tmp/same.db" --db "$tmp/same.db" >"$tmp/o.txt" 2>"$err"; st=$?
+check "simulate: --trace and --db on one file: exit 2, one line, the database kept" \
+	"[ $st -eq 2 ] && [ \$(wc -l <'$err') -eq 1 ] && [ ! -s '$tmp/o.txt' ] && \"$TWIN\" runs --db '$tmp/same.db' | grep -q complete"
+echo "not a database" >"$tmp/plain.txt"
+"$TWIN" simulate $ob --trace "$tmp/left.json" --db "$tmp/plain.txt" >/dev/null 2>"$err"; st=$?
+check "simulate: a --db that is no database leaves no trace file" "[ $st -eq 2 ] && [ ! -e '$tmp/left.json' ] && ! ls '$tmp'/left.json.tmp-* >/dev/null 2>&1"
+"$TWIN" simulate $ob --db "" >"$tmp/o.txt" 2>"$err"; st=$?
+check "simulate: an empty --db is refused" "[ $st -eq 2 ] && [ \$(wc -l <'$err') -eq 1 ] && [ ! -s '$tmp/o.txt' ]"
+"$TWIN" simulate $ob --trace "$tmp/names.json" >/dev/null 2>"$err"
+check "simulate --trace: a thread name for every stream of every rank" python3 -c "
+import json
+ev = json.load(open('$tmp/names.json'))['traceEvents']
+names = {(e['pid'], e['tid']): e['args']['name'] for e in ev if e.get('name') == 'thread_name'}
+used = {(e['pid'], e['tid']) for e in ev if e.get('ph') == 'X'}
+assert used <= set(names) and names[(0, 0)] == 'compute' and names[(0, -1)] == 'steps', (used - set(names), names)"
+
 # Megatron's overlap_p2p_comm (on by default under interleaving): receives posted ahead run
 # under the compute between, so with the stages a node each the step is shorter than when each
 # receive waits at the start of its item
