@@ -429,6 +429,21 @@ int cmd_plan(const struct cli_ctx *ctx, int argc, char **argv)
 		return cli_usage_error("plan", "--global-batch B is required");
 	if (emit_path && sp.framework != STRAT_DEEPSPEED)
 		return cli_usage_error("plan", "--emit-ds-config needs --framework deepspeed");
+	/* the search's own inputs come by its options: a --set of them would be simulated but not
+	 * reported (nor put in the candidates' sets) */
+	static const struct { const char *path, *opt; } own[] = {
+		{ "seq_len", "--seq" }, { "global_batch", "--global-batch" },
+		{ "train_batch_size", "--global-batch" } };
+	for (int i = 0; i < o.in.nsets; i++)
+		for (size_t k = 0; k < sizeof(own) / sizeof(own[0]); k++) {
+			const char *p = o.sets[i];
+			if (!strncmp(p, "strategy.", 9) || !strncmp(p, "ds_config.", 10))
+				p = strchr(p, '.') + 1;
+			size_t n = strlen(own[k].path);
+			if (!strncmp(p, own[k].path, n) && p[n] == '=')
+				return cli_usage_error("plan", "--set %s: give it with %s", o.sets[i],
+						       own[k].opt);
+		}
 	sp.seq = seq;
 	sp.top = (int)top;
 	sp.sets = o.sets;
@@ -471,12 +486,28 @@ int cmd_plan(const struct cli_ctx *ctx, int argc, char **argv)
 				(long long)res.unrunnable, res.unrunnable == 1 ? "" : "s", base->model.name,
 				(long long)base->gpus, base->cluster.name, res.first_unrunnable);
 		} else if (res.closest_short_bytes == INT64_MAX) {
-			tw_errf(&err, TW_ERR_INVALID,
-				"nothing fits: none of the %lld candidates for %s on %lld x %s is a valid "
-				"strategy%s%s",
-				(long long)res.candidates, base->model.name, (long long)base->gpus,
-				base->cluster.name, res.first_reject[0] ? "; the first: " : "",
-				res.first_reject);
+			/* no valid strategy at all: an input error more than a memory verdict; name
+			 * the strategy pins, which are what usually rules everything out */
+			char pins[256] = "";
+			for (int i = 0; i < o.in.nsets; i++) {
+				size_t n = strcspn(o.sets[i], "="), w = strlen(pins);
+				char p[128];
+				snprintf(p, sizeof(p), "%.*s", (int)(n < sizeof(p) - 1 ? n : sizeof(p) - 1), o.sets[i]);
+				if (!cluster_owns_path(p) && w < sizeof(pins))
+					snprintf(pins + w, sizeof(pins) - w, "%s--set %s", w ? " " : "", o.sets[i]);
+			}
+			if (res.candidates == 0)
+				tw_errf(&err, TW_ERR_INVALID,
+					"no valid strategy: the framework's rules leave no candidate for %s "
+					"on %lld x %s%s%s", base->model.name, (long long)base->gpus,
+					base->cluster.name, pins[0] ? " with " : "", pins);
+			else
+				tw_errf(&err, TW_ERR_INVALID,
+					"no valid strategy: none of the %lld candidates for %s on %lld x %s%s%s "
+					"is one%s%s",
+					(long long)res.candidates, base->model.name, (long long)base->gpus,
+					base->cluster.name, pins[0] ? " with " : "", pins,
+					res.first_reject[0] ? "; the first: " : "", res.first_reject);
 		} else {
 			cand_desc(sp.framework, &res.closest, desc, sizeof(desc));
 			tw_errf(&err, TW_ERR_INVALID,

@@ -909,11 +909,12 @@ static void file_stem(const char *id, char *out, size_t len)
 
 static bool write_text(const char *path, const char *text)
 {
-	FILE *f = fopen(path, "w");
-	if (!f)
+	struct tw_out o;
+	struct tw_err err = { 0 };
+	if (tw_out_open(&o, path, &err) != TW_OK)
 		return false;
-	bool ok = fputs(text, f) >= 0 && fputc('\n', f) != EOF;
-	return (fclose(f) == 0) && ok;
+	bool ok = fputs(text, o.f) >= 0 && fputc('\n', o.f) != EOF;
+	return tw_out_close(&o, path, ok, &err) == TW_OK && ok;
 }
 
 /* --keep: the case's model and strategy files and the twin simulate command that uses them,

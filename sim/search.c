@@ -49,12 +49,18 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* The smallest divisors of n (at most max), ascending, in O(sqrt n) steps (a batch of 2^40
+ * samples is 2^20 steps, not 2^40): those up to sqrt(n), then their partners n / d, which
+ * exceed them all and ascend as d descends */
 static int divisors(int64_t n, int64_t *out, int max)
 {
 	int k = 0;
-	for (int64_t d = 1; d <= n && k < max; d++)
+	for (int64_t d = 1; d <= n / d && k < max; d++)
 		if (n % d == 0)
 			out[k++] = d;
+	for (int i = k - 1; i >= 0 && k < max; i--)
+		if (n / out[i] != out[i])
+			out[k++] = n / out[i];
 	return k;
 }
 
