@@ -139,8 +139,10 @@ static void print_text(const struct job *j, const struct sim_options *o, const s
 		printf("\n\n");
 	printf("step time            %.4f s\n", s->step_s);
 	printf("throughput           %.1f tokens/s, %.3f samples/s\n", s->tokens_s, s->samples_s);
-	printf("TFLOP/s per GPU      %.1f model (MFU %.1f%%), %.1f hardware (HFU %.1f%%) of %.1f peak\n",
-	       s->model_tflops, 100 * s->mfu, s->hw_tflops, 100 * s->hfu, s->peak_tflops);
+	/* one decimal, more where the peak is small (a host CPU's is a fraction of a TFLOP/s) */
+	int dec = s->peak_tflops >= 100 ? 1 : s->peak_tflops >= 1 ? 2 : 4;
+	printf("TFLOP/s per GPU      %.*f model (MFU %.1f%%), %.*f hardware (HFU %.1f%%) of %.*f peak\n",
+	       dec, s->model_tflops, 100 * s->mfu, dec, s->hw_tflops, 100 * s->hfu, dec, s->peak_tflops);
 	printf("pipeline bubble      %.4f s (%.1f%% of the step)\n", (double)a->bubble_ns * 1e-9,
 	       a->step_ns > 0 ? 100.0 * (double)a->bubble_ns / (double)a->step_ns : 0.0);
 	printf("offload copies       %.4f s (%.4f s exposed, stall on copies %.4f s)\n",

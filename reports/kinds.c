@@ -664,7 +664,7 @@ enum tw_result rpt_memory_run(struct rpt_page *pg, const struct trace *t, const 
 	size_t shown = 0;
 	for (int64_t r = 0; r < nranks; r++)
 		shown += seen[r];
-	rpt_heading(pg, "Memory of run %s", name);
+	rpt_heading(pg, "Memory of %s", name);
 	if (shown == 0) {
 		rpt_para(pg, "This run recorded no GPU memory (no peak, no samples).");
 		goto out;
@@ -672,8 +672,8 @@ enum tw_result rpt_memory_run(struct rpt_page *pg, const struct trace *t, const 
 	rpt_para(pg, "Peak GPU memory per rank (the recorded peak: for simulated runs the predicted peak "
 		     "with CUDA context and allocator fragmentation). %s GiB = 2^30 bytes.",
 		 have_cat ? "The bars split the largest sampled total into the live bytes per category at that moment."
-			  : "The samples of this run carry no categories; `twin report memory` with simulate "
-			    "inputs (-m -c ...) gives the split by category from the plan.");
+			  : "The samples of this run carry no categories; twin report memory with simulate "
+			    "inputs (-m, -c ...) gives the split by category from the plan.");
 	rpt_table_begin(pg, have_cat ? "rank|peak GiB|sampled peak GiB|largest category" : "rank|peak GiB|sampled peak GiB");
 	FILE *f = rpt_data_open(pg, "memory.dat", err);
 	if (!f) {
@@ -697,11 +697,15 @@ enum tw_result rpt_memory_run(struct rpt_page *pg, const struct trace *t, const 
 				big = c;
 		}
 		fputc('\n', f);
+		/* a rank without samples has no sampled peak (not a peak of 0) */
+		char sp[32] = "-";
+		if (speak[r] > 0)
+			snprintf(sp, sizeof(sp), "%.2f", (double)speak[r] / GIB);
 		if (have_cat)
-			rpt_table_row(pg, "%" PRId64 "|%.2f|%.2f|%s", r, (double)peak[r] / GIB,
-				      (double)speak[r] / GIB, plan_mem_cat_name((enum plan_mem_cat)big));
+			rpt_table_row(pg, "%" PRId64 "|%.2f|%s|%s", r, (double)peak[r] / GIB, sp,
+				      speak[r] > 0 ? plan_mem_cat_name((enum plan_mem_cat)big) : "-");
 		else
-			rpt_table_row(pg, "%" PRId64 "|%.2f|%.2f", r, (double)peak[r] / GIB, (double)speak[r] / GIB);
+			rpt_table_row(pg, "%" PRId64 "|%.2f|%s", r, (double)peak[r] / GIB, sp);
 	}
 	TW_CHECK_GOTO(close_data(f, "memory.dat", err), rc, out);
 	struct sb b = { 0 };
@@ -818,7 +822,7 @@ enum tw_result rpt_timeline(struct rpt_page *pg, const struct trace *t, const ch
 			found = rows[i].step == want;
 		if (!found) {
 			free(rows);
-			return tw_errf(err, TW_ERR_INVALID, "report timeline: run %s has no step %" PRId64,
+			return tw_errf(err, TW_ERR_INVALID, "report timeline: %s has no step %" PRId64,
 				       name, step);
 		}
 	}
@@ -862,7 +866,7 @@ enum tw_result rpt_timeline(struct rpt_page *pg, const struct trace *t, const ch
 	size_t nl = 0, lcap = 0;
 	double tmax = 0; /* the longest window, ms */
 	if (nshown == 0) {
-		rc = tw_errf(err, TW_ERR_INVALID, "report timeline: run %s has no events", name);
+		rc = tw_errf(err, TW_ERR_INVALID, "report timeline: %s has no events", name);
 		goto out;
 	}
 	for (int64_t r = 0; r < nr; r++)
@@ -922,7 +926,7 @@ enum tw_result rpt_timeline(struct rpt_page *pg, const struct trace *t, const ch
 	}
 #undef IN_WINDOW
 	TW_CHECK_GOTO(close_data(f, "timeline.dat", err), rc, out);
-	rpt_heading(pg, "Timeline of run %s", name);
+	rpt_heading(pg, "Timeline of %s", name);
 	rpt_para(pg, "%s, %" PRId64 " rank%s shown (of %" PRId64 "), one lane per rank and stream; "
 		     "each rank's times start at the start of its step window (ranks' clocks differ), "
 		     "events are clipped to the window. %zu events%s.",
