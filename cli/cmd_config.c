@@ -82,7 +82,7 @@ int cmd_config(const struct cli_ctx *ctx, int argc, char **argv)
 		if (k < 0)
 			return cli_fail(&err);
 		if (k == 0)
-			return cli_usage_error("config show", "unknown option '%s'", argv[i]);
+			return cli_usage_error("config show", "unknown option '%s' (see twin config --help)", argv[i]);
 	}
 	struct job *j = TW_NEW(struct job);
 	enum tw_result rc = cli_job_load(&o, "config show", j, &err);

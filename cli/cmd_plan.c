@@ -510,12 +510,18 @@ int cmd_plan(const struct cli_ctx *ctx, int argc, char **argv)
 					res.first_reject[0] ? "; the first: " : "", res.first_reject);
 		} else {
 			cand_desc(sp.framework, &res.closest, desc, sizeof(desc));
+			/* a GPU shortfall's verdict says nothing of the host: say it when short too */
+			char host[96] = "";
+			if (res.closest.host_short_bytes > 0 &&
+			    res.closest.host_short_bytes != res.closest_short_bytes)
+				snprintf(host, sizeof(host), "; host memory short by %.1f GiB too",
+					 gib(res.closest.host_short_bytes));
 			tw_errf(&err, TW_ERR_INVALID,
 				"nothing fits: %s on %lld x %s (%.1f GiB each): smallest shortfall %.1f GiB "
-				"with %s (%.1f GiB needed; %s)%s",
+				"with %s (%.1f GiB needed; %s)%s%s",
 				base->model.name, (long long)base->gpus, base->cluster.name,
 				gib(res.closest.capacity_bytes), gib(res.closest_short_bytes), desc,
-				gib(res.closest.peak_bytes), res.closest.worst_verdict,
+				gib(res.closest.peak_bytes), res.closest.worst_verdict, host,
 				res.offload_tried ? "; optimizer offload included" : "");
 		}
 		status = cli_fail(&err);

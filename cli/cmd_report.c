@@ -191,7 +191,7 @@ int cmd_report(const struct cli_ctx *ctx, int argc, char **argv)
 			    cli_parse_int("--ranks", v, 1, 256, &max_ranks, &err) != TW_OK)
 				goto fail;
 		} else if (argv[i][0] == '-' && argv[i][1]) {
-			status = cli_usage_error("report", "unknown option '%s'", argv[i]);
+			status = cli_usage_error("report", "unknown option '%s' (see twin report --help)", argv[i]);
 			goto out;
 		} else {
 			if (nruns >= MAX_RUNS) {

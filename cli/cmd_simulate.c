@@ -254,7 +254,7 @@ int cmd_simulate(const struct cli_ctx *ctx, int argc, char **argv)
 			if (!v || cli_parse_int("--max-events", v, 1, INT64_MAX, &so.max_events, &err) != TW_OK)
 				return cli_fail(&err);
 		} else {
-			return cli_usage_error("simulate", "unknown option '%s'", argv[i]);
+			return cli_usage_error("simulate", "unknown option '%s' (see twin simulate --help)", argv[i]);
 		}
 	}
 	if (trace_path && db_path && cli_same_file(trace_path, db_path))

@@ -171,7 +171,7 @@ int cmd_sweep(const struct cli_ctx *ctx, int argc, char **argv)
 				goto out;
 			}
 		} else {
-			status = cli_usage_error("sweep", "unknown option '%s'", argv[i]);
+			status = cli_usage_error("sweep", "unknown option '%s' (see twin sweep --help)", argv[i]);
 			goto out;
 		}
 	}

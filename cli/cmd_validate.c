@@ -1380,7 +1380,7 @@ int cmd_validate(const struct cli_ctx *ctx, int argc, char **argv)
 			if (!(keep = cli_value(argc, argv, &i, "--keep", &err)))
 				return cli_fail(&err);
 		} else if (argv[i][0] == '-' && argv[i][1]) {
-			return cli_usage_error("validate", "unknown option '%s'", argv[i]);
+			return cli_usage_error("validate", "unknown option '%s' (see twin validate --help)", argv[i]);
 		} else if (!path) {
 			path = argv[i];
 		} else {

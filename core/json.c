@@ -291,6 +291,12 @@ enum tw_result json_set_path(cJSON *root, const char *assignment, bool must_exis
 	if (!strcmp(value, "null")) /* a what-if names a value; the default is no --set */
 		return tw_errf(err, TW_ERR_INVALID, "%s %s: null is not a value here (leave the "
 			       "--set out for the default)", what, assignment);
+	/* a value that opens an array or object means JSON: a broken one is not a string */
+	cJSON *probe = (value[0] == '[' || value[0] == '{') ? cJSON_ParseWithOpts(value, NULL, 1) : NULL;
+	if ((value[0] == '[' || value[0] == '{') && !probe)
+		return tw_errf(err, TW_ERR_INVALID, "%s %s: the value is not valid JSON", what,
+			       assignment);
+	cJSON_Delete(probe);
 
 	cJSON *node = root;
 	char *save = NULL;

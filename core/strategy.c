@@ -2012,6 +2012,10 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 			return sfail(r, "recompute_num_layers", "needs recompute full (it says how many "
 				     "layers of each stage's chunk are recomputed; recompute is %s)",
 				     recompute_names[s->recompute]);
+		if (r->m && r->m->layers > 0 && s->recompute_num_layers > r->m->layers)
+			return sfail(r, "recompute_num_layers", "recompute_num_layers=%" PRId64 ": "
+				     "more than the model's %" PRId64 " layers", s->recompute_num_layers,
+				     r->m->layers);
 		oprov(s, "recompute_num_layers", &u.rnl, "", "%" PRId64, s->recompute_num_layers);
 	}
 	if (u.rcm.given) {

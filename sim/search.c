@@ -306,6 +306,7 @@ static bool measure(const struct job *j, struct search_cand *c, int64_t *reps, i
 	c->bound_ns = 0;
 	c->capacity_bytes = 0;
 	int64_t worst_short = INT64_MIN;
+	c->host_short_bytes = 0;
 	for (int64_t r = 0; r < nr; r++) {
 		/* the task's plan buffers are reused: fresh memory for every candidate's plans
 		 * was most of the filter's time (page faults) */
@@ -324,6 +325,8 @@ static bool measure(const struct job *j, struct search_cand *c, int64_t *reps, i
 		}
 		if (busy > c->bound_ns)
 			c->bound_ns = busy;
+		if (m.host_capacity > 0 && m.peak[PLAN_DEV_HOST] - m.host_capacity > c->host_short_bytes)
+			c->host_short_bytes = m.peak[PLAN_DEV_HOST] - m.host_capacity;
 		int64_t s = plan_mem_shortfall(&m, c->verdict, sizeof(c->verdict));
 		if (s > worst_short) {
 			worst_short = s;
@@ -389,6 +392,10 @@ static enum tw_result read_pins(const struct search_space *in, struct search_spa
 		if (*v == '\0' || *end != '\0' || x < 0 || x > (1LL << 40))
 			return tw_errf(err, TW_ERR_INVALID, "--set %s: must be a non-negative integer",
 				       in->sets[i]);
+		/* a degree, a batch or a layer count of 0 names nothing; ZeRO has stages 0-3 */
+		if (pin == &sp->pin_zero ? x > 3 : x < 1)
+			return tw_errf(err, TW_ERR_INVALID, "--set %s: must be %s", in->sets[i],
+				       pin == &sp->pin_zero ? "a ZeRO stage, 0 to 3" : ">= 1");
 		*pin = x;
 	}
 	if (sp->pin_recompute_layers >= 0) {
@@ -904,6 +911,14 @@ enum tw_result search_run(const struct job *base, const struct search_space *spa
 		return tw_errf(err, TW_ERR_INVALID,
 			       "--set expert_tp=%lld: the experts' own tensor-parallel degree needs "
 			       "--framework megatron and an MoE model", (long long)sp.pin_etp);
+	if (sp.framework == STRAT_FSDP && sp.pin_pp > 1)
+		return tw_errf(err, TW_ERR_INVALID,
+			       "--set pp=%lld: FSDP runs without a pipeline (pp 1); --framework megatron "
+			       "or deepspeed searches pipelines", (long long)sp.pin_pp);
+	if (sp.pin_recompute_layers > m->layers)
+		return tw_errf(err, TW_ERR_INVALID,
+			       "--set recompute_num_layers=%lld: more than the model's %lld layers",
+			       (long long)sp.pin_recompute_layers, (long long)m->layers);
 	if (npp == 0)
 		return tw_errf(err, TW_ERR_INVALID,
 			       "no pipeline degree fits: pp must divide model.layers=%lld%s and --gpus "

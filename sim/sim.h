@@ -142,6 +142,8 @@ struct search_cand {
 	int64_t short_bytes;         /* memory missing on the worst role: GPU bytes beyond
 					capacity, or when the GPU fits, host bytes beyond the
 					node's share per GPU (offload); <= 0: fits */
+	int64_t host_short_bytes;    /* host memory missing on the worst role for it (<= 0:
+					none), even where the GPU is short too */
 	char verdict[160];           /* scratch: the last role's verdict */
 	char worst_verdict[160];     /* plan_mem_fits verdict of the worst role (or host's) */
 	/* the strategy --set list that reproduces it (strategy_resolve input) */
