@@ -272,15 +272,31 @@ static int do_export(struct popts *o)
 		return st;
 	struct tw_err err = {0};
 	if (o->rank >= 0) { /* keep one rank's events */
+		/* the ranks it holds, for the message when that one is not among them (a simulated
+		 * run keeps one rank per role, not the job's every rank) */
+		int64_t nr = t.nranks > 0 ? t.nranks : 1;
+		bool *held = TW_NEW_ARRAY(bool, (size_t)nr);
 		size_t k = 0;
-		for (size_t i = 0; i < t.nev; i++)
+		for (size_t i = 0; i < t.nev; i++) {
 			if (t.ev[i].rank == o->rank)
 				t.ev[k++] = t.ev[i];
+			else if (t.ev[i].rank >= 0 && t.ev[i].rank < nr)
+				held[t.ev[i].rank] = true;
+		}
+		char have[160] = "";
+		size_t hl = 0;
+		for (int64_t r = 0; r < nr && hl + 24 < sizeof(have); r++)
+			if (held[r])
+				hl += (size_t)snprintf(have + hl, sizeof(have) - hl, "%s%" PRId64,
+						       hl ? ", " : "", r);
+		if (hl + 24 >= sizeof(have))
+			snprintf(have + hl, sizeof(have) - hl, ", ...");
+		free(held);
 		t.nev = k;
 		if (k == 0) {
 			trace_release(&t);
-			tw_errf(&err, TW_ERR_INVALID, "run %" PRId64 " has no events of rank %" PRId64,
-				info.id, o->rank);
+			tw_errf(&err, TW_ERR_INVALID, "run %" PRId64 " has no events of rank %" PRId64
+				" (it holds ranks %s)", info.id, o->rank, have[0] ? have : "none");
 			return cli_fail(&err);
 		}
 	}
