@@ -431,9 +431,7 @@ int cmd_plan(const struct cli_ctx *ctx, int argc, char **argv)
 		return cli_usage_error("plan", "--emit-ds-config needs --framework deepspeed");
 	/* the search's own inputs come by its options: a --set of them would be simulated but not
 	 * reported (nor put in the candidates' sets) */
-	static const struct { const char *path, *opt; } own[] = {
-		{ "seq_len", "--seq" }, { "global_batch", "--global-batch" },
-		{ "train_batch_size", "--global-batch" } };
+	static const struct { const char *path, *opt; } own[] = { { "seq_len", "--seq" } };
 	for (int i = 0; i < o.in.nsets; i++)
 		for (size_t k = 0; k < sizeof(own) / sizeof(own[0]); k++) {
 			const char *p = o.sets[i];
@@ -503,8 +501,8 @@ int cmd_plan(const struct cli_ctx *ctx, int argc, char **argv)
 					base->cluster.name, pins[0] ? " with " : "", pins);
 			else
 				tw_errf(&err, TW_ERR_INVALID,
-					"no valid strategy: none of the %lld candidates for %s on %lld x %s%s%s "
-					"is one%s%s",
+					"no valid strategy: none of the %lld candidates for %s on %lld x %s is "
+					"valid%s%s%s%s",
 					(long long)res.candidates, base->model.name, (long long)base->gpus,
 					base->cluster.name, pins[0] ? " with " : "", pins,
 					res.first_reject[0] ? "; the first: " : "", res.first_reject);
