@@ -920,6 +920,27 @@ static bool write_text(const char *path, const char *text)
 /* --keep: the case's model and strategy files and the twin simulate command that uses them,
  * so a case can be rerun, traced or varied by hand. A file that cannot be written is noted
  * among the case's assumptions, not fatal: the prediction does not depend on it. */
+/* cmd (cap bytes) holding n, plus s; returns the new length, cap when it did not fit */
+static size_t sh_append(char *cmd, size_t cap, size_t n, const char *s)
+{
+	size_t l = strlen(s);
+	if (n >= cap || l >= cap - n)
+		return cap;
+	memcpy(cmd + n, s, l + 1);
+	return n + l;
+}
+
+/* s as one single-quoted shell word ('it'\''s'), appended */
+static size_t sh_quote(char *cmd, size_t cap, size_t n, const char *s)
+{
+	n = sh_append(cmd, cap, n, "'");
+	for (const char *p = s; *p && n < cap; p++) {
+		char c[2] = { *p, 0 };
+		n = sh_append(cmd, cap, n, *p == '\'' ? "'\\''" : c);
+	}
+	return sh_append(cmd, cap, n, "'");
+}
+
 static void keep_case(const char *dir, const char *id, const cJSON *mj, const cJSON *sj,
 		      const char *preset, const char *topo, double gpus, const char *const *sets,
 		      int nsets, struct vcase *vc)
@@ -933,15 +954,30 @@ static void keep_case(const char *dir, const char *id, const cJSON *mj, const cJ
 	bool ok = (!mt || write_text(mpath, mt)) && st && write_text(spath, st);
 	free(mt);
 	free(st);
-	/* the command, with the paths as written (a preset model goes by its name) */
-	char cmd[4096];
-	int n = snprintf(cmd, sizeof(cmd), "#!/bin/sh\n# twin validate case %s\n\"${TWIN:-twin}\" simulate -m '%s' -c '%s' --gpus %.0f -s '%s'",
-			 id, mj ? mpath : preset, topo, gpus, spath);
-	for (int i = 0; i < nsets && n > 0 && (size_t)n < sizeof(cmd); i++)
-		n += snprintf(cmd + n, sizeof(cmd) - (size_t)n, " --set '%s'", sets[i]);
-	if (n > 0 && (size_t)n < sizeof(cmd) - 8)
-		snprintf(cmd + n, sizeof(cmd) - (size_t)n, " \"$@\"");
-	ok = ok && n > 0 && (size_t)n < sizeof(cmd) && write_text(cpath, cmd);
+	/* the command, with the paths as written (a preset model goes by its name). Every string
+	 * from the case (its id, topology, preset, sets) is data to the shell: the id's comment
+	 * keeps printable characters only, the arguments are single-quoted with their quotes
+	 * escaped */
+	char cmd[8192], safe_id[160];
+	size_t k = 0;
+	for (const char *p = id; *p && k + 1 < sizeof(safe_id); p++)
+		safe_id[k++] = (unsigned char)*p >= 0x20 && *p != 0x7f ? *p : '?';
+	safe_id[k] = '\0';
+	size_t n = (size_t)snprintf(cmd, sizeof(cmd), "#!/bin/sh\n# twin validate case %s\n\"${TWIN:-twin}\" simulate -m ",
+				    safe_id);
+	n = sh_quote(cmd, sizeof(cmd), n, mj ? mpath : preset);
+	n = sh_append(cmd, sizeof(cmd), n, " -c ");
+	n = sh_quote(cmd, sizeof(cmd), n, topo);
+	char g[48];
+	snprintf(g, sizeof(g), " --gpus %.0f -s ", gpus);
+	n = sh_append(cmd, sizeof(cmd), n, g);
+	n = sh_quote(cmd, sizeof(cmd), n, spath);
+	for (int i = 0; i < nsets; i++) {
+		n = sh_append(cmd, sizeof(cmd), n, " --set ");
+		n = sh_quote(cmd, sizeof(cmd), n, sets[i]);
+	}
+	n = sh_append(cmd, sizeof(cmd), n, " \"$@\"");
+	ok = ok && n < sizeof(cmd) && write_text(cpath, cmd);
 	if (!ok)
 		assume(vc, "--keep: could not write %s/%s.*", dir, stem);
 }

@@ -338,6 +338,26 @@ TWIN="$TWIN" sh "$tmp/keep/korthikanti2022_t5_22B_full_recompute.sh" --json >"$t
 check "validate --keep: the kept command predicts the case's iteration time" \
 	"python3 -c \"import json; a=json.load(open('$tmp/k.json'))['cases'][0]['metrics'][0]['predicted']; b=json.load(open('$tmp/ks.json'))['step_time_s']; assert abs(a - b) < 1e-9 * b, (a, b)\""
 
+# --keep writes the case's strings as data: an id with a newline stays in its comment, and a
+# cluster.set value with a quote stays one argument (both ran as commands before)
+cat >"$tmp/inj.py" <<'PY'
+import json, sys
+d = sys.argv[1]
+c = {"id": "x\ntouch %s/PWNED\n#" % d, "source": "s", "kind": "training", "notes": "",
+     "model": {"layers": 2, "hidden": 256, "heads": 4, "seq_len": 128, "activation": "gelu"},
+     "cluster": {"topology": "dgx-a100-40g", "gpus": 1,
+                 "set": {"net.nic_gbps": "100'; touch %s/PWNED2; '" % d}},
+     "strategy": {"framework": "megatron", "precision": "fp16", "tp": 1, "pp": 1, "dp": 1,
+                  "micro_batch": 1, "global_batch": 1, "recompute": "full"},
+     "measured": {"iter_time_s": 0.5}}
+json.dump({"schema": "twin-validation/1", "cases": [c]}, open(d + "/inj.json", "w"))
+PY
+python3 "$tmp/inj.py" "$tmp"
+"$TWIN" validate "$tmp/inj.json" --keep "$tmp/kinj" >/dev/null 2>"$tmp/err"
+for f in "$tmp"/kinj/*.sh; do TWIN="$TWIN" sh "$f" >/dev/null 2>&1; done
+check "validate --keep: a case's id and values cannot run as commands" \
+	"[ -n \"\$(ls '$tmp'/kinj/*.sh)\" ] && [ ! -e '$tmp/PWNED' ] && [ ! -e '$tmp/PWNED2' ]"
+
 # --set: a cluster field for every case, after the case's own (the 4-node H200 case sets
 # net.nic_gbps=200 itself; halving the NICs again lowers its predicted bus bandwidth)
 "$TWIN" validate examples/validation/public.json --only nccl_h200_4node --json >"$tmp/s0.json" 2>"$tmp/err"
