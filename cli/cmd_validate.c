@@ -100,7 +100,7 @@ static void unpredicted(struct vcase *c, const char *key, const char *fmt, ...)
 
 static void add_metric(struct vcase *c, const char *name, double pred, double meas)
 {
-	if (c->nm >= MAX_METRICS || !(meas != 0) || !isfinite(pred))
+	if (c->nm >= MAX_METRICS || !(meas != 0) || !isfinite(pred) || !isfinite((pred - meas) / meas))
 		return;
 	struct metric *m = &c->m[c->nm++];
 	snprintf(m->name, sizeof(m->name), "%s", name);
@@ -126,6 +126,90 @@ static const char *str(const cJSON *o, const char *k)
 {
 	const cJSON *v = field(o, k);
 	return v && cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* The README's types of the case fields twin reads (null is always allowed: not given). A
+ * value of another type would otherwise be read as not given and its default used silently. */
+enum ftype { F_NUM, F_STR, F_BOOL, F_OBJ };
+static const struct ftyped {
+	const char *obj, *key;
+	enum ftype t;
+} case_types[] = {
+	{ "model", "preset", F_STR }, { "model", "layers", F_NUM }, { "model", "hidden", F_NUM },
+	{ "model", "heads", F_NUM }, { "model", "kv_heads", F_NUM }, { "model", "ffn_hidden", F_NUM },
+	{ "model", "vocab", F_NUM }, { "model", "seq_len", F_NUM }, { "model", "activation", F_STR },
+	{ "model", "params_b", F_NUM }, { "model", "moe", F_OBJ },
+	{ "cluster", "topology", F_STR }, { "cluster", "gpus", F_NUM }, { "cluster", "set", F_OBJ },
+	{ "strategy", "framework", F_STR }, { "strategy", "precision", F_STR },
+	{ "strategy", "tp", F_NUM }, { "strategy", "pp", F_NUM }, { "strategy", "dp", F_NUM },
+	{ "strategy", "cp", F_NUM }, { "strategy", "ep", F_NUM }, { "strategy", "vp", F_NUM },
+	{ "strategy", "zero_stage", F_NUM }, { "strategy", "distributed_optimizer", F_BOOL },
+	{ "strategy", "micro_batch", F_NUM }, { "strategy", "global_batch", F_NUM },
+	{ "strategy", "recompute", F_STR }, { "strategy", "sequence_parallel", F_BOOL },
+	{ "strategy", "offload", F_STR },
+	{ "collective", "op", F_STR }, { "collective", "bytes", F_NUM },
+	{ "collective", "ranks", F_NUM }, { "collective", "algo", F_STR },
+};
+
+/* false, with the case's skip reason, when a field has another type than the README's, or a
+ * value outside what it names (activation, zero_stage, integers where counts are meant) */
+static bool case_fields_ok(const cJSON *cs, struct vcase *vc)
+{
+	static const char *const tname[] = { "a finite number", "a string", "true or false", "an object" };
+	for (size_t i = 0; i < sizeof(case_types) / sizeof(case_types[0]); i++) {
+		const struct ftyped *f = &case_types[i];
+		const cJSON *o = field(cs, f->obj), *v = field(o, f->key);
+		if (o && !cJSON_IsObject(o)) {
+			snprintf(vc->skipped, sizeof(vc->skipped), "%s: must be an object", f->obj);
+			return false;
+		}
+		if (!v)
+			continue;
+		bool ok = f->t == F_NUM    ? cJSON_IsNumber(v) && isfinite(v->valuedouble)
+			  : f->t == F_STR  ? cJSON_IsString(v)
+			  : f->t == F_BOOL ? cJSON_IsBool(v)
+					   : cJSON_IsObject(v);
+		if (!ok) {
+			snprintf(vc->skipped, sizeof(vc->skipped), "%s.%s: must be %s", f->obj, f->key,
+				 tname[f->t]);
+			return false;
+		}
+	}
+	const char *act = str(field(cs, "model"), "activation");
+	if (act && strcasecmp(act, "gelu") && strcasecmp(act, "swiglu")) {
+		snprintf(vc->skipped, sizeof(vc->skipped), "model.activation=%s: must be gelu or swiglu", act);
+		return false;
+	}
+	const cJSON *st = field(cs, "strategy");
+	double z;
+	if (num(st, "zero_stage", &z) && !(z == 0 || z == 1 || z == 2 || z == 3)) {
+		snprintf(vc->skipped, sizeof(vc->skipped), "strategy.zero_stage=%g: must be 0, 1, 2 or 3", z);
+		return false;
+	}
+	/* the parallel degrees and batch sizes are whole numbers from 1 */
+	static const char *const counts[] = { "tp", "pp", "dp", "cp", "ep", "vp", "micro_batch", "global_batch" };
+	for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
+		double d;
+		if (num(st, counts[i], &d) && !(d >= 1 && d <= 1e12 && d == floor(d))) {
+			snprintf(vc->skipped, sizeof(vc->skipped), "strategy.%s=%g: must be a whole number >= 1",
+				 counts[i], d);
+			return false;
+		}
+	}
+	/* the data-parallel size a case states must be what its GPUs leave (tp x pp x cp x dp) */
+	double g, tp = 1, pp = 1, cp = 1, dp;
+	if (num(st, "dp", &dp) && num(field(cs, "cluster"), "gpus", &g)) {
+		num(st, "tp", &tp);
+		num(st, "pp", &pp);
+		num(st, "cp", &cp);
+		if (tp * pp * cp * dp != g) {
+			snprintf(vc->skipped, sizeof(vc->skipped),
+				 "strategy.dp=%g: tp x pp x cp x dp = %g, not cluster.gpus=%g", dp,
+				 tp * pp * cp * dp, g);
+			return false;
+		}
+	}
+	return true;
 }
 
 /* What every case runs with: the command line's options. */
@@ -180,6 +264,22 @@ static int case_nccl_env(const cJSON *cs, const char *var, char *out, size_t cap
 	return 0;
 }
 
+/* Whether the case's text names w as a word of its own (not inside a longer name: "TCPXO",
+ * not "XTCPXOY"; "all_reduce_bench" and "all_reduce_bench.py", not "all_reduce_benchmark") */
+static bool case_mentions_word(const cJSON *cs, const char *w)
+{
+	const char *t[2] = { str(cs, "notes"), str(cs, "source") };
+	size_t n = strlen(w);
+	for (int i = 0; i < 2; i++)
+		for (const char *p = t[i] ? strstr(t[i], w) : NULL; p; p = strstr(p + 1, w)) {
+			bool before = p == t[i] || !(isalnum((unsigned char)p[-1]) || p[-1] == '_');
+			bool after = !(isalnum((unsigned char)p[n]) || p[n] == '_');
+			if (before && after)
+				return true;
+		}
+	return false;
+}
+
 /* The NCCL environment a fabric's published set-up exports, for a case whose text names the
  * fabric. Google's GPUDirect-TCPXO (A3 Mega): the FasTrak plugin's set-up sources
  * nccl-env-profile.sh, which exports NCCL_ALGO=Ring,Tree and NCCL_PROTO=Simple (and
@@ -205,7 +305,7 @@ static int case_nccl_var(const cJSON *cs, int i, char *out, size_t cap, char *fr
 		return got;
 	}
 	for (size_t k = 0; k < sizeof(fabric_envs) / sizeof(fabric_envs[0]); k++)
-		if (case_mentions(cs, fabric_envs[k].word, NULL)) {
+		if (case_mentions_word(cs, fabric_envs[k].word)) {
 			snprintf(out, cap, "%s", fabric_envs[k].vars[i]);
 			snprintf(from, flen, "%s: the case names %s", fabric_envs[k].what, fabric_envs[k].word);
 			return 1;
@@ -370,7 +470,8 @@ static bool extra_value(const cJSON *me, const char *key, struct vcase *vc, doub
 	const cJSON *v = field(me, key);
 	if (!v)
 		return false;
-	if (!cJSON_IsNumber(v) || !(v->valuedouble > 0) || !isfinite(v->valuedouble)) {
+	/* a normal positive number: 1e999 reads as infinity, and 1e-320 would make the error so */
+	if (!cJSON_IsNumber(v) || !(v->valuedouble > 0) || !isnormal(v->valuedouble)) {
 		unpredicted(vc, key, "the measured value is not a positive number");
 		return false;
 	}
@@ -416,6 +517,12 @@ static void run_collective(const struct vrun *vr, const cJSON *cs, struct vcase 
 			 "collective.ranks=%g: not a whole number in 1 .. %d", ranks, VALIDATE_MAX_GPUS);
 		return;
 	}
+	double cg;
+	if (num(cl, "gpus", &cg) && ranks > cg) {
+		snprintf(vc->skipped, sizeof(vc->skipped),
+			 "collective.ranks=%g: more than the case's cluster.gpus=%g", ranks, cg);
+		return;
+	}
 	char bufs[CASE_SETS][160];
 	const char *sets[CASE_SETS + CLI_MAX_SETS];
 	int ns = cluster_sets(vr, cs, vc, bufs, sets);
@@ -431,7 +538,7 @@ static void run_collective(const struct vrun *vr, const cJSON *cs, struct vcase 
 	 * blocking torch.distributed call, end event, on a GPU left idle by the barrier, so the
 	 * window also holds the call's host dispatch, one framework op; nccl-tests launches its
 	 * iterations back to back, which hides it */
-	bool blocking = case_mentions(cs, "all_reduce_bench", NULL);
+	bool blocking = case_mentions_word(cs, "all_reduce_bench");
 	double host_us = blocking ? STRAT_HOST_OP_US : 0;
 	struct sim_nccl_env env = { 0 };
 	for (int i = 0; i < 2; i++) {
@@ -457,6 +564,9 @@ static void run_collective(const struct vrun *vr, const cJSON *cs, struct vcase 
 	}
 	if (!algo && has_main)
 		assume(vc, "collective.algo=%s/%s (NCCL's tuner choice)", r.algo, r.proto);
+	else if (algo && strcasecmp(algo, r.algo))
+		assume(vc, "collective.algo=%s cannot run this call in the model: %s/%s, the tuner's "
+		       "choice", algo, r.algo, r.proto);
 	if (blocking)
 		assume(vc, "harness all_reduce_bench.py: one blocking call, %.1f us of NCCL + %g us host dispatch",
 		       r.nccl_us, host_us);
@@ -520,6 +630,28 @@ static char *write_temp(const cJSON *o, struct tw_err *err)
 	return path;
 }
 
+/* every path in msg (cap bytes) replaced by name */
+static void unpath(char *msg, size_t cap, const char *path, const char *name)
+{
+	if (!path || !path[0])
+		return;
+	char out[1024];
+	size_t n = 0, pl = strlen(path), nl = strlen(name);
+	for (const char *p = msg; *p && n + 1 < sizeof(out);) {
+		if (!strncmp(p, path, pl) && n + nl + 1 < sizeof(out)) {
+			memcpy(out + n, name, nl);
+			n += nl;
+			p += pl;
+		} else {
+			out[n++] = *p++;
+		}
+	}
+	out[n] = '\0';
+	size_t m = n < cap - 1 ? n : cap - 1;
+	memcpy(msg, out, m);
+	msg[m] = '\0';
+}
+
 static cJSON *model_json(const cJSON *m, struct vcase *vc)
 {
 	cJSON *o = cJSON_CreateObject();
@@ -541,7 +673,7 @@ static cJSON *model_json(const cJSON *m, struct vcase *vc)
 	}
 	cJSON_AddNumberToObject(o, "vocab", vocab);
 	const char *act = str(m, "activation");
-	bool swiglu = act && !strcmp(act, "swiglu");
+	bool swiglu = act && !strcasecmp(act, "swiglu");
 	cJSON_AddStringToObject(o, "name", "case");
 	cJSON_AddStringToObject(o, "family", swiglu ? "llama" : "gpt");
 	cJSON_AddStringToObject(o, "activation", swiglu ? "swiglu" : "gelu");
@@ -618,7 +750,7 @@ static int case_arxiv_yymm(const cJSON *cs)
 			return 0;
 		yymm = yymm * 10 + (a[i] - '0');
 	}
-	return yymm;
+	return yymm % 100 >= 1 && yymm % 100 <= 12 ? yymm : 0; /* a month, or no date */
 }
 
 /* The latest month (yymm) a case's run can date from: its arXiv paper's, else the first date
@@ -661,7 +793,8 @@ static const char *case_deepspeed_version(const cJSON *cs, int *yymm)
 	for (size_t i = 0; *yymm && i < sizeof(rel) / sizeof(rel[0]); i++)
 		if (rel[i].yymm < *yymm) /* out before the paper's month began */
 			v = rel[i].v;
-	return v;
+	/* a paper from before the oldest release twin tells apart: that release */
+	return *yymm && !v ? rel[0].v : v;
 }
 
 /* Megatron-LM's async TP all-reduce of the input grads (async_tensor_model_parallel_allreduce)
@@ -1158,10 +1291,12 @@ static void run_training(const struct vrun *vr, const cJSON *cs, struct vcase *v
 		return;
 	}
 	double t_meas = 0, tfl_meas = 0, mfu_meas = 0, tok_meas = 0, tokg_meas = 0, mem_meas = 0;
-	bool has_t = num(me, "iter_time_s", &t_meas), has_tfl = num(me, "tflops_per_gpu", &tfl_meas),
-	     has_mfu = num(me, "mfu", &mfu_meas), has_tok = num(me, "tokens_per_s", &tok_meas),
-	     has_tokg = num(me, "tokens_per_s_per_gpu", &tokg_meas),
-	     has_mem = num(me, "peak_mem_gib", &mem_meas);
+	bool has_t = extra_value(me, "iter_time_s", vc, &t_meas),
+	     has_tfl = extra_value(me, "tflops_per_gpu", vc, &tfl_meas),
+	     has_mfu = extra_value(me, "mfu", vc, &mfu_meas),
+	     has_tok = extra_value(me, "tokens_per_s", vc, &tok_meas),
+	     has_tokg = extra_value(me, "tokens_per_s_per_gpu", vc, &tokg_meas),
+	     has_mem = extra_value(me, "peak_mem_gib", vc, &mem_meas);
 	double pp = 1, gb;
 	num(st, "pp", &pp);
 	if (!memory_only && pp > 1 && !num(st, "global_batch", &gb)) {
@@ -1169,11 +1304,11 @@ static void run_training(const struct vrun *vr, const cJSON *cs, struct vcase *v
 		return;
 	}
 	if (memory_only && !has_mem && !has_mem_extra(me)) {
-		snprintf(vc->skipped, sizeof(vc->skipped), "no memory figure measured (peak_mem_gib, or activations or states in GiB or %% of a baseline)");
+		snprintf(vc->skipped, sizeof(vc->skipped), "%s", vc->why[0] ? vc->why : "no memory figure measured (peak_mem_gib, or activations or states in GiB or % of a baseline)");
 		return;
 	}
 	if (!memory_only && !(has_t || has_tfl || has_mfu || has_tok || has_tokg)) {
-		snprintf(vc->skipped, sizeof(vc->skipped), "no throughput metric measured");
+		snprintf(vc->skipped, sizeof(vc->skipped), "%s", vc->why[0] ? vc->why : "no throughput metric measured");
 		return;
 	}
 	/* the job through the same loaders a user's files go through */
@@ -1221,6 +1356,10 @@ static void run_training(const struct vrun *vr, const cJSON *cs, struct vcase *v
 	struct job_inputs in = { .model = preset ? preset : mpath, .cluster = topo, .strategy = spath,
 				 .sets = sets, .nsets = ns, .gpus = (int64_t)gpus, .data_dir = ctx->data_dir };
 	if (job_load(&in, j, &err) != TW_OK) {
+		/* the reason names the case's model and strategy, not their temporary files (whose
+		 * random names would make two runs' --json differ) */
+		unpath(err.msg, sizeof(err.msg), mpath, "the case's model");
+		unpath(err.msg, sizeof(err.msg), spath, "the case's strategy");
 		snprintf(vc->skipped, sizeof(vc->skipped), "%s", err.msg);
 		goto out;
 	}
@@ -1454,6 +1593,19 @@ int cmd_validate(const struct cli_ctx *ctx, int argc, char **argv)
 		cJSON_Delete(root);
 		return cli_fail(&err);
 	}
+	/* training cases go through temporary files: a system that cannot make them fails the
+	 * run (exit 1) instead of skipping every case */
+	{
+		cJSON *probe = cJSON_CreateObject();
+		char *p = write_temp(probe, &err);
+		cJSON_Delete(probe);
+		if (!p) {
+			cJSON_Delete(root);
+			return cli_fail(&err);
+		}
+		unlink(p);
+		free(p);
+	}
 	size_t n = (size_t)cJSON_GetArraySize(cases), nv = 0;
 	struct vcase *vc = TW_NEW_ARRAY(struct vcase, n ? n : 1);
 	const cJSON *cs;
@@ -1474,8 +1626,16 @@ int cmd_validate(const struct cli_ctx *ctx, int argc, char **argv)
 		v->id = id;
 		v->source = str(cs, "source") ? str(cs, "source") : "";
 		const char *kind = str(cs, "kind");
+		/* a case id twice would count one measurement twice (and --keep overwrite it) */
+		bool dup = false;
+		for (size_t k = 0; k + 1 < nv && !dup; k++)
+			dup = !strcmp(vc[k].id, id);
 		if (!kind)
 			snprintf(v->skipped, sizeof(v->skipped), "no kind");
+		else if (dup)
+			snprintf(v->skipped, sizeof(v->skipped), "id %s: a case of that id came before", id);
+		else if (!case_fields_ok(cs, v))
+			;
 		else if (!strcmp(kind, "collective"))
 			run_collective(&vr, cs, v);
 		else if (!strcmp(kind, "training"))

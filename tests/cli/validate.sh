@@ -324,7 +324,7 @@ import json
 c = {x['id']: x for x in json.load(open('$tmp/harness_out.json'))['cases']}
 assert c['nosize']['metrics'][0]['predicted'] == c['16g']['metrics'][0]['predicted'] > 300, c
 assert any('bytes=16 GiB' in a for a in c['nosize']['assumed']), c['nosize']
-assert 'must be a number' in c['text']['skipped'] and 'finite' in c['inf']['skipped'], (c['text'], c['inf'])"
+assert 'must be a finite number' in c['text']['skipped'] and 'finite' in c['inf']['skipped'], (c['text'], c['inf'])"
 
 printf '{"schema": "other/1", "cases": []}' >"$tmp/bad.json"
 "$TWIN" validate "$tmp/bad.json" >"$tmp/o" 2>"$tmp/e"
@@ -357,6 +357,52 @@ python3 "$tmp/inj.py" "$tmp"
 for f in "$tmp"/kinj/*.sh; do TWIN="$TWIN" sh "$f" >/dev/null 2>&1; done
 check "validate --keep: a case's id and values cannot run as commands" \
 	"[ -n \"\$(ls '$tmp'/kinj/*.sh)\" ] && [ ! -e '$tmp/PWNED' ] && [ ! -e '$tmp/PWNED2' ]"
+
+# a case's fields as the README types them: a value of another type, a measurement that is not
+# a normal positive number, an unknown activation, a ZeRO stage past 3, a dp its GPUs do not
+# leave, a repeated id, more ranks than GPUs are named instead of read as defaults; a case's
+# algorithm the model cannot run says so; a fabric's word inside a longer one does not count
+cat >"$tmp/types.py" <<'PY'
+import json, sys, copy
+T = {"id": "t", "source": "s", "kind": "training", "notes": "",
+     "model": {"layers": 2, "hidden": 256, "heads": 4, "seq_len": 128, "activation": "gelu"},
+     "cluster": {"topology": "dgx-a100-40g", "gpus": 1},
+     "strategy": {"framework": "megatron", "precision": "fp16", "tp": 1, "pp": 1, "dp": 1,
+                  "micro_batch": 1, "global_batch": 1, "recompute": "full"},
+     "measured": {"iter_time_s": 0.5}}
+C = {"id": "c", "source": "s", "kind": "collective", "notes": "", "cluster": {"topology": "dgx-h200", "gpus": 8},
+     "collective": {"op": "all_reduce", "bytes": 8388608, "ranks": 8, "algo": None}, "measured": {"busbw_GBps": 100}}
+def v(base, id, path, val):
+    c = copy.deepcopy(base); c["id"] = id
+    o = c
+    for k in path[:-1]: o = o[k]
+    o[path[-1]] = val
+    return c
+cs = [T, v(T, "tiny", ["measured", "iter_time_s"], 1e-320), v(T, "neg", ["measured", "iter_time_s"], -1),
+      v(T, "str", ["model", "layers"], "24"), v(T, "act", ["model", "activation"], "relu"),
+      v(T, "zs", ["strategy", "zero_stage"], 5), v(T, "dp", ["strategy", "dp"], 4), v(T, "t", ["notes"], "again"),
+      v(T, "mb", ["strategy", "micro_batch"], "8"), v(T, "up", ["model", "activation"], "SwiGLU"),
+      C, v(C, "ranks", ["collective", "ranks"], 16), v(C, "tree", ["collective", "algo"], "tree"),
+      v(C, "word", ["notes"], "XTCPXOY fabric")]
+s = json.dumps({"schema": "twin-validation/1", "cases": cs}).replace("1e-320", "1e-320")
+open(sys.argv[1], "w").write(s)
+PY
+python3 "$tmp/types.py" "$tmp/types.json"
+"$TWIN" validate "$tmp/types.json" --json >"$tmp/types_out.json" 2>"$tmp/err"
+check "validate: mistyped, out-of-range and repeated case fields are named, not defaulted" python3 -c "
+import json
+cs = json.load(open('$tmp/types_out.json'))['cases']
+d = {}
+for c in cs: d.setdefault(c['id'], []).append(c)
+sk = lambda i, k=0: d[i][k]['skipped'] or ''
+assert not sk('t') and d['t'][0]['metrics'], d['t'][0]
+assert 'not a positive number' in sk('tiny') and 'not a positive number' in sk('neg'), (sk('tiny'), sk('neg'))
+assert 'model.layers: must be a finite number' in sk('str') and 'gelu or swiglu' in sk('act'), (sk('str'), sk('act'))
+assert '0, 1, 2 or 3' in sk('zs') and 'not cluster.gpus=1' in sk('dp') and 'came before' in sk('t', 1), (sk('zs'), sk('dp'), sk('t', 1))
+assert 'strategy.micro_batch: must be a finite number' in sk('mb') and not sk('up'), (sk('mb'), sk('up'))
+assert 'more than the case' in sk('ranks'), sk('ranks')
+assert any('tree cannot run this call' in a for a in d['tree'][0]['assumed']), d['tree'][0]
+assert not any('TCPXO' in a for a in d['word'][0]['assumed']), d['word'][0]"
 
 # --set: a cluster field for every case, after the case's own (the 4-node H200 case sets
 # net.nic_gbps=200 itself; halving the NICs again lowers its predicted bus bandwidth)
