@@ -186,6 +186,15 @@ static bool case_fields_ok(const cJSON *cs, struct vcase *vc)
 		snprintf(vc->skipped, sizeof(vc->skipped), "strategy.zero_stage=%g: must be 0, 1, 2 or 3", z);
 		return false;
 	}
+	/* optimizer offload is DeepSpeed's (ZeRO-Offload): under another framework it would be
+	 * read as nothing */
+	const char *off = str(st, "offload"), *fw = str(st, "framework");
+	if (off && strcasecmp(off, "none") && fw && strcasecmp(fw, "deepspeed") &&
+	    strcasecmp(fw, "megatron-deepspeed")) {
+		snprintf(vc->skipped, sizeof(vc->skipped),
+			 "strategy.offload=%s: modelled with framework deepspeed (framework %s)", off, fw);
+		return false;
+	}
 	/* the parallel degrees and batch sizes are whole numbers from 1 */
 	static const char *const counts[] = { "tp", "pp", "dp", "cp", "ep", "vp", "micro_batch", "global_batch" };
 	for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
@@ -1030,14 +1039,26 @@ static double source_flops(const struct model *m, double B, double s, double pas
 }
 
 /* The case's id as a file name: anything but letters, digits, '.', '-' and '_' becomes '_'. */
+/* A file name for a case id: its safe characters, and where it had others (or was cut, or
+ * starts with a dot) a hash of the whole id, so that two ids never share files */
 static void file_stem(const char *id, char *out, size_t len)
 {
 	size_t i = 0;
-	for (; id[i] && i + 1 < len; i++) {
+	bool changed = id[0] == '.' || id[0] == '\0';
+	for (; id[i] && i + 1 < len - 10; i++) {
 		char c = id[i];
-		out[i] = (isalnum((unsigned char)c) || c == '.' || c == '-' || c == '_') ? c : '_';
+		bool ok = isalnum((unsigned char)c) || c == '.' || c == '-' || c == '_';
+		out[i] = ok ? c : '_';
+		changed |= !ok;
 	}
+	changed |= id[i] != '\0';
 	out[i] = '\0';
+	if (changed) {
+		uint32_t h = 2166136261u; /* FNV-1a */
+		for (const char *p = id; *p; p++)
+			h = (h ^ (unsigned char)*p) * 16777619u;
+		snprintf(out + i, len - i, "-%08x", h);
+	}
 }
 
 static bool write_text(const char *path, const char *text)
@@ -1078,10 +1099,13 @@ static void keep_case(const char *dir, const char *id, const cJSON *mj, const cJ
 		      const char *preset, const char *topo, double gpus, const char *const *sets,
 		      int nsets, struct vcase *vc)
 {
-	char stem[200], mpath[1400], spath[1400], cpath[1400];
+	char stem[200], mpath[1400], spath[1400], cpath[1400], cwd[1024] = "";
 	file_stem(id, stem, sizeof(stem));
-	snprintf(mpath, sizeof(mpath), "%s/%s.model.json", dir, stem);
-	snprintf(spath, sizeof(spath), "%s/%s.strategy.json", dir, stem);
+	/* the script runs from anywhere: its files by absolute path */
+	if (dir[0] != '/' && !getcwd(cwd, sizeof(cwd)))
+		cwd[0] = '\0';
+	snprintf(mpath, sizeof(mpath), "%s%s%s/%s.model.json", cwd, cwd[0] ? "/" : "", dir, stem);
+	snprintf(spath, sizeof(spath), "%s%s%s/%s.strategy.json", cwd, cwd[0] ? "/" : "", dir, stem);
 	snprintf(cpath, sizeof(cpath), "%s/%s.sh", dir, stem);
 	char *mt = mj ? cJSON_Print(mj) : NULL, *st = cJSON_Print(sj);
 	bool ok = (!mt || write_text(mpath, mt)) && st && write_text(spath, st);
