@@ -1160,8 +1160,28 @@ static bool moe_json(const cJSON *moe, cJSON *o, struct vcase *vc)
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
 		double v = 0;
 		bool got = false;
-		for (int k = 0; !got && keys[i].names[k]; k++)
-			got = num(moe, keys[i].names[k], &v);
+		const char *gk = NULL;
+		/* every name given must be a number and agree with the others (the first would
+		 * win silently, a list such as Megatron's [1,0,1,...] layer pattern be dropped) */
+		for (int k = 0; keys[i].names[k]; k++) {
+			const cJSON *x = field(moe, keys[i].names[k]);
+			if (!x)
+				continue;
+			if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble)) {
+				snprintf(vc->skipped, sizeof(vc->skipped), "model.moe.%s: must be a finite "
+					 "number%s", keys[i].names[k], i == 6 ? " (every k-th layer; a "
+					 "per-layer list is not modelled)" : "");
+				return false;
+			}
+			if (got && x->valuedouble != v) {
+				snprintf(vc->skipped, sizeof(vc->skipped), "model.moe: %s=%g and %s=%g disagree",
+					 gk, v, keys[i].names[k], x->valuedouble);
+				return false;
+			}
+			if (!got)
+				v = x->valuedouble, gk = keys[i].names[k];
+			got = true;
+		}
 		if (got) {
 			cJSON_AddNumberToObject(o, keys[i].ours, v);
 		} else if (i < 2) {

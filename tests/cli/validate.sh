@@ -383,7 +383,10 @@ cs = [T, v(T, "tiny", ["measured", "iter_time_s"], 1e-320), v(T, "neg", ["measur
       v(T, "zs", ["strategy", "zero_stage"], 5), v(T, "dp", ["strategy", "dp"], 4), v(T, "t", ["notes"], "again"),
       v(T, "mb", ["strategy", "micro_batch"], "8"), v(T, "up", ["model", "activation"], "SwiGLU"),
       C, v(C, "ranks", ["collective", "ranks"], 16), v(C, "tree", ["collective", "algo"], "tree"),
-      v(C, "word", ["notes"], "XTCPXOY fabric")]
+      v(C, "word", ["notes"], "XTCPXOY fabric"),
+      v(T, "mlist", ["model", "moe"], {"experts": 8, "top_k": 2, "moe_layer_freq": [1, 0]}),
+      v(T, "msyn", ["model", "moe"], {"experts": 8, "num_experts": 16, "top_k": 2}),
+      v(T, "off", ["strategy", "offload"], "cpu")]
 s = json.dumps({"schema": "twin-validation/1", "cases": cs}).replace("1e-320", "1e-320")
 open(sys.argv[1], "w").write(s)
 PY
@@ -402,7 +405,8 @@ assert '0, 1, 2 or 3' in sk('zs') and 'not cluster.gpus=1' in sk('dp') and 'came
 assert 'strategy.micro_batch: must be a finite number' in sk('mb') and not sk('up'), (sk('mb'), sk('up'))
 assert 'more than the case' in sk('ranks'), sk('ranks')
 assert any('tree cannot run this call' in a for a in d['tree'][0]['assumed']), d['tree'][0]
-assert not any('TCPXO' in a for a in d['word'][0]['assumed']), d['word'][0]"
+assert not any('TCPXO' in a for a in d['word'][0]['assumed']), d['word'][0]
+assert 'per-layer list' in sk('mlist') and 'disagree' in sk('msyn') and 'framework deepspeed' in sk('off'), (sk('mlist'), sk('msyn'), sk('off'))"
 
 # --set: a cluster field for every case, after the case's own (the 4-node H200 case sets
 # net.nic_gbps=200 itself; halving the NICs again lowers its predicted bus bandwidth)
