@@ -933,6 +933,9 @@ static cJSON *strategy_json(const cJSON *cs, const cJSON *s, const cJSON *m, boo
 			cJSON_AddNumberToObject(o, "micro_batch", 1);
 			assume(vc, "strategy.micro_batch=1 (not given; Megatron-LM requires it and its "
 				   "example scripts pass 1)");
+		} else if (!strcmp(ints[i], "global_batch")) {
+			assume(vc, "strategy.global_batch not given: the framework's default (one "
+				   "micro-batch per data-parallel rank)");
 		}
 	}
 	double vp = 1, seq;
@@ -974,6 +977,8 @@ static cJSON *strategy_json(const cJSON *cs, const cJSON *s, const cJSON *m, boo
 	if (sp && cJSON_IsBool(sp))
 		cJSON_AddBoolToObject(o, "sequence_parallel", cJSON_IsTrue(sp));
 	const char *prec = str(s, "precision");
+	if (!prec)
+		assume(vc, "strategy.precision not given: the framework's default");
 	if (prec && strcmp(prec, "fp8") != 0)
 		cJSON_AddStringToObject(o, "precision", prec);
 	else if (prec)
