@@ -223,6 +223,15 @@ static void print_json(const struct job *base, const struct search_space *sp,
 	cli_print_json(o);
 }
 
+/* Whether a --set PATH=VALUE goes to the cluster (else it pins or sets the strategy) */
+static bool cluster_set(const char *set)
+{
+	char p[128];
+	size_t n = strcspn(set, "=");
+	snprintf(p, sizeof(p), "%.*s", (int)(n < sizeof(p) - 1 ? n : sizeof(p) - 1), set);
+	return cluster_owns_path(p);
+}
+
 /* ds_config top-level keys a user --set may carry into the emitted ds_config (everything
  * else that is not a cluster path goes to the strategy JSON). */
 static bool ds_path(const char *set)
@@ -315,13 +324,9 @@ static enum tw_result emit(const struct cli_job_opts *o, const struct job *base,
 		struct job *j = TW_NEW(struct job);
 		const char *csets[CLI_MAX_SETS];
 		int nc = 0;
-		for (int i = 0; i < o->in.nsets; i++) {
-			char p[128];
-			size_t n = strcspn(o->in.sets[i], "=");
-			snprintf(p, sizeof(p), "%.*s", (int)(n < sizeof(p) - 1 ? n : sizeof(p) - 1), o->in.sets[i]);
-			if (cluster_owns_path(p))
+		for (int i = 0; i < o->in.nsets; i++)
+			if (cluster_set(o->in.sets[i]))
 				csets[nc++] = o->in.sets[i];
-		}
 		struct job_inputs in = o->in;
 		in.ds_config = dtmp;
 		in.strategy = stmp;
@@ -454,13 +459,9 @@ int cmd_plan(const struct cli_ctx *ctx, int argc, char **argv)
 	sp.strategies_dir = sdir;
 	const char *csets[CLI_MAX_SETS];
 	int nc = 0;
-	for (int i = 0; i < o.in.nsets; i++) {
-		char p[128];
-		size_t n = strcspn(o.sets[i], "=");
-		snprintf(p, sizeof(p), "%.*s", (int)(n < sizeof(p) - 1 ? n : sizeof(p) - 1), o.sets[i]);
-		if (cluster_owns_path(p))
+	for (int i = 0; i < o.in.nsets; i++)
+		if (cluster_set(o.sets[i]))
 			csets[nc++] = o.sets[i];
-	}
 	struct job_inputs bin = o.in;
 	bin.sets = csets;
 	bin.nsets = nc;
@@ -488,10 +489,8 @@ int cmd_plan(const struct cli_ctx *ctx, int argc, char **argv)
 			 * the strategy pins, which are what usually rules everything out */
 			char pins[256] = "";
 			for (int i = 0; i < o.in.nsets; i++) {
-				size_t n = strcspn(o.sets[i], "="), w = strlen(pins);
-				char p[128];
-				snprintf(p, sizeof(p), "%.*s", (int)(n < sizeof(p) - 1 ? n : sizeof(p) - 1), o.sets[i]);
-				if (!cluster_owns_path(p) && w < sizeof(pins))
+				size_t w = strlen(pins);
+				if (!cluster_set(o.sets[i]) && w < sizeof(pins))
 					snprintf(pins + w, sizeof(pins) - w, "%s--set %s", w ? " " : "", o.sets[i]);
 			}
 			if (res.candidates == 0)

@@ -292,9 +292,8 @@ int cmd_simulate(const struct cli_ctx *ctx, int argc, char **argv)
 	struct tw_out tr = { 0 };
 	if (db_path)
 		rc = prof_db_open(db_path, &db, &err);
-	if (rc == TW_OK && trace_path && (rc = tw_out_open(&tr, trace_path, &err)) == TW_OK &&
-	    (rc = prof_export_chrome(&t, tr.f, &err)) != TW_OK)
-		tw_err_prefix(&err, trace_path);
+	if (rc == TW_OK && trace_path)
+		rc = prof_export_chrome_begin(&t, trace_path, &tr, &err);
 	if (rc == TW_OK && db) {
 		cJSON *jj = job_to_json(j);
 		char *job_json = cJSON_PrintUnformatted(jj);

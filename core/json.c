@@ -248,13 +248,14 @@ enum tw_result json_check_keys(const struct json_ctx *c, const cJSON *obj,
 	return TW_OK;
 }
 
-/* Parse VALUE of --set: JSON if it parses, else a plain string. */
+/* Parse VALUE of --set: JSON if it parses, else a plain string; NULL for a value that opens an
+ * array or object but is no JSON (it means JSON, and a broken one is not a string). */
 static cJSON *parse_value(const char *s)
 {
 	cJSON *v = cJSON_ParseWithOpts(s, NULL, 1); /* all of it: "2x" and "0.19.4" are strings */
 	if (v)
 		return v;
-	return cJSON_CreateString(s);
+	return s[0] == '[' || s[0] == '{' ? NULL : cJSON_CreateString(s);
 }
 
 static const char *json_type_name(const cJSON *v)
@@ -291,12 +292,6 @@ enum tw_result json_set_path(cJSON *root, const char *assignment, bool must_exis
 	if (!strcmp(value, "null")) /* a what-if names a value; the default is no --set */
 		return tw_errf(err, TW_ERR_INVALID, "%s %s: null is not a value here (leave the "
 			       "--set out for the default)", what, assignment);
-	/* a value that opens an array or object means JSON: a broken one is not a string */
-	cJSON *probe = (value[0] == '[' || value[0] == '{') ? cJSON_ParseWithOpts(value, NULL, 1) : NULL;
-	if ((value[0] == '[' || value[0] == '{') && !probe)
-		return tw_errf(err, TW_ERR_INVALID, "%s %s: the value is not valid JSON", what,
-			       assignment);
-	cJSON_Delete(probe);
 
 	cJSON *node = root;
 	char *save = NULL;
@@ -312,6 +307,9 @@ enum tw_result json_set_path(cJSON *root, const char *assignment, bool must_exis
 		cJSON *child = cJSON_GetObjectItemCaseSensitive(node, tok);
 		if (!next) {
 			cJSON *v = parse_value(value);
+			if (!v)
+				return tw_errf(err, TW_ERR_INVALID, "%s %s: the value is not valid JSON",
+					       what, assignment);
 			if (child && must_exist && !cJSON_IsNull(child)) {
 				bool same = (cJSON_IsNumber(child) && cJSON_IsNumber(v)) ||
 					    (cJSON_IsBool(child) && cJSON_IsBool(v)) ||

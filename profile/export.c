@@ -234,9 +234,18 @@ enum tw_result prof_export_chrome_file(const struct trace *t, const char *path,
 				       struct tw_err *err)
 {
 	struct tw_out o;
-	TW_CHECK(tw_out_open(&o, path, err));
-	enum tw_result rc = prof_export_chrome(t, o.f, err);
-	tw_err_prefix(err, path);
-	enum tw_result rc2 = tw_out_close(&o, path, rc == TW_OK, err);
-	return rc != TW_OK ? rc : rc2;
+	TW_CHECK(prof_export_chrome_begin(t, path, &o, err));
+	return tw_out_close(&o, path, true, err);
+}
+
+enum tw_result prof_export_chrome_begin(const struct trace *t, const char *path,
+					struct tw_out *o, struct tw_err *err)
+{
+	TW_CHECK(tw_out_open(o, path, err));
+	enum tw_result rc = prof_export_chrome(t, o->f, err);
+	if (rc != TW_OK) {
+		tw_err_prefix(err, path);
+		tw_out_close(o, path, false, err);
+	}
+	return rc;
 }

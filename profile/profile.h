@@ -165,5 +165,10 @@ enum tw_result prof_import_kineto(const char *path, int64_t rank, struct trace *
 enum tw_result prof_export_chrome(const struct trace *t, FILE *f, struct tw_err *err);
 enum tw_result prof_export_chrome_file(const struct trace *t, const char *path,
 				       struct tw_err *err);
+/* The same written to a temporary file beside path, left open in o for the caller to rename
+ * into place once its other outputs are done (tw_out_close(o, path, ok, err)); on failure
+ * nothing is left and err names path. */
+enum tw_result prof_export_chrome_begin(const struct trace *t, const char *path,
+					struct tw_out *o, struct tw_err *err);
 
 #endif

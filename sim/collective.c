@@ -38,12 +38,8 @@ enum tw_result sim_collective(const struct cluster *c, const char *op, double S,
 			       (long long)ranks, c->net.max_nodes, gpn);
 	struct nccl_comm cm;
 	nccl_comm_from_cluster(c, ranks, nodes, &cm);
-	if (env) {
-		cm.no_algos = env->no_algos;
-		cm.named_algos = env->named_algos;
-		cm.no_protos = env->no_protos;
-		cm.forced_protos = env->named_protos;
-	}
+	if (env)
+		nccl_comm_env(&cm, env);
 	if (cm.intra_GBps <= 0 || (nodes > 1 && cm.inter_GBps <= 0))
 		return tw_errf(err, TW_ERR_INVALID, "%s: a link of zero bandwidth on the collective's path", c->name);
 	struct nccl_result r;

@@ -551,6 +551,13 @@ static int64_t peer_of(const struct eng *e, int64_t rank, int64_t rep, int64_t r
 	return job_rank_of(e->j, &out);
 }
 
+/* ranks between two ranks (a p2p's distance, which sets the share of its sends that leave a
+ * leaf switch) */
+static int64_t rank_dist(int64_t a, int64_t b)
+{
+	return a > b ? a - b : b - a;
+}
+
 /* Symmetric mode: where the ranks of role ro send a p2p whose peer is rep_peer for the
  * representative. As with groups (group_nodes), the slowest rank sets the pace: when a pipeline
  * or context-parallel boundary crosses a node for some ranks of the role and not for others,
@@ -565,7 +572,7 @@ static const struct p2p_reach *p2p_reach_of(struct eng *e, struct role *ro, int6
 	if (job_node_of(e->j, rep_peer) != job_node_of(e->j, ro->rep)) {
 		/* the representative's own send leaves its node: as before, its distance */
 		r.same = false;
-		r.dist = rep_peer > ro->rep ? rep_peer - ro->rep : ro->rep - rep_peer;
+		r.dist = rank_dist(rep_peer, ro->rep);
 	} else {
 		for (int64_t k = 0; k < e->j->gpus; k++) {
 			if (e->canon_role[k] != roi)
@@ -573,7 +580,7 @@ static const struct p2p_reach *p2p_reach_of(struct eng *e, struct role *ro, int6
 			int64_t peer = peer_of(e, k, ro->rep, rep_peer);
 			if (job_node_of(e->j, peer) == job_node_of(e->j, k))
 				continue;
-			int64_t d = peer > k ? peer - k : k - peer;
+			int64_t d = rank_dist(peer, k);
 			r.same = false;
 			r.dist = d > r.dist ? d : r.dist;
 		}
@@ -601,7 +608,7 @@ static void comm_model(struct eng *e, const struct srank *s0, const struct eop *
 		same = job_node_of(e->j, peer) == s0->node;
 		/* sends to a node d nodes away leave the leaf from min(1, d / leaf) of the nodes
 		 * (the share of a ring's edges, alike: every rank of a role then sees the same) */
-		dist = peer > s0->rank ? peer - s0->rank : s0->rank - peer;
+		dist = rank_dist(peer, s0->rank);
 	} else {
 		const struct p2p_reach *pr = p2p_reach_of(e, &e->roles[s0->role], op->peer);
 		same = pr->same;
@@ -620,10 +627,9 @@ static void comm_model(struct eng *e, const struct srank *s0, const struct eop *
 		struct nccl_comm comm;
 		nccl_comm_from_cluster(&e->j->cluster, job_group_size(e->j, (enum job_group)op->group),
 				       nodes, &comm);
-		comm.no_algos = e->j->strat.nccl_no_algos;
-		comm.no_protos = e->j->strat.nccl_no_protos;
-		comm.forced_protos = e->j->strat.nccl_named_protos;
-		comm.named_algos = e->j->strat.nccl_named_algos;
+		const struct strategy *st = &e->j->strat;
+		nccl_comm_env(&comm, &(struct sim_nccl_env){ st->nccl_no_algos, st->nccl_named_algos,
+							     st->nccl_no_protos, st->nccl_named_protos });
 		const struct nccl_comm *cm = &comm;
 		double S = nccl_size((enum plan_coll)op->sub, (double)op->bytes, cm->nranks);
 		if (op->sub == PLAN_ALL_TO_ALL)

@@ -218,6 +218,14 @@ static int node_ring_channels(int cc)
 	return cc >= 100 ? 32 : 16;
 }
 
+void nccl_comm_env(struct nccl_comm *cm, const struct sim_nccl_env *env)
+{
+	cm->no_algos = env->no_algos;
+	cm->named_algos = env->named_algos;
+	cm->no_protos = env->no_protos;
+	cm->forced_protos = env->named_protos;
+}
+
 void nccl_comm_from_cluster(const struct cluster *c, int64_t nranks, int64_t nnodes,
 			    struct nccl_comm *out)
 {

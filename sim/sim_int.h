@@ -124,6 +124,9 @@ double nccl_busbw_factor(enum plan_coll c, int64_t n);
 /* Fill the communicator description from the cluster (ranks spread over nnodes nodes). */
 void nccl_comm_from_cluster(const struct cluster *c, int64_t nranks, int64_t nnodes,
 			    struct nccl_comm *out);
+/* NCCL_ALGO / NCCL_PROTO on a communicator (the strategy's for a job's collectives, a
+ * benchmark's for sim_collective) */
+void nccl_comm_env(struct nccl_comm *cm, const struct sim_nccl_env *env);
 /* Time of one collective of nccl-tests size S bytes; algo < 0: chosen as NCCL's tuner does
  * (argmin of time over the enabled algorithm/protocol pairs), else forced. False when the
  * forced algorithm cannot run this collective. */
