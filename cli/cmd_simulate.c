@@ -34,8 +34,10 @@ static void usage(FILE *f)
 		   "                          (node 1's NICs at half speed)\n"
 		   "      --memory            also print the memory report (twin memory; with --json\n"
 		   "                          as its memory_report object)\n"
-		   "      --trace OUT.json    write the predicted timeline as Chrome trace JSON (Perfetto)\n"
-		   "      --db FILE           store the run and its trace in the SQLite store\n"
+		   "      --trace OUT.json    write the predicted timeline as Chrome trace JSON (Perfetto:\n"
+		   "                          one process per rank, one named thread per stream)\n"
+		   "      --db FILE           store the run and its trace in the SQLite store; both\n"
+		   "                          outputs are written whole or not at all, to two files\n"
 		   "      --max-events N      stop (exit 2) when the simulation needs more events\n"
 		   "\n%s",
 		cli_job_opts_help);
