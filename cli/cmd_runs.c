@@ -10,7 +10,8 @@
 static const char runs_help[] =
 	"usage: twin runs [--db FILE] [--json]\n\n"
 	"Lists the runs in the store (default twin.db): id, kind (sim, exec, import), backend,\n"
-	"ranks, events, whether the run was completely written, and when.\n\n"
+	"ranks of the job and how many of them are traced (a symmetric simulation keeps one\n"
+	"rank per role), events, whether the run was completely written, and when.\n\n"
 	"  --db FILE   the database (default twin.db)\n"
 	"  --json      machine-readable output\n";
 
@@ -54,6 +55,7 @@ int cmd_runs(const struct cli_ctx *ctx, int argc, char **argv)
 			cJSON_AddStringToObject(o, "name", r->name);
 			cJSON_AddStringToObject(o, "backend", r->backend);
 			cJSON_AddNumberToObject(o, "nranks", (double)r->nranks);
+			cJSON_AddNumberToObject(o, "traced_ranks", (double)r->traced);
 			cJSON_AddNumberToObject(o, "nevents", (double)r->nevents);
 			cJSON_AddNumberToObject(o, "dropped", (double)r->dropped);
 			cJSON_AddBoolToObject(o, "complete", r->complete);
@@ -66,8 +68,8 @@ int cmd_runs(const struct cli_ctx *ctx, int argc, char **argv)
 	} else if (n == 0) {
 		printf("no runs in %s\n", path);
 	} else {
-		printf("%5s  %-6s  %-8s  %5s  %10s  %-10s  %-20s  %s\n", "id", "kind", "backend",
-		       "ranks", "events", "status", "created (UTC)", "name");
+		printf("%5s  %-6s  %-8s  %6s  %6s  %10s  %-10s  %-20s  %s\n", "id", "kind",
+		       "backend", "ranks", "traced", "events", "status", "created (UTC)", "name");
 		for (size_t i = 0; i < n; i++) {
 			const struct prof_run_info *r = &runs[i];
 			char status[32];
@@ -77,9 +79,10 @@ int cmd_runs(const struct cli_ctx *ctx, int argc, char **argv)
 				snprintf(status, sizeof(status), "dropped %" PRId64, r->dropped);
 			else
 				snprintf(status, sizeof(status), "complete");
-			printf("%5" PRId64 "  %-6s  %-8s  %5" PRId64 "  %10" PRId64
+			printf("%5" PRId64 "  %-6s  %-8s  %6" PRId64 "  %6" PRId64 "  %10" PRId64
 			       "  %-10s  %-20s  %s\n",
-			       r->id, prof_kind_name(r->kind), r->backend, r->nranks, r->nevents,
+			       r->id, prof_kind_name(r->kind), r->backend, r->nranks, r->traced,
+			       r->nevents,
 			       status, r->created, r->name);
 		}
 	}

@@ -141,7 +141,9 @@ struct prof_run_info {
 	int64_t id;
 	enum trace_kind kind;
 	char name[128], backend[32], host[128], created[32], tool_version[32];
-	int64_t nranks, nevents, dropped;
+	int64_t nranks;  /* ranks of the job */
+	int64_t traced;  /* ranks with events stored (a symmetric simulation keeps one per role) */
+	int64_t nevents, dropped;
 	bool complete;
 };
 /* All runs, oldest first; caller frees *runs. */

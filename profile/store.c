@@ -612,7 +612,12 @@ static void copy_col(char *dst, size_t len, sqlite3_stmt *st, int col)
 
 static const char run_cols[] =
 	"SELECT id, kind, name, backend, host, created_utc, tool_version, nranks, nevents,"
-	" dropped, complete FROM runs";
+	" dropped, complete,"
+	/* ranks with events: a skip scan of the (run_id, rank) index, one probe per rank */
+	" (WITH RECURSIVE r(x) AS (SELECT MIN(rank) FROM events WHERE run_id = runs.id"
+	"  UNION ALL SELECT (SELECT MIN(rank) FROM events WHERE run_id = runs.id AND rank > x)"
+	"  FROM r WHERE x IS NOT NULL) SELECT COUNT(x) FROM r)"
+	" FROM runs";
 
 static void read_run(sqlite3_stmt *st, struct prof_run_info *r)
 {
@@ -632,6 +637,7 @@ static void read_run(sqlite3_stmt *st, struct prof_run_info *r)
 	r->nevents = sqlite3_column_int64(st, 8);
 	r->dropped = sqlite3_column_int64(st, 9);
 	r->complete = sqlite3_column_int64(st, 10) != 0;
+	r->traced = sqlite3_column_int64(st, 11);
 }
 
 enum tw_result prof_list_runs(struct prof_db *db, struct prof_run_info **runs, size_t *n,
@@ -639,7 +645,7 @@ enum tw_result prof_list_runs(struct prof_db *db, struct prof_run_info **runs, s
 {
 	*runs = NULL;
 	*n = 0;
-	char sql[256];
+	char sql[512];
 	snprintf(sql, sizeof(sql), "%s ORDER BY id", run_cols);
 	sqlite3_stmt *st;
 	TW_CHECK(prepare(db, sql, &st, err));
@@ -659,7 +665,7 @@ enum tw_result prof_run_info(struct prof_db *db, const char *run, struct prof_ru
 {
 	int64_t id = 0;
 	TW_CHECK(resolve_run(db, run, &id, err));
-	char sql[256];
+	char sql[512];
 	snprintf(sql, sizeof(sql), "%s WHERE id = ?", run_cols);
 	sqlite3_stmt *st;
 	TW_CHECK(prepare(db, sql, &st, err));

@@ -184,7 +184,7 @@ if cc -shared -fPIC -o "$d/libfakecupti.so" "$d/fake.c" -I"$CUDA_HOME/include" 2
 	RANK=3 TWIN_DB="$d/live.db" TWIN_RUN=fake LD_PRELOAD="$d/libfakecupti.so" "$d/run" "$LIB" >"$d/3.out" 2>"$d/3.err"
 	check "fake CUPTI: traced program exits 0 silently" sh -c "[ $? -eq 0 ] && [ ! -s '$d/3.err' ]"
 	"$TWIN" runs --db "$d/live.db" >"$d/runs" 2>&1
-	check "fake CUPTI: one complete cupti run of 6 events" grep -Eq '^ +1 +exec +cupti +4 +6 +complete .* fake$' "$d/runs"
+	check "fake CUPTI: one complete cupti run of 6 events" grep -Eq '^ +1 +exec +cupti +4 +1 +6 +complete .* fake$' "$d/runs"
 	"$TWIN" profile analyze fake --db "$d/live.db" --json >"$d/a.json" 2>&1
 	flat=$(tr -d ' \t\n' <"$d/a.json")
 	for kv in step_ns:105000 compute_ns:45000 comm_ns:50000 exposed_comm_ns:30000 idle_ns:60000 \
@@ -203,7 +203,7 @@ if cc -shared -fPIC -o "$d/libfakecupti.so" "$d/fake.c" -I"$CUDA_HOME/include" 2
 	check "fake CUPTI: second subscriber: exits 0, one line" sh -c "[ $? -eq 0 ] && [ \$(wc -l <'$d/5.err') -eq 1 ] && grep -q 'another CUPTI client is active' '$d/5.err'"
 	# killed after a periodic flush: an incomplete run that holds what was flushed
 	TWIN_PROF_FLUSH_MS=50 TWIN_DB="$d/kill.db" LD_PRELOAD="$d/libfakecupti.so" "$d/run" "$LIB" kill >"$d/6.out" 2>"$d/6.err"
-	check "fake CUPTI: killed process leaves an incomplete run with its events" sh -c "'$TWIN' runs --db '$d/kill.db' | grep -Eq '^ +1 +exec +cupti +1 +6 +incomplete'"
+	check "fake CUPTI: killed process leaves an incomplete run with its events" sh -c "'$TWIN' runs --db '$d/kill.db' | grep -Eq '^ +1 +exec +cupti +1 +1 +6 +incomplete'"
 else
 	echo "not ok - fake CUPTI: cannot build: $(head -c 300 "$d/cc.err")"
 fi
