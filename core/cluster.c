@@ -56,7 +56,8 @@ enum ftype { F_NUM, F_INT, F_BOOL, F_STR, F_ENUM };
  * cluster_validate. Every number is also at most CLUSTER_MAX_VALUE in its unit, so that
  * converting GiB to bytes or GB/s to B/s stays far inside int64 and double precision. */
 #define CLUSTER_MAX_VALUE 1e9
-enum frule { R_ANY, R_POS /* > 0 */, R_NONNEG /* >= 0 */, R_FRAC /* (0, 1] */, R_GE1 /* >= 1 */ };
+enum frule { R_ANY, R_POS /* > 0 */, R_NONNEG /* >= 0 */, R_FRAC /* (0, 1] */, R_GE1 /* >= 1 */,
+	     R_ALLOC /* [1, 10] */ };
 
 struct field {
 	const char *key;
@@ -119,7 +120,7 @@ static const struct field net_fields[] = {
 };
 static const struct field eff_fields[] = {
 	NUM(eff, comm_overlap_slowdown, R_GE1),
-	NUM(eff, alloc_fragmentation, R_GE1),
+	NUM(eff, alloc_fragmentation, R_ALLOC),
 	{NULL, 0, 0, 0, NULL, 0},
 };
 
@@ -500,6 +501,10 @@ static enum tw_result check_rule(const char *file, const char *sec, const struct
 	case R_GE1:
 		if (!(v >= 1))
 			rule = "must be >= 1";
+		break;
+	case R_ALLOC: /* reserved / allocated: a caching allocator holding 10x is broken */
+		if (!(v >= 1 && v <= 10))
+			rule = "must be in [1, 10]";
 		break;
 	}
 	if (!isfinite(v))

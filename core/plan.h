@@ -192,6 +192,9 @@ struct plan {
  * micro-batch whose activations, logits or attention scores would exceed this is refused
  * before any size is multiplied out. */
 #define PLAN_MAX_TENSOR_BYTES 1125899906842624.0
+/* Most parameters a plan may hold (1e17): its training states, ~20 bytes each unsharded
+ * (reference/deepspeed.md §3), then stay under 2^61 bytes of int64 */
+#define PLAN_MAX_PARAMS 1e17
 
 /* The model FLOPs per token of MFU: model_flops_per_token (3 x forward), or under LoRA what the
  * step must compute: the frozen weights' GEMMs forward and input grad (2 x forward, no weight

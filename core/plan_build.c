@@ -4166,6 +4166,13 @@ static enum tw_result check_job(const struct job *j, struct tw_err *err)
 	if (m->layers < 1 || m->hidden < 1 || m->heads < 1 || m->vocab < 1)
 		return tw_errf(err, TW_ERR_INVALID, "model %s: layers, hidden, heads and vocab "
 			       "must be >= 1", m->name);
+	struct model_params mp;
+	model_count(m, &mp);
+	if ((double)mp.total > PLAN_MAX_PARAMS)
+		return tw_errf(err, TW_ERR_LIMIT,
+			       "model %s: %.3g parameters, over the plan's limit of %.0e (its "
+			       "training states would overflow byte counts)",
+			       m->name, (double)mp.total, PLAN_MAX_PARAMS);
 	if (m->layers < s->pp)
 		return tw_errf(err, TW_ERR_INVALID,
 			       "strategy.pp=%lld exceeds model.layers=%lld: a stage needs a layer",

@@ -2095,7 +2095,29 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 	      "%s", s->tf32 ? "true" : "false");
 	if (s->tf32 && r->c && r->c->gpu.name[0] && r->c->gpu.peak_tflops[TW_TF32] <= 0)
 		return sfail(r, "tf32", "tf32: GPU %s has no TF32 tensor cores", r->c->gpu.name);
-	/* bf16 on a GPU without it runs emulated on CUDA cores, if at all: not modelled */
+	/* ZeRO-Infinity's NVMe offload on nodes without NVMe would be free in the model */
+	if ((s->offload_optimizer == STRAT_OFFLOAD_NVME || s->offload_param == STRAT_OFFLOAD_NVME) &&
+	    r->c && r->c->gpu.name[0] && !(r->c->node.nvme_GBps > 0))
+	{
+		const char *k = s->offload_param == STRAT_OFFLOAD_NVME
+					? "zero_optimization.offload_param.device"
+					: "zero_optimization.offload_optimizer.device";
+		return tw_errf(r->err, TW_ERR_INVALID,
+			       "%s: %s: nvme on nodes without NVMe (node.nvme_GBps is 0)",
+			       strat_label(r, STRAT_TREE_DS, k), k);
+	}
+	/* fp16 (bf16) on a GPU without it runs emulated on CUDA cores, if at all: not modelled */
+	if (s->param_dtype == TW_FP16 && r->c && r->c->gpu.name[0] &&
+	    r->c->gpu.peak_tflops[TW_FP16] <= 0)
+		return s->framework == STRAT_DEEPSPEED && r->ds_file && !u.precision.given &&
+				       !r->fp16_auto
+			       ? tw_errf(r->err, TW_ERR_INVALID, "%s: fp16.enabled: GPU %s has no fp16 "
+					 "tensor cores (gpu.peak_tflops.fp16 is 0)",
+					 strat_label(r, STRAT_TREE_DS, "fp16.enabled"), r->c->gpu.name)
+			       : sfail(r, "precision", "%s: GPU %s has no fp16 tensor cores "
+				       "(gpu.peak_tflops.fp16 is 0)",
+				       r->fp16_auto ? "hf_trainer.fp16 (fp16.enabled: auto)" : "precision",
+				       r->c->gpu.name);
 	if (s->param_dtype == TW_BF16 && r->c && r->c->gpu.name[0] &&
 	    r->c->gpu.peak_tflops[TW_BF16] <= 0)
 		return s->framework == STRAT_DEEPSPEED && r->ds_file && !u.precision.given &&
@@ -2124,6 +2146,16 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 	return TW_OK;
 }
 
+void strat_warn(struct strat_rd *r, const char *fmt, ...)
+{
+	if (r->nwarn >= (int)(sizeof(r->warn) / sizeof(r->warn[0])))
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(r->warn[r->nwarn++], sizeof(r->warn[0]), fmt, ap);
+	va_end(ap);
+}
+
 enum tw_result strategy_resolve(const struct strat_inputs *in, const struct model *m,
 				const struct cluster *c, struct strategy *out, struct tw_err *err)
 {
@@ -2140,6 +2172,8 @@ enum tw_result strategy_resolve(const struct strat_inputs *in, const struct mode
 		rc = load_trees(r, in, t);
 	if (rc == TW_OK)
 		rc = resolve(r, in, t);
+	for (int i = 0; rc == TW_OK && i < r->nwarn; i++)
+		tw_log(TW_LOG_WARN, "%s", r->warn[i]);
 	cJSON_Delete(t->ours);
 	cJSON_Delete(t->ds);
 	free(t);

@@ -372,12 +372,12 @@ static const char *const offload_devices[] = {"none", "cpu", "nvme", NULL};
 static const char *const dtype3[] = {"fp32", "fp16", "bf16", NULL};
 static const enum tw_dtype dtype3_t[] = {TW_FP32, TW_FP16, TW_BF16};
 
-static void warn_unmodelled(const struct strat_rd *r, const char *what)
+static void warn_unmodelled(struct strat_rd *r, const char *what)
 {
 	/* named by where its key (what's first word) came from: a --set that gave it, or the file */
 	char path[96];
 	snprintf(path, sizeof(path), "%.*s", (int)strcspn(what, " "), what);
-	tw_log(TW_LOG_WARN, "%s: %s is read but not modelled; the prediction ignores it",
+	strat_warn(r, "%s: %s is read but not modelled; the prediction ignores it",
 	       strat_label(r, STRAT_TREE_DS, path), what);
 }
 
@@ -485,7 +485,7 @@ static enum tw_result parse_offload(struct strat_rd *r, const struct sec *zero, 
 		if (super)
 			warn_unmodelled(r, "zero_optimization.offload_optimizer.super_offload");
 		/* read for their types and ranges; their effect is not modelled */
-		char kp[128], path[64];
+		char kp[128], path[1024];
 		int64_t bc;
 		struct json_ctx kc = kctx(&oo, "buffer_count", kp, sizeof(kp));
 		TW_CHECK(json_get_int(&kc, oo.obj, "buffer_count", 0, INT64_MAX, &bc, NULL));
@@ -496,7 +496,13 @@ static enum tw_result parse_offload(struct strat_rd *r, const struct sec *zero, 
 		kc = kctx(&oo, "cpuadam_cores_perc", kp, sizeof(kp));
 		TW_CHECK(json_get_num(&kc, oo.obj, "cpuadam_cores_perc", 0, 1, &perc, NULL));
 		kc = kctx(&oo, "nvme_path", kp, sizeof(kp));
-		TW_CHECK(json_get_str(&kc, oo.obj, "nvme_path", path, sizeof(path), NULL));
+		bool given = false;
+		TW_CHECK(json_get_str(&kc, oo.obj, "nvme_path", path, sizeof(path), &given));
+		/* ZeRO-3's optimizer swapper joins its swap folder onto the path (ZeRO-1/2 keep the
+		 * states in DRAM, below) */
+		if (s->offload_optimizer == STRAT_OFFLOAD_NVME && stage == 3 && !given)
+			return fail(&oo, "nvme_path", "required with device nvme (DeepSpeed's "
+						      "swapper keeps the optimizer states there)");
 	} else {
 		s->offload_pin_memory = pin_default;
 		s->offload_ratio = 1.0;
@@ -538,9 +544,13 @@ static enum tw_result parse_offload(struct strat_rd *r, const struct sec *zero, 
 			      &s->offload_param_buffer_elems));
 		TW_CHECK(kint(&op, "max_in_cpu", NULL, 0, INT64_MAX, 1000000000,
 			      "DeepSpeed default", &v));
-		char kp[128], path[64];
+		char kp[128], path[1024];
 		struct json_ctx kc = kctx(&op, "nvme_path", kp, sizeof(kp));
-		TW_CHECK(json_get_str(&kc, op.obj, "nvme_path", path, sizeof(path), NULL));
+		bool given = false;
+		TW_CHECK(json_get_str(&kc, op.obj, "nvme_path", path, sizeof(path), &given));
+		if (s->offload_param == STRAT_OFFLOAD_NVME && !given)
+			return fail(&op, "nvme_path", "required with device nvme (DeepSpeed's "
+						      "swapper keeps the parameters there)");
 		if (stage != 3)
 			return fail(&op, "device",
 				    "parameter offload is valid only with ZeRO stage 3 (stage is %d)",
@@ -585,10 +595,10 @@ static enum tw_result parse_zeropp(struct strat_rd *r, const struct sec *z, int 
 			set = set || v;
 		}
 		if (set)
-			tw_log(TW_LOG_WARN,
-			       "%s: ZeRO++ and MiCS settings work only with ZeRO stage 3; DeepSpeed "
-			       "ignores them at stage %d",
-			       r->ds_file, stage);
+			strat_warn(r,
+				   "%s: ZeRO++ and MiCS settings work only with ZeRO stage 3; DeepSpeed "
+				   "ignores them at stage %d",
+				   r->ds_file, stage);
 		return TW_OK;
 	}
 	/* the releases before them refuse the keys (their pydantic config forbids extras) */
@@ -662,8 +672,11 @@ static enum tw_result parse_zero(struct strat_rd *r, const struct sec *top)
 		      strat_src_of(r, STRAT_TREE_DS, "zero_optimization", NULL, 0), why, "%d",
 		      (int)stage);
 		zv = NULL;
-	} else if (zv && !strat_is_auto(zv) && !cJSON_IsObject(zv)) {
-		return fail(top, "zero_optimization", "must be an object (or the legacy true/false)");
+	} else if (zv && !cJSON_IsObject(zv)) {
+		return fail(top, "zero_optimization",
+			    strat_is_auto(zv) ? "must be an object (the HF Trainer's \"auto\" fills "
+						"values, not sections)"
+					      : "must be an object (or the legacy true/false)");
 	} else {
 		z.obj = zv && cJSON_IsObject(zv) ? zv : NULL;
 		TW_CHECK(check_keys(&z, zero_keys));
@@ -721,6 +734,17 @@ static enum tw_result parse_zero(struct strat_rd *r, const struct sec *top)
 		return fail(&z, "allgather_bucket_size", "must be a multiple of 2 for ZeRO-1/2, got %" PRId64,
 			    s->allgather_bucket_size);
 	TW_CHECK(kint(&z, "sub_group_size", NULL, 0, INT64_MAX, 1000000000, dd, &s->sub_group_size));
+	/* DeepSpeed closes a bucket (a sub-group) before the tensor that would overflow it, so 0
+	 * makes one per tensor: the plan cuts by elements, not by tensors */
+	if (stage >= 1 && z.obj && !r->rbs_auto && item(z.obj, "reduce_bucket_size") &&
+	    s->reduce_bucket_size == 0)
+		return fail(&z, "reduce_bucket_size",
+			    "0 reduces every gradient tensor on its own, which is not modelled; "
+			    "give a bucket size in elements");
+	if (stage == 3 && s->sub_group_size == 0)
+		return fail(&z, "sub_group_size",
+			    "0 makes every parameter its own optimizer sub-group, which is not "
+			    "modelled; give a size in elements");
 	r->prefetch_auto = z.obj && (strat_is_auto(item(z.obj, "stage3_prefetch_bucket_size")) ||
 				     strat_is_auto(item(z.obj, "prefetch_bucket_size")));
 	TW_CHECK(kint(&z, "stage3_prefetch_bucket_size", "prefetch_bucket_size", 0, INT64_MAX,
@@ -840,6 +864,21 @@ static enum tw_result parse_optimizer(struct strat_rd *r, const struct sec *top)
 			    "'%s' is not modelled (known: adam, adamw, lamb, onebitadam, zerooneadam, "
 			    "onebitlamb, lion, adagrad, sgd)",
 			    type);
+	/* DeepSpeed builds FusedLamb, the 1-bit / 0/1 optimizers and torch SGD for these names,
+	 * which are not in its ZERO_SUPPORTED_OPTIMIZERS: with ZeRO it asserts unless allowed */
+	static const char *const untested[] = {"lamb", "onebitadam", "zerooneadam", "onebitlamb",
+					       "sgd", NULL};
+	bool allow = false;
+	c = (struct json_ctx){strat_label(r, STRAT_TREE_DS, "zero_allow_untested_optimizer"), NULL,
+			      r->err};
+	TW_CHECK(json_get_bool(&c, top->obj, "zero_allow_untested_optimizer", &allow, NULL));
+	for (size_t i = 0; untested[i] && s->zero_stage > 0 && !allow; i++)
+		if (!strcasecmp(type, untested[i]))
+			return fail(&o, "type",
+				    "'%s' with ZeRO stage %d: You are using an untested ZeRO "
+				    "Optimizer. Please add <\"zero_allow_untested_optimizer\": true> in "
+				    "the configuration file to use it.",
+				    type, s->zero_stage);
 	enum strat_optimizer opt = map[found].opt;
 	if (opt == STRAT_OPT_ADAM && adam_w_mode && !strcasecmp(type, "adam"))
 		opt = STRAT_OPT_ADAMW; /* DeepSpeed's "adam" runs AdamW unless adam_w_mode:false */
@@ -867,8 +906,23 @@ enum tw_result strat_ds_parse(struct strat_rd *r, const cJSON *ds)
 	cJSON_ArrayForEach(it, ds)
 	{
 		if (!strat_ds_top_key(it->string))
-			tw_log(TW_LOG_WARN, "%s: %s: unknown top-level key, ignored (as DeepSpeed does)",
-			       strat_label(r, STRAT_TREE_DS, it->string), it->string);
+			strat_warn(r, "%s: %s: unknown top-level key, ignored (as DeepSpeed does)",
+				   strat_label(r, STRAT_TREE_DS, it->string), it->string);
+	}
+	/* the HF Trainer fills "auto" in these top-level keys only (the sections' keys are
+	 * checked where they are read) */
+	static const char *const hf_filled[] = {"train_batch_size", "train_micro_batch_size_per_gpu",
+						"gradient_accumulation_steps", "gradient_clipping",
+						NULL};
+	cJSON_ArrayForEach(it, ds)
+	{
+		bool filled = false;
+		for (int i = 0; hf_filled[i]; i++)
+			filled = filled || !strcmp(it->string, hf_filled[i]);
+		bool is_auto;
+		if (!filled && strat_ds_top_key(it->string) && !cJSON_IsObject(it) &&
+		    strcmp(it->string, "zero_optimization"))
+			TW_CHECK(auto_check(&top, it->string, false, &is_auto));
 	}
 
 	TW_CHECK(parse_batch_key(r, &top, "train_batch_size", &r->ds_tb));

@@ -57,7 +57,13 @@ struct strat_rd {
 	bool ds_prov;          /* record provenance of DeepSpeed keys (framework deepspeed) */
 	bool ds_optimizer_given;
 	bool ds_fp16, ds_bf16; /* what the ds_config enables (after "auto") */
+	/* warnings, printed once the strategy resolves (bad input gets its one error line) */
+	char warn[8][320];
+	int nwarn;
 };
+
+/* Queue a warning line (dropped past the eighth). */
+void strat_warn(struct strat_rd *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define STRAT_VERSION(a, b, c) (((a) << 20) | ((b) << 10) | (c))
 

@@ -41,6 +41,7 @@ static void fx_init(struct fx *f)
 	f->c.gpu.peak_tflops[TW_FP8] = 1979;
 	f->c.gpu.peak_tflops[TW_BF16] = f->c.gpu.peak_tflops[TW_FP16] = 989.4;
 	f->c.node.gpus = 8;
+	f->c.node.nvme_GBps = 25;
 }
 
 static void fx_done(struct fx *f)
@@ -527,6 +528,50 @@ static void test_ds_refusals(struct test_ctx *T)
 	CHECK_FAILS(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1,\"zero_optimization\":{"
 				   "\"legacy_stage1\":true}}", NULL, 8, NULL, 0),
 		    "legacy_stage1");
+	/* DeepSpeed asserts on an optimizer outside ZERO_SUPPORTED_OPTIMIZERS unless allowed */
+	CHECK_FAILS(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1,\"zero_optimization\":{"
+				   "\"stage\":1},\"optimizer\":{\"type\":\"Lamb\"}}", NULL, 8, NULL, 0),
+		    "untested ZeRO Optimizer");
+	CHECK_OK(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1,\"zero_optimization\":{"
+				"\"stage\":1},\"zero_allow_untested_optimizer\":true,\"optimizer\":{"
+				"\"type\":\"sgd\"}}", NULL, 8, NULL, 0));
+	CHECK_OK(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1,\"optimizer\":{"
+				"\"type\":\"sgd\"}}", NULL, 8, NULL, 0));
+	/* NVMe offload: the swapper needs its path, and the nodes need NVMe */
+	CHECK_FAILS(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1,\"zero_optimization\":{"
+				   "\"stage\":3,\"offload_param\":{\"device\":\"nvme\"}}}", NULL, 8,
+			       NULL, 0),
+		    "offload_param.nvme_path: required with device nvme");
+	CHECK_FAILS(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1,\"zero_optimization\":{"
+				   "\"stage\":3,\"offload_optimizer\":{\"device\":\"nvme\"}}}",
+			       NULL, 8, NULL, 0),
+		    "offload_optimizer.nvme_path: required with device nvme");
+	f.c.node.nvme_GBps = 0;
+	CHECK_FAILS(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1,\"zero_optimization\":{"
+				   "\"stage\":3,\"offload_optimizer\":{\"device\":\"nvme\","
+				   "\"nvme_path\":\"/nvme\"}}}", NULL, 8, NULL, 0),
+		    "nvme on nodes without NVMe");
+	f.c.node.nvme_GBps = 25;
+	/* fp16 on a GPU without fp16 tensor cores */
+	f.c.gpu.peak_tflops[TW_FP16] = 0;
+	CHECK_FAILS(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1,\"fp16\":{\"enabled\":"
+				   "true}}", NULL, 8, NULL, 0),
+		    "fp16.enabled: GPU H100 has no fp16 tensor cores");
+	f.c.gpu.peak_tflops[TW_FP16] = 989.4;
+	/* a bucket or sub-group of 0 is one per tensor in DeepSpeed: not modelled */
+	CHECK_FAILS(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1,\"zero_optimization\":{"
+				   "\"stage\":2,\"reduce_bucket_size\":0}}", NULL, 8, NULL, 0),
+		    "reduce_bucket_size: 0 reduces every gradient tensor on its own");
+	CHECK_FAILS(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1,\"zero_optimization\":{"
+				   "\"stage\":3,\"sub_group_size\":0}}", NULL, 8, NULL, 0),
+		    "sub_group_size: 0 makes every parameter its own optimizer sub-group");
+	/* "auto" where the HF Trainer fills nothing */
+	CHECK_FAILS(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1,\"zero_optimization\":"
+				   "\"auto\"}", NULL, 8, NULL, 0),
+		    "zero_optimization: must be an object (the HF Trainer's \"auto\"");
+	CHECK_FAILS(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1,\"steps_per_print\":"
+				   "\"auto\"}", NULL, 8, NULL, 0),
+		    "steps_per_print: \"auto\" is filled only by the HF Trainer");
 	/* ZeRO-1 with a pipeline is allowed, overlap_comm goes off */
 	CHECK_OK(T, &f, run(&f, "{\"train_micro_batch_size_per_gpu\":1,\"zero_optimization\":{"
 				"\"stage\":1,\"overlap_comm\":true}}", "{\"pp\":2}", 8, NULL, 0));
