@@ -1032,11 +1032,20 @@ static enum tw_result resolve_degrees(struct strat_rd *r, const struct strat_inp
 	int64_t tpp, mp;
 	if (!tw_mul64(s->tp, s->pp, &tpp) || !tw_mul64(tpp, s->cp, &mp))
 		return sfail(r, NULL, "tp x pp x cp overflows 64 bits");
-	if (s->gpus % mp)
+	if (s->gpus % mp) {
+		/* a degree the ds_config gave is named with its key */
+		char from[256] = "";
+		if (r->ds_autotp > 0 && s->tp == r->ds_autotp)
+			snprintf(from, sizeof(from), " (tp from %s: tensor_parallel.autotp_size)",
+				 strat_label(r, STRAT_TREE_DS, "tensor_parallel.autotp_size"));
+		else if (r->ds_sp > 0 && s->cp == r->ds_sp)
+			snprintf(from, sizeof(from), " (cp from %s: sequence_parallel_size)",
+				 strat_label(r, STRAT_TREE_DS, "sequence_parallel_size"));
 		return tw_errf(r->err, TW_ERR_INVALID,
 			       "--gpus %" PRId64 " is not divisible by tp x pp x cp = %" PRId64
-			       " x %" PRId64 " x %" PRId64 " = %" PRId64,
-			       s->gpus, s->tp, s->pp, s->cp, mp);
+			       " x %" PRId64 " x %" PRId64 " = %" PRId64 "%s",
+			       s->gpus, s->tp, s->pp, s->cp, mp, from);
+	}
 	s->dp = s->gpus / mp;
 	strat_prov(s, "dp", STRAT_SRC_DERIVED, "gpus / (tp * pp * cp)", "%" PRId64, s->dp);
 

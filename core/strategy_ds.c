@@ -1194,10 +1194,11 @@ static enum tw_result batch_one(struct strat_rd *r, struct strat_bval *ds, struc
 		if (ours->from_set && !ds->from_set) {
 			*ds = *ours;
 		} else if (!(ds->from_set && !ours->from_set)) {
+			/* both from files, or both from --set: name where each came from */
 			return tw_errf(r->err, TW_ERR_INVALID,
 				       "%s: %s=%" PRId64 " disagrees with %s: %s=%" PRId64,
-				       r->our_file ? r->our_file : "strategy", ourkey, ours->v,
-				       r->ds_file, dskey, ds->v);
+				       strat_label(r, STRAT_TREE_OURS, ourkey), ourkey, ours->v,
+				       strat_label(r, STRAT_TREE_DS, dskey), dskey, ds->v);
 		}
 	}
 	const struct strat_bval *b = ds->given ? ds : ours->given ? ours : NULL;
