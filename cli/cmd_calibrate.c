@@ -163,6 +163,9 @@ int cmd_calibrate(const struct cli_ctx *ctx, int argc, char **argv)
 		snprintf(bpath, sizeof(bpath), "%s/%s.json", tdir, base_name);
 	if (json_load_object(bpath, &root, &err) != TW_OK)
 		goto fail;
+	/* an output that cannot be replaced is refused before the measurement */
+	if (tw_out_target(out, &err) != TW_OK)
+		goto fail;
 
 	if (calib_measure(&co, &r, &err) != TW_OK)
 		goto fail;
@@ -178,6 +181,8 @@ int cmd_calibrate(const struct cli_ctx *ctx, int argc, char **argv)
 		size_t n = strlen(name);
 		if (n > 5 && !strcmp(name + n - 5, ".json"))
 			name[n - 5] = '\0';
+		if (!name[0])
+			snprintf(name, sizeof(name), "calibrated");
 		cJSON_ReplaceItemInObjectCaseSensitive(root, "name", cJSON_CreateString(name));
 		char nt[512];
 		snprintf(nt, sizeof(nt),
@@ -196,7 +201,8 @@ int cmd_calibrate(const struct cli_ctx *ctx, int argc, char **argv)
 	{
 		FILE *f = fopen(tmp, "w");
 		if (!f) {
-			tw_errf(&err, TW_ERR_SYSTEM, "%s: cannot write: %s", out, strerror(errno));
+			tw_errf(&err, tw_out_errcode(errno), "%s: cannot write: %s", out,
+				strerror(errno));
 			tmp[0] = '\0';
 			goto fail;
 		}

@@ -252,7 +252,8 @@ static enum tw_result write_file(const char *path, const char *text, struct tw_e
 {
 	FILE *f = fopen(path, "w");
 	if (!f)
-		return tw_errf(err, TW_ERR_SYSTEM, "%s: cannot write: %s", path, strerror(errno));
+		return tw_errf(err, tw_out_errcode(errno), "%s: cannot write: %s", path,
+			       strerror(errno));
 	bool ok = fputs(text, f) >= 0 && fputc('\n', f) != EOF;
 	ok = (fclose(f) == 0) && ok;
 	if (!ok) {
@@ -312,6 +313,10 @@ static enum tw_result emit(const struct cli_job_opts *o, const struct job *base,
 		if (!dtext || !stext)
 			rc = tw_errf(err, TW_ERR_INTERNAL, "cannot print the emitted configuration");
 	}
+	if (rc == TW_OK)
+		rc = tw_out_target(path, err);
+	if (rc == TW_OK)
+		rc = tw_out_target(spath, err);
 	if (rc == TW_OK)
 		rc = write_file(dtmp, dtext, err);
 	if (rc == TW_OK) {
@@ -434,6 +439,12 @@ int cmd_plan(const struct cli_ctx *ctx, int argc, char **argv)
 		return cli_usage_error("plan", "--global-batch B is required");
 	if (emit_path && sp.framework != STRAT_DEEPSPEED)
 		return cli_usage_error("plan", "--emit-ds-config needs --framework deepspeed");
+	if (emit_path) { /* before the search: the files could not be written */
+		char spath[1024];
+		snprintf(spath, sizeof(spath), "%s.strategy.json", emit_path);
+		if (tw_out_target(emit_path, &err) != TW_OK || tw_out_target(spath, &err) != TW_OK)
+			return cli_fail(&err);
+	}
 	/* the search's own inputs come by its options: a --set of them would be simulated but not
 	 * reported (nor put in the candidates' sets) */
 	static const struct { const char *path, *opt; } own[] = { { "seq_len", "--seq" } };

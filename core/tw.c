@@ -3,6 +3,7 @@
 #include "tw.h"
 
 #include <errno.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -223,16 +224,50 @@ void tw_err_prefix(struct tw_err *err, const char *prefix)
 			 (int)(sizeof(err->msg) - (size_t)n - 1), msg);
 }
 
+enum tw_result tw_out_target(const char *path, struct tw_err *err)
+{
+	struct stat st;
+	if (lstat(path, &st) != 0 || S_ISREG(st.st_mode))
+		return TW_OK; /* absent (or unreadable: creating it says why) */
+	const char *what = S_ISDIR(st.st_mode)	 ? "is a directory"
+			   : S_ISLNK(st.st_mode) ? "is a symbolic link (give the path it points to: "
+						   "the output is renamed into place, which would "
+						   "replace the link)"
+						 : "is not a regular file (a device or a FIFO: the "
+						   "output is renamed into place, which would "
+						   "replace it)";
+	return tw_errf(err, TW_ERR_INVALID, "%s: %s", path, what);
+}
+
+enum tw_result tw_out_errcode(int errnum)
+{
+	return errnum == ENOENT || errnum == ENOTDIR || errnum == EISDIR || errnum == EACCES ||
+			       errnum == EPERM || errnum == EROFS || errnum == ENAMETOOLONG
+		       ? TW_ERR_INVALID
+		       : TW_ERR_SYSTEM;
+}
+
 enum tw_result tw_out_open(struct tw_out *o, const char *path, struct tw_err *err)
 {
 	o->f = NULL;
 	if (!path[0])
 		return tw_errf(err, TW_ERR_INVALID, "an output path is empty");
+	TW_CHECK(tw_out_target(path, err));
 	if ((size_t)snprintf(o->tmp, sizeof(o->tmp), "%s.tmp-XXXXXX", path) >= sizeof(o->tmp))
 		return tw_errf(err, TW_ERR_INVALID, "%s: path too long", path);
 	int fd = mkstemp(o->tmp);
 	if (fd < 0)
-		return tw_errf(err, TW_ERR_SYSTEM, "%s: cannot write: %s", path, strerror(errno));
+		return tw_errf(err, tw_out_errcode(errno), "%s: cannot write: %s", path,
+			       strerror(errno));
+	/* mkstemp makes 0600: give the file the mode a plain create would (0666 less umask) */
+	mode_t um = umask(0);
+	umask(um);
+	if (fchmod(fd, 0666 & ~um) != 0) {
+		int e = errno;
+		close(fd);
+		unlink(o->tmp);
+		return tw_errf(err, TW_ERR_SYSTEM, "%s: cannot write: %s", path, strerror(e));
+	}
 	if (!(o->f = fdopen(fd, "w"))) {
 		int e = errno;
 		close(fd);

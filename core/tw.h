@@ -118,6 +118,12 @@ struct tw_out {
 	char tmp[4096];
 };
 enum tw_result tw_out_open(struct tw_out *o, const char *path, struct tw_err *err);
+/* Whether path may be replaced by a rename: absent or a regular file. A directory, a symbolic
+ * link (the rename would replace the link), a device or a FIFO is refused (TW_ERR_INVALID). */
+enum tw_result tw_out_target(const char *path, struct tw_err *err);
+/* The error code of an output that cannot be created: the user's path (missing folder, no
+ * permission, read-only) is TW_ERR_INVALID, anything else TW_ERR_SYSTEM. */
+enum tw_result tw_out_errcode(int errnum);
 enum tw_result tw_out_close(struct tw_out *o, const char *path, bool ok, struct tw_err *err);
 
 #endif

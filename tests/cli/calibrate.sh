@@ -53,3 +53,17 @@ else
 		"[ \$(wc -l <'$err') -eq 1 ] && [ ! -s '$tmp/out' ]"
 	check "calibrate cuda without a GPU: writes nothing" "[ ! -e '$tmp/gpu.json' ]"
 fi
+
+# an output that a rename would replace wrongly (a FIFO, a symbolic link, a directory) is
+# refused before anything is measured, and left as it was
+mkfifo "$tmp/fifo"
+ln -s "$tmp/target.json" "$tmp/link.json"
+: >"$tmp/target.json"
+for o in "$tmp/fifo" "$tmp/link.json" "$tmp"; do
+	"$TWIN" calibrate --backend host -c host-cpu -o "$o" --quick >"$tmp/out" 2>"$err"
+	st=$?
+	check "calibrate -o ${o#"$tmp"/}: exit 2, one line, before measuring" \
+		"[ $st -eq 2 ] && [ \$(wc -l <'$err') -eq 1 ] && [ ! -s '$tmp/out' ]"
+done
+check "calibrate: the FIFO and the link are left as they were" \
+	"[ -p '$tmp/fifo' ] && [ -L '$tmp/link.json' ] && [ ! -s '$tmp/target.json' ]"

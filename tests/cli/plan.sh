@@ -57,6 +57,13 @@ g = s['degrees']
 print('%d %d %d %d %d' % (g['tp'], g['pp'], g['dp'], s['batch']['micro_batch'], s['zero']['stage']))" 2>/dev/null)
 check "plan --emit-ds-config: same tp pp dp micro zero ($want = $got)" "[ -n '$want' ] && [ '$want' = '$got' ]"
 
+# --emit-ds-config onto a FIFO (a rename would replace it): refused before the search
+mkfifo "$tmp/fifo"
+"$TWIN" plan -m llama2-7b -c dgx-h100 --gpus 8 --global-batch 32 --emit-ds-config "$tmp/fifo" \
+	>"$tmp/o" 2>"$err"
+check "plan --emit-ds-config FIFO: exit 2, one line, nothing printed, FIFO kept" \
+	"[ $? -eq 2 ] && [ \$(wc -l <'$err') -eq 1 ] && [ ! -s '$tmp/o' ] && [ -p '$tmp/fifo' ] && grep -q 'is not a regular file' '$err'"
+
 # a bare file name (no directory) is a file too, not a preset name
 case $TWIN in /*) abs=$TWIN ;; *) abs=$(pwd)/$TWIN ;; esac
 (cd "$tmp" && "$abs" plan -m llama2-7b -c dgx-h100 --gpus 8 --global-batch 32 \
