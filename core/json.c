@@ -381,3 +381,75 @@ void json_list_dir(const char *dir, char *buf, size_t len)
 	}
 	free(names);
 }
+
+/* Where a key sits, for messages: a chain of parents built on the stack while descending. */
+struct key_path {
+	const struct key_path *up;
+	const char *key; /* NULL: an array item */
+	int index;
+};
+
+static void format_path(const struct key_path *p, char *buf, size_t len)
+{
+	if (!p) {
+		buf[0] = '\0';
+		return;
+	}
+	format_path(p->up, buf, len);
+	size_t n = strlen(buf);
+	if (p->key)
+		snprintf(buf + n, len - n, "%s%s", n ? "." : "", p->key);
+	else
+		snprintf(buf + n, len - n, "[%d]", p->index);
+}
+
+struct named {
+	const char *name;
+	int index;
+};
+
+static int by_name_then_index(const void *a, const void *b)
+{
+	const struct named *x = a, *y = b;
+	int c = strcmp(x->name, y->name);
+	return c ? c : (x->index > y->index) - (x->index < y->index);
+}
+
+/* Names are sorted rather than compared pairwise: an HF config may carry many keys twin never
+ * reads. */
+static enum tw_result dups_at(const struct json_ctx *c, const cJSON *node,
+			      const struct key_path *at)
+{
+	if (!cJSON_IsObject(node) && !cJSON_IsArray(node))
+		return TW_OK;
+	int n = cJSON_GetArraySize(node), i = 0;
+	if (cJSON_IsObject(node) && n > 1) {
+		struct named *v = TW_NEW_ARRAY(struct named, (size_t)n);
+		for (const cJSON *it = node->child; it; it = it->next, i++)
+			v[i] = (struct named){it->string ? it->string : "", i};
+		qsort(v, (size_t)n, sizeof(*v), by_name_then_index);
+		int first = -1; /* the earliest key, in file order, that repeats one before it */
+		const char *name = NULL;
+		for (i = 1; i < n; i++)
+			if (!strcmp(v[i].name, v[i - 1].name) && (first < 0 || v[i].index < first))
+				first = v[i].index, name = v[i].name;
+		free(v);
+		if (name) {
+			char path[256];
+			struct key_path k = {at, name, 0};
+			format_path(&k, path, sizeof(path));
+			return json_fail(c, path, "duplicate key");
+		}
+	}
+	i = 0;
+	for (const cJSON *it = node->child; it; it = it->next, i++) {
+		struct key_path k = {at, cJSON_IsObject(node) ? it->string : NULL, i};
+		TW_CHECK(dups_at(c, it, &k));
+	}
+	return TW_OK;
+}
+
+enum tw_result json_check_dups(const struct json_ctx *c, const cJSON *root)
+{
+	return dups_at(c, root, NULL);
+}

@@ -53,6 +53,9 @@ enum tw_result json_check_keys(const struct json_ctx *c, const cJSON *obj,
 			       const char *const *allowed);
 
 /* Record "file: prefix.key: rule" in c->err and return TW_ERR_INVALID. */
+/* A key repeated in any object of the tree: cJSON keeps every copy and lookups find the first,
+ * so a repeat would be dropped silently (DeepSpeed refuses one too). */
+enum tw_result json_check_dups(const struct json_ctx *c, const cJSON *root);
 enum tw_result json_fail(const struct json_ctx *c, const char *key, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 

@@ -355,6 +355,16 @@ enum tw_result model_validate(const struct model *m, const char *file, struct tw
 		TW_CHECK(in_range(err, file, "v_head_dim", m->v_head_dim, 1, D));
 		if (m->qkv_bias || m->out_bias)
 			return bad(err, file, "biases", "attention biases are not supported with MLA (kv_lora_rank > 0)");
+		/* K and V come from the latent, one each per query head, of widths nope + rope */
+		if (m->kv_heads != m->heads)
+			return bad(err, file, "kv_heads",
+				   "must equal heads (%lld) with MLA, got %lld",
+				   (long long)m->heads, (long long)m->kv_heads);
+		if (m->head_dim != m->qk_nope_head_dim + m->qk_rope_head_dim)
+			return bad(err, file, "head_dim", "must be qk_nope_head_dim + "
+				   "qk_rope_head_dim (%lld) with MLA, got %lld",
+				   (long long)(m->qk_nope_head_dim + m->qk_rope_head_dim),
+				   (long long)m->head_dim);
 	} else {
 		if (m->q_lora_rank || m->qk_nope_head_dim || m->qk_rope_head_dim || m->v_head_dim)
 			return bad(err, file,
@@ -391,13 +401,20 @@ enum tw_result model_validate(const struct model *m, const char *file, struct tw
 	TW_CHECK(in_range(err, file, "proj_dim", m->proj_dim, 0, D));
 	if (model_is_moe(m)) {
 		TW_CHECK(in_range(err, file, "experts", m->experts, 1, D));
+		/* 0 is what an absent key leaves */
+		if (m->top_k == 0)
+			return bad(err, file, "top_k", "required with experts");
 		TW_CHECK(in_range(err, file, "top_k", m->top_k, 1, m->experts));
+		if (m->expert_ffn_hidden == 0)
+			return bad(err, file, "expert_ffn_hidden", "required with experts");
 		TW_CHECK(in_range(err, file, "expert_ffn_hidden", m->expert_ffn_hidden, 1, D));
 		TW_CHECK(in_range(err, file, "shared_experts", m->shared_experts, 0, D));
 		if (m->shared_experts > 0)
 			TW_CHECK(in_range(err, file, "shared_ffn_hidden", m->shared_ffn_hidden, 1, D));
 		else if (m->shared_ffn_hidden != 0)
 			return bad(err, file, "shared_ffn_hidden", "needs shared_experts > 0");
+		else if (m->shared_expert_gate) /* it gates the shared expert's output */
+			return bad(err, file, "shared_expert_gate", "needs shared_experts > 0");
 		TW_CHECK(in_range(err, file, "dense_layers", m->dense_layers, 0, m->layers - 1));
 		/* 0 reads as 1, for models built in code */
 		TW_CHECK(in_range(err, file, "moe_layer_freq", m->moe_layer_freq, 0, m->layers));
@@ -428,6 +445,7 @@ enum tw_result model_validate(const struct model *m, const char *file, struct tw
 				: m->dense_layers	 ? "dense_layers"
 				: m->router_bias	 ? "router_bias"
 				: m->router_groups	 ? "router_groups"
+				: m->router_group_topk	 ? "router_group_topk"
 				: m->shared_expert_gate ? "shared_expert_gate"
 							 : NULL;
 		if (f)
@@ -445,6 +463,77 @@ enum tw_result model_validate(const struct model *m, const char *file, struct tw
 	return TW_OK;
 }
 
+/* ---- reading model files: shared checks ------------------------------------------------------ */
+
+/* Length of the control character (C0, DEL, or C1 in UTF-8) at s, else 0: a name is printed on
+ * the terminal, where these move the cursor or recolour the screen. */
+static size_t control_at(const char *s)
+{
+	unsigned char b = (unsigned char)s[0];
+	if (b < 0x20 || b == 0x7f)
+		return 1;
+	if (b == 0xc2 && (unsigned char)s[1] >= 0x80 && (unsigned char)s[1] <= 0x9f)
+		return 2;
+	return 0;
+}
+
+/* n bytes of src into out (len bytes with the NUL): cut at a UTF-8 character boundary, control
+ * characters shown as '?'. For names twin derives (from a path), which are not refused. */
+static void copy_name(char *out, size_t len, const char *src, size_t n)
+{
+	size_t o = 0;
+	for (size_t i = 0; i < n && src[i];) {
+		size_t cl = control_at(src + i);
+		if (cl > n - i)
+			cl = n - i;
+		size_t w = cl ? cl : 1;
+		if (!cl) /* the whole of a multibyte character, or none of it */
+			while (i + w < n && ((unsigned char)src[i + w] & 0xc0) == 0x80)
+				w++;
+		size_t put = cl ? 1 : w;
+		if (o + put >= len)
+			break;
+		if (cl)
+			out[o] = '?';
+		else
+			memcpy(out + o, src + i, w);
+		o += put;
+		i += w;
+	}
+	out[o] = '\0';
+}
+
+/* What a string field of our schema may hold: anything (source), no control characters
+ * (printed: family), and not empty either (name). */
+enum text_rule { TEXT_ANY, TEXT_PRINTED, TEXT_NAME };
+
+/* A string field of our schema into out (len bytes with the NUL); null is absent. */
+static enum tw_result get_text(const struct json_ctx *c, const cJSON *obj, const char *key,
+			       char *out, size_t len, enum text_rule rule, bool *present)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+	if (present)
+		*present = false;
+	if (!v || cJSON_IsNull(v))
+		return TW_OK;
+	if (!cJSON_IsString(v))
+		return json_fail(c, key, "must be a string");
+	const char *s = v->valuestring;
+	size_t n = strlen(s);
+	if (n >= len) /* the buffer's limit: bytes, which is fewer characters outside ASCII */
+		return json_fail(c, key, "string longer than %zu bytes (got %zu)", len - 1, n);
+	if (rule == TEXT_NAME && n == 0)
+		return json_fail(c, key, "must not be empty");
+	for (size_t i = 0; rule != TEXT_ANY && i < n; i++)
+		if (control_at(s + i))
+			return json_fail(c, key, "control characters are not allowed (byte %zu)",
+					 i);
+	memcpy(out, s, n + 1);
+	if (present)
+		*present = true;
+	return TW_OK;
+}
+
 /* ---- our schema ---------------------------------------------------------------------------- */
 
 static const char *const schema_keys[] = {
@@ -457,6 +546,13 @@ static const char *const schema_keys[] = {
 	"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
 	"hidden_dropout", "attention_dropout", "sliding_window", "full_attention_every",
 	"full_attention_first", "attention_chunk", "qk_norm", "attention_sinks", NULL};
+
+/* present and not null (null reads as not given) */
+static bool field_given(const cJSON *obj, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+	return v && !cJSON_IsNull(v);
+}
 
 static enum tw_result need(const struct json_ctx *c, const cJSON *obj, const char *key,
 			   int64_t *out)
@@ -489,10 +585,7 @@ static void name_from_path(const char *path, char *out, size_t len)
 	} else if (n > 5 && !strcmp(base + n - 5, ".json")) {
 		n -= 5;
 	}
-	if (n >= len)
-		n = len - 1;
-	memcpy(out, base, n);
-	out[n] = '\0';
+	copy_name(out, len, base, n);
 }
 
 enum tw_result model_from_json(const struct cJSON *obj, const char *file, struct model *out,
@@ -503,22 +596,40 @@ enum tw_result model_from_json(const struct cJSON *obj, const char *file, struct
 	memset(&m, 0, sizeof(m));
 	if (!cJSON_IsObject(obj))
 		return json_fail(&c, NULL, "must be a JSON object");
+	TW_CHECK(json_check_dups(&c, obj));
 	TW_CHECK(json_check_keys(&c, obj, schema_keys));
 	bool present;
-	TW_CHECK(json_get_str(&c, obj, "name", m.name, sizeof(m.name), &present));
+	TW_CHECK(get_text(&c, obj, "name", m.name, sizeof(m.name), TEXT_NAME, &present));
 	if (!present && file)
 		name_from_path(file, m.name, sizeof(m.name));
-	TW_CHECK(json_get_str(&c, obj, "family", m.family, sizeof(m.family), &present));
+	TW_CHECK(get_text(&c, obj, "family", m.family, sizeof(m.family), TEXT_PRINTED, &present));
 	if (!present)
 		snprintf(m.family, sizeof(m.family), "custom");
 	char source[512];
-	TW_CHECK(json_get_str(&c, obj, "source", source, sizeof(source), NULL));
+	TW_CHECK(get_text(&c, obj, "source", source, sizeof(source), TEXT_ANY, NULL));
 
 	TW_CHECK(need(&c, obj, "layers", &m.layers));
 	TW_CHECK(need(&c, obj, "hidden", &m.hidden));
 	TW_CHECK(need(&c, obj, "heads", &m.heads));
 	TW_CHECK(need(&c, obj, "vocab", &m.vocab));
 	TW_CHECK(need(&c, obj, "seq_len", &m.seq_len));
+
+	TW_CHECK(opt_int(&c, obj, "q_lora_rank", 0, &m.q_lora_rank));
+	TW_CHECK(opt_int(&c, obj, "kv_lora_rank", 1, &m.kv_lora_rank));
+	TW_CHECK(opt_int(&c, obj, "qk_nope_head_dim", 1, &m.qk_nope_head_dim));
+	TW_CHECK(opt_int(&c, obj, "qk_rope_head_dim", 1, &m.qk_rope_head_dim));
+	TW_CHECK(opt_int(&c, obj, "v_head_dim", 1, &m.v_head_dim));
+	/* MLA derives both: a K and a V per query head from the latent, of the nope + rope and
+	 * v widths; another value would count attention that is not there */
+	if (is_mla(&m)) {
+		if (field_given(obj, "kv_heads"))
+			return json_fail(&c, "kv_heads", "not allowed with MLA (kv_lora_rank > 0): "
+					 "every query head has its own K and V");
+		if (field_given(obj, "head_dim"))
+			return json_fail(&c, "head_dim", "not allowed with MLA (kv_lora_rank > 0): "
+					 "the widths are qk_nope_head_dim + qk_rope_head_dim "
+					 "and v_head_dim");
+	}
 	m.kv_heads = m.heads;
 	TW_CHECK(opt_int(&c, obj, "kv_heads", 1, &m.kv_heads));
 	if (m.kv_heads > m.heads)
@@ -602,12 +713,6 @@ enum tw_result model_from_json(const struct cJSON *obj, const char *file, struct
 	if (m.experts == 0)
 		m.moe_layer_freq = 0;
 
-	TW_CHECK(opt_int(&c, obj, "q_lora_rank", 0, &m.q_lora_rank));
-	TW_CHECK(opt_int(&c, obj, "kv_lora_rank", 1, &m.kv_lora_rank));
-	TW_CHECK(opt_int(&c, obj, "qk_nope_head_dim", 1, &m.qk_nope_head_dim));
-	TW_CHECK(opt_int(&c, obj, "qk_rope_head_dim", 1, &m.qk_rope_head_dim));
-	TW_CHECK(opt_int(&c, obj, "v_head_dim", 1, &m.v_head_dim));
-
 	if (m.head_dim == 0) {
 		if (is_mla(&m)) {
 			m.head_dim = m.qk_nope_head_dim + m.qk_rope_head_dim;
@@ -638,8 +743,10 @@ struct cJSON *model_to_json(const struct model *m)
 	NUM("layers", m->layers);
 	NUM("hidden", m->hidden);
 	NUM("heads", m->heads);
-	NUM("kv_heads", m->kv_heads);
-	NUM("head_dim", m->head_dim);
+	if (!is_mla(m)) { /* MLA derives them, and a model file may not give them */
+		NUM("kv_heads", m->kv_heads);
+		NUM("head_dim", m->head_dim);
+	}
 	if (m->ffn_hidden)
 		NUM("ffn_hidden", m->ffn_hidden);
 	NUM("vocab", m->vocab);
@@ -779,8 +886,14 @@ static enum tw_result hf_llama_like(const struct json_ctx *c, const cJSON *o,
 	TW_CHECK(hf_int(c, o, NAMES("max_position_embeddings"), d->max_pos, 1, &m->seq_len));
 	/* a context stretched by RoPE scaling (YaRN, Llama 3.1) was trained at the original length */
 	const cJSON *rs = cJSON_GetObjectItemCaseSensitive(o, "rope_scaling");
+	const cJSON *rp = cJSON_GetObjectItemCaseSensitive(o, "rope_parameters");
+	/* transformers reads keys out of either: another type is a broken config */
+	if (field_given(o, "rope_scaling") && !cJSON_IsObject(rs))
+		return json_fail(c, "rope_scaling", "must be an object or null");
+	if (field_given(o, "rope_parameters") && !cJSON_IsObject(rp))
+		return json_fail(c, "rope_parameters", "must be an object or null");
 	if (!cJSON_IsObject(rs))
-		rs = cJSON_GetObjectItemCaseSensitive(o, "rope_parameters");
+		rs = rp;
 	if (cJSON_IsObject(rs)) {
 		struct json_ctx rc = {.file = c->file, .prefix = rs->string, .err = c->err};
 		TW_CHECK(json_get_int(&rc, rs, "original_max_position_embeddings", 1, MODEL_MAX_DIM,
@@ -865,12 +978,26 @@ static enum tw_result hf_layer_list(const struct json_ctx *c, const char *key, c
 	return TW_OK;
 }
 
+/* Full attention on the last layer of each run of p (layer l global when (l + 1) % p == 0, as
+ * transformers builds Gemma's and GPT-OSS's layer_types and Llama 4's NoPE layers): p = 1 makes
+ * every layer global, p past the last layer none: legal in transformers, so not refused. */
+static void hf_every_pth_full(int64_t p, struct model *m)
+{
+	if (p == 1)
+		m->sliding_window = m->attn_chunk = 0;
+	else if (p > m->layers)
+		m->full_every = m->full_first = 0; /* every layer local */
+	else
+		m->full_every = p, m->full_first = p - 1;
+}
+
 /* Sliding-window attention: sliding_window (null: none; dflt when absent) on the layers
  * layer_types lists, else, where the family gates it, when use_sliding_window (Qwen: on the
- * layers from max_window_layers on), else by Gemma 3's sliding_window_pattern (the last of each
- * run of p is global) or every_default (0: all layers). */
+ * layers from max_window_layers on), else every period-th layer global (0: none global): the
+ * family's rule, or Gemma 3's sliding_window_pattern where pattern_key (no other family reads
+ * that key: Gemma 2 and GPT-OSS alternate, Mistral windows every layer). */
 static enum tw_result hf_window(const struct json_ctx *c, const cJSON *o, int64_t dflt,
-				bool gated, int64_t every_default, struct model *m)
+				bool gated, int64_t period, bool pattern_key, struct model *m)
 {
 	bool use = true;
 	if (gated)
@@ -896,12 +1023,32 @@ static enum tw_result hf_window(const struct json_ctx *c, const cJSON *o, int64_
 				"twin models all layers or a periodic pattern", (long long)from);
 		return TW_OK;
 	}
-	int64_t p = every_default;
-	TW_CHECK(hf_int(c, o, NAMES("sliding_window_pattern"), p, 1, &p));
-	if (p == 1)
-		m->sliding_window = 0; /* every layer global */
-	else if (p > 1)
-		m->full_every = p, m->full_first = p - 1;
+	int64_t p = period;
+	if (pattern_key)
+		TW_CHECK(hf_int(c, o, NAMES("sliding_window_pattern"), p, 1, &p));
+	if (p > 0)
+		hf_every_pth_full(p, m);
+	return TW_OK;
+}
+
+/* A MoE config whose layers transformers builds all dense (a step or a dense prefix past the
+ * last layer, which it accepts): twin holds that dense model. */
+static void hf_all_dense(struct model *m)
+{
+	m->experts = m->top_k = m->expert_ffn_hidden = 0;
+	m->shared_experts = m->shared_ffn_hidden = m->dense_layers = m->moe_layer_freq = 0;
+	m->router_groups = m->router_group_topk = 0;
+	m->router_bias = m->shared_expert_gate = false;
+}
+
+/* Every step-th layer MoE, layer l when (l + 1) % step == 0 (Qwen-MoE's decoder_sparse_step,
+ * Llama 4's interleave_moe_layer_step); a step past the last layer leaves every layer dense. */
+static enum tw_result hf_moe_step(const struct json_ctx *c, const cJSON *o, const char *key,
+				  struct model *m)
+{
+	TW_CHECK(hf_int(c, o, NAMES(key), 1, 1, &m->moe_layer_freq));
+	if (m->moe_layer_freq > m->layers)
+		hf_all_dense(m);
 	return TW_OK;
 }
 
@@ -915,7 +1062,7 @@ static enum tw_result hf_mistral(const struct json_ctx *c, const cJSON *o, struc
 {
 	static const struct hf_llama_defaults d = {32000, 4096, 14336, 32, 32, 8, 131072, false};
 	TW_CHECK(hf_llama_like(c, o, &d, m));
-	return hf_window(c, o, 4096, false, 0, m); /* MistralConfig's window: 4096 */
+	return hf_window(c, o, 4096, false, 0, false, m); /* MistralConfig's window: 4096 */
 }
 
 static enum tw_result hf_qwen2(const struct json_ctx *c, const cJSON *o, struct model *m)
@@ -923,7 +1070,7 @@ static enum tw_result hf_qwen2(const struct json_ctx *c, const cJSON *o, struct 
 	/* q/k/v always carry a bias in Qwen2's modelling code; o_proj has none */
 	static const struct hf_llama_defaults d = {151936, 4096, 22016, 32, 32, 0, 32768, true};
 	TW_CHECK(hf_llama_like(c, o, &d, m));
-	return hf_window(c, o, 4096, true, 0, m);
+	return hf_window(c, o, 4096, true, 0, false, m);
 }
 
 /* Phi-3 and Phi-4 (fused qkv and gate_up projections, which count as llama's); a window on
@@ -932,7 +1079,7 @@ static enum tw_result hf_phi3(const struct json_ctx *c, const cJSON *o, struct m
 {
 	static const struct hf_llama_defaults d = {32064, 3072, 8192, 32, 32, 0, 4096, false};
 	TW_CHECK(hf_llama_like(c, o, &d, m));
-	return hf_window(c, o, 0, false, 0, m);
+	return hf_window(c, o, 0, false, 0, false, m);
 }
 
 /* Qwen3: Qwen2 without the q/k/v bias, with an RMSNorm over each query and key head and a
@@ -942,7 +1089,7 @@ static enum tw_result hf_qwen3(const struct json_ctx *c, const cJSON *o, struct 
 	static const struct hf_llama_defaults d = {151936, 4096, 22016, 32, 32, 0, 32768, false, 128};
 	TW_CHECK(hf_llama_like(c, o, &d, m));
 	m->qk_norm = true;
-	return hf_window(c, o, 4096, true, 0, m);
+	return hf_window(c, o, 4096, true, 0, false, m);
 }
 
 /* Qwen3-MoE: Qwen3's attention (head_dim from hidden / heads unless given), Qwen2-MoE's
@@ -955,9 +1102,9 @@ static enum tw_result hf_qwen3_moe(const struct json_ctx *c, const cJSON *o, str
 	TW_CHECK(hf_int(c, o, NAMES("num_experts"), 128, 1, &m->experts));
 	TW_CHECK(hf_int(c, o, NAMES("num_experts_per_tok"), 8, 1, &m->top_k));
 	TW_CHECK(hf_int(c, o, NAMES("moe_intermediate_size"), 768, 1, &m->expert_ffn_hidden));
-	TW_CHECK(hf_int(c, o, NAMES("decoder_sparse_step"), 1, 1, &m->moe_layer_freq));
 	TW_CHECK(hf_no_mlp_only_layers(c, o));
-	return hf_window(c, o, 4096, true, 0, m);
+	TW_CHECK(hf_moe_step(c, o, "decoder_sparse_step", m));
+	return hf_window(c, o, 4096, true, 0, false, m);
 }
 
 /* GPT-OSS: every layer MoE (intermediate_size is an expert's width), biases on attention and
@@ -977,7 +1124,7 @@ static enum tw_result hf_gpt_oss(const struct json_ctx *c, const cJSON *o, struc
 	m->router_bias = true; /* the router is a linear with a bias */
 	m->attn_sinks = true;
 	/* GptOssConfig's layer_types default: sliding on even layers, full on odd ones */
-	return hf_window(c, o, 128, false, 2, m);
+	return hf_window(c, o, 128, false, 2, false, m);
 }
 
 /* Gemma 2 and 3 (text): GeGLU MLP (gated like SwiGLU), four RMSNorms per layer (before and
@@ -991,7 +1138,7 @@ static enum tw_result hf_gemma(const struct json_ctx *c, const cJSON *o, struct 
 	TW_CHECK(hf_bool(c, o, "tie_word_embeddings", true, &m->tied_embeddings));
 	m->norms_per_layer = 4;
 	m->qk_norm = v3;
-	return hf_window(c, o, 4096, false, v3 ? 6 : 2, m);
+	return hf_window(c, o, 4096, false, v3 ? 6 : 2, v3, m);
 }
 
 static enum tw_result hf_gemma2(const struct json_ctx *c, const cJSON *o, struct model *m)
@@ -1016,13 +1163,13 @@ static enum tw_result hf_llama4_text(const struct json_ctx *c, const cJSON *o, s
 	TW_CHECK(hf_int(c, o, NAMES("intermediate_size_mlp"), 16384, 1, &m->ffn_hidden));
 	TW_CHECK(hf_int(c, o, NAMES("num_local_experts"), 16, 1, &m->experts));
 	TW_CHECK(hf_int(c, o, NAMES("num_experts_per_tok"), 1, 1, &m->top_k));
-	TW_CHECK(hf_int(c, o, NAMES("interleave_moe_layer_step"), 1, 1, &m->moe_layer_freq));
 	const cJSON *ml = cJSON_GetObjectItemCaseSensitive(o, "moe_layers");
 	if (ml && !cJSON_IsNull(ml))
 		return json_fail(c, "moe_layers", "an explicit list is not supported (twin takes "
 						  "interleave_moe_layer_step)");
 	m->shared_experts = 1;
 	m->shared_ffn_hidden = m->expert_ffn_hidden;
+	TW_CHECK(hf_moe_step(c, o, "interleave_moe_layer_step", m));
 	const cJSON *ch = cJSON_GetObjectItemCaseSensitive(o, "attention_chunk_size");
 	if (ch && cJSON_IsNull(ch))
 		return TW_OK;
@@ -1034,10 +1181,7 @@ static enum tw_result hf_llama4_text(const struct json_ctx *c, const cJSON *o, s
 		return hf_layer_list(c, "no_rope_layers", nr, full_of_rope_flag, "0 or 1", m);
 	int64_t every = 4;
 	TW_CHECK(hf_int(c, o, NAMES("no_rope_layer_interval"), 4, 1, &every));
-	if (every == 1)
-		m->attn_chunk = 0; /* every layer NoPE and global */
-	else
-		m->full_every = every, m->full_first = every - 1;
+	hf_every_pth_full(every, m); /* 1: every layer NoPE and global; past the last: none */
 	return TW_OK;
 }
 
@@ -1049,7 +1193,7 @@ static enum tw_result hf_mixtral(const struct json_ctx *c, const cJSON *o, struc
 	TW_CHECK(hf_int(c, o, NAMES("num_experts_per_tok"), 2, 1, &m->top_k));
 	m->expert_ffn_hidden = m->ffn_hidden; /* every layer is MoE; experts are w1, w2, w3 */
 	m->moe_layer_freq = 1;
-	return hf_window(c, o, 0, false, 0, m); /* MixtralConfig's window: none */
+	return hf_window(c, o, 0, false, 0, false, m); /* MixtralConfig's window: none */
 }
 
 static enum tw_result hf_qwen2_moe(const struct json_ctx *c, const cJSON *o, struct model *m)
@@ -1064,12 +1208,36 @@ static enum tw_result hf_qwen2_moe(const struct json_ctx *c, const cJSON *o, str
 	TW_CHECK(hf_int(c, o, NAMES("moe_intermediate_size"), 1408, 1, &m->expert_ffn_hidden));
 	TW_CHECK(hf_int(c, o, NAMES("shared_expert_intermediate_size"), 5632, 0,
 			&m->shared_ffn_hidden));
-	TW_CHECK(hf_int(c, o, NAMES("decoder_sparse_step"), 1, 1, &m->moe_layer_freq));
 	TW_CHECK(hf_no_mlp_only_layers(c, o));
 	if (m->shared_ffn_hidden > 0) {
 		m->shared_experts = 1;
 		m->shared_expert_gate = true; /* sigmoid gate h x 1 on the shared expert */
 	}
+	return hf_moe_step(c, o, "decoder_sparse_step", m);
+}
+
+/* DeepSeek's gate views the experts as n_group groups (which must divide them), keeps the best
+ * topk_group (torch.topk: at most n_group) and takes the top-k from their experts */
+static enum tw_result hf_router_groups(const struct json_ctx *c, struct model *m)
+{
+	int64_t g = m->router_groups, tg = m->router_group_topk, e = m->experts;
+	if (g == 0)
+		return TW_OK;
+	if (e % g)
+		return json_fail(c, "n_group", "%lld does not divide n_routed_experts (%lld)",
+				 (long long)g, (long long)e);
+	if (tg > g)
+		return json_fail(c, "topk_group", "must be <= n_group (%lld), got %lld",
+				 (long long)g, (long long)tg);
+	if (tg == g) { /* every group: no limit */
+		m->router_groups = m->router_group_topk = 0;
+		return TW_OK;
+	}
+	/* a top-k beyond the experts is num_experts_per_tok's error, reported after */
+	if (m->top_k <= e && m->top_k > tg * (e / g))
+		return json_fail(c, "topk_group", "%lld groups of %lld experts hold fewer than "
+				 "num_experts_per_tok (%lld)",
+				 (long long)tg, (long long)(e / g), (long long)m->top_k);
 	return TW_OK;
 }
 
@@ -1079,6 +1247,9 @@ static enum tw_result hf_deepseek(const struct json_ctx *c, const cJSON *o, stru
 	static const struct hf_llama_defaults d2 = {102400, 4096, 11008, 30, 32, 0, 2048, false};
 	static const struct hf_llama_defaults d3 = {129280, 7168, 18432, 61, 128, 0, 4096, false};
 	TW_CHECK(hf_llama_like(c, o, v3 ? &d3 : &d2, m));
+	if (m->qkv_bias || m->out_bias)
+		return json_fail(c, "attention_bias", "true is not supported: twin models MLA's "
+				 "projections without biases");
 	/* MLA: K and V come from one compressed latent per token, one set per query head */
 	m->kv_heads = m->heads;
 	m->head_dim = 0;
@@ -1115,9 +1286,12 @@ static enum tw_result hf_deepseek(const struct json_ctx *c, const cJSON *o, stru
 		TW_CHECK(hf_int(c, o, NAMES("n_group"), v3 ? 8 : 1, 1, &m->router_groups));
 		TW_CHECK(hf_int(c, o, NAMES("topk_group"), v3 ? 4 : 1, 1, &m->router_group_topk));
 	}
-	if (m->router_group_topk >= m->router_groups)
-		m->router_groups = m->router_group_topk = 0;
-	return TW_OK;
+	/* every layer dense: transformers builds no gate, so nothing below applies */
+	if (m->dense_layers >= m->layers) {
+		hf_all_dense(m);
+		return TW_OK;
+	}
+	return hf_router_groups(c, m);
 }
 
 static enum tw_result hf_deepseek_v2(const struct json_ctx *c, const cJSON *o, struct model *m)
@@ -1152,7 +1326,8 @@ static enum tw_result hf_gpt2(const struct json_ctx *c, const cJSON *o, struct m
 	m->seq_len = m->max_pos;
 	m->kv_heads = m->heads;
 	m->pos = MODEL_POS_LEARNED;
-	m->tied_embeddings = true; /* lm_head is the token embedding */
+	/* lm_head is the token embedding unless the config unties it (PretrainedConfig: true) */
+	TW_CHECK(hf_bool(c, o, "tie_word_embeddings", true, &m->tied_embeddings));
 	m->qkv_bias = m->out_bias = m->mlp_bias = true; /* Conv1D layers carry a bias */
 	return hf_dropout(c, o, NAMES("resid_pdrop"), 0.1, NAMES("attn_pdrop"), 0.1, m);
 }
@@ -1205,7 +1380,7 @@ static enum tw_result hf_falcon(const struct json_ctx *c, const cJSON *o, struct
 	m->parallel_attn = m->parallel_attn || new_arch;
 	m->qkv_bias = m->out_bias = m->mlp_bias = bias;
 	m->pos = alibi ? MODEL_POS_ALIBI : MODEL_POS_ROPE;
-	m->tied_embeddings = true;
+	TW_CHECK(hf_bool(c, o, "tie_word_embeddings", true, &m->tied_embeddings));
 	return hf_dropout(c, o, NAMES("hidden_dropout"), 0, NAMES("attention_dropout"), 0, m);
 }
 
@@ -1222,7 +1397,7 @@ static enum tw_result hf_bloom(const struct json_ctx *c, const cJSON *o, struct 
 	m->kv_heads = m->heads;
 	m->pos = MODEL_POS_ALIBI;
 	m->embed_norm = true; /* word_embeddings_layernorm */
-	m->tied_embeddings = true;
+	TW_CHECK(hf_bool(c, o, "tie_word_embeddings", true, &m->tied_embeddings));
 	m->qkv_bias = m->out_bias = m->mlp_bias = true;
 	return hf_dropout(c, o, NAMES("hidden_dropout"), 0, NAMES("attention_dropout"), 0, m);
 }
@@ -1250,7 +1425,7 @@ static enum tw_result hf_opt(const struct json_ctx *c, const cJSON *o, struct mo
 	m->kv_heads = m->heads;
 	m->pos = MODEL_POS_LEARNED;
 	m->max_pos = m->seq_len + 2; /* OPTLearnedPositionalEmbedding keeps an offset of 2 */
-	m->tied_embeddings = true;
+	TW_CHECK(hf_bool(c, o, "tie_word_embeddings", true, &m->tied_embeddings));
 	m->qkv_bias = m->out_bias = m->mlp_bias = bias;
 	return hf_dropout(c, o, NAMES("dropout"), 0.1, NAMES("attention_dropout"), 0, m);
 }
@@ -1286,11 +1461,51 @@ static const struct hf_family hf_families[] = {
 };
 #define N_HF_FAMILIES (sizeof(hf_families) / sizeof(hf_families[0]))
 
+/* The last component of the path [s, *end): its start; *end moves back over trailing '/'. */
+static const char *last_component(const char *s, const char **end)
+{
+	const char *e = *end;
+	while (e > s && e[-1] == '/')
+		e--;
+	const char *b = e;
+	while (b > s && b[-1] != '/')
+		b--;
+	*end = e;
+	return b;
+}
+
+/* The model's name from _name_or_path, which is informational: a hub id "org/model", a local
+ * directory, or a hub cache snapshot ".../models--org--model/snapshots/<hash>/". Its last
+ * component names the model (as "Llama-2-7b-hf" for "meta-llama/Llama-2-7b-hf"); a snapshot
+ * is named by its repository. Never refused: empty when nothing is left. */
+static void hf_name(const char *p, char *out, size_t len)
+{
+	const char *e = p + strlen(p);
+	const char *b = last_component(p, &e);
+	if (b > p) { /* .../snapshots/<hash>: the repository directory above */
+		const char *pe = b - 1, *pb = last_component(p, &pe);
+		if (pe - pb == 9 && !strncmp(pb, "snapshots", 9) && pb > p) {
+			e = pb - 1;
+			b = last_component(p, &e);
+		}
+	}
+	if (e - b > 8 && !strncmp(b, "models--", 8)) { /* "models--org--model": model */
+		b += 8;
+		for (const char *q = b; q + 2 < e; q++)
+			if (q[0] == '-' && q[1] == '-') {
+				b = q + 2;
+				break;
+			}
+	}
+	copy_name(out, len, b, (size_t)(e - b));
+}
+
 static enum tw_result hf_import(const cJSON *o, const char *file, struct model *out,
 				struct tw_err *err)
 {
 	struct json_ctx c = {.file = file, .err = err};
 	char type[64] = "";
+	TW_CHECK(json_check_dups(&c, o));
 	TW_CHECK(json_get_str(&c, o, "model_type", type, sizeof(type), NULL));
 	const struct hf_family *fam = NULL;
 	for (size_t i = 0; i < N_HF_FAMILIES && !fam; i++)
@@ -1311,14 +1526,13 @@ static enum tw_result hf_import(const cJSON *o, const char *file, struct model *
 	memset(&m, 0, sizeof(m));
 	TW_CHECK(fam->import(&c, o, &m));
 	snprintf(m.family, sizeof(m.family), "%s", fam->family);
-	char path[128] = "";
-	TW_CHECK(json_get_str(&c, o, "_name_or_path", path, sizeof(path), NULL));
-	if (path[0]) {
-		const char *slash = strrchr(path, '/');
-		snprintf(m.name, sizeof(m.name), "%.63s", slash && slash[1] ? slash + 1 : path);
-	} else {
+	const cJSON *np = cJSON_GetObjectItemCaseSensitive(o, "_name_or_path");
+	if (np && !cJSON_IsNull(np) && !cJSON_IsString(np))
+		return json_fail(&c, "_name_or_path", "must be a string");
+	if (cJSON_IsString(np))
+		hf_name(np->valuestring, m.name, sizeof(m.name));
+	if (!m.name[0])
 		name_from_path(file, m.name, sizeof(m.name));
-	}
 	/* the rules the HF fields must obey, named by their HF names */
 	if (m.kv_heads > m.heads || m.heads % m.kv_heads != 0)
 		return json_fail(&c, "num_key_value_heads",
@@ -1334,9 +1548,6 @@ static enum tw_result hf_import(const cJSON *o, const char *file, struct model *
 	if (m.experts > 0 && m.top_k > m.experts)
 		return json_fail(&c, "num_experts_per_tok", "must be <= the number of experts (%lld), got %lld",
 				 (long long)m.experts, (long long)m.top_k);
-	if (m.experts > 0 && m.dense_layers >= m.layers)
-		return json_fail(&c, "first_k_dense_replace", "must be < num_hidden_layers (%lld)",
-				 (long long)m.layers);
 	TW_CHECK(model_validate(&m, file, err));
 	memcpy(out, &m, sizeof(m)); /* padding too: stored models compare bytewise */
 	return TW_OK;

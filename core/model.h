@@ -98,7 +98,8 @@ struct model_params {
  * JSON, or a path to a Hugging Face config.json (recognised by "model_type"). */
 enum tw_result model_load(const char *name_or_path, const char *presets_dir, struct model *out,
 			  struct tw_err *err);
-/* Parse from an already-loaded cJSON object (file names messages). */
+/* Parse from an already-loaded cJSON object (file names messages). A key repeated anywhere in
+ * obj is refused, as model_load refuses it in either schema. */
 struct cJSON;
 enum tw_result model_from_json(const struct cJSON *obj, const char *file, struct model *out,
 			       struct tw_err *err);

@@ -750,23 +750,10 @@ static enum tw_result parse_ours(struct strat_rd *r, const cJSON *o, struct ours
 /* ---- loading the inputs ----------------------------------------------------------------------- */
 
 /* DeepSpeed loads with dict_raise_error_on_duplicate_keys; cJSON would keep the first. */
-static enum tw_result check_dups(struct strat_rd *r, const char *file, const cJSON *o,
-				 const char *prefix, int depth)
+static enum tw_result check_dups(struct strat_rd *r, const char *file, const cJSON *o)
 {
-	const cJSON *a, *b;
-	if (depth > 32)
-		return TW_OK;
-	cJSON_ArrayForEach(a, o)
-	{
-		char path[256];
-		snprintf(path, sizeof(path), "%s%s%s", prefix, *prefix ? "." : "", a->string);
-		for (b = a->next; b; b = b->next)
-			if (!strcmp(a->string, b->string))
-				return tw_errf(r->err, TW_ERR_INVALID, "%s: %s: duplicate key", file, path);
-		if (cJSON_IsObject(a))
-			TW_CHECK(check_dups(r, file, a, path, depth + 1));
-	}
-	return TW_OK;
+	struct json_ctx c = {file, NULL, r->err};
+	return json_check_dups(&c, o);
 }
 
 struct trees {
@@ -800,7 +787,7 @@ static enum tw_result load_trees(struct strat_rd *r, const struct strat_inputs *
 			snprintf(t->our_label, sizeof(t->our_label), "%s", t->our_file);
 		TW_CHECK(json_load_object(t->our_file, &t->ours, r->err));
 		r->our_file = t->our_label;
-		TW_CHECK(check_dups(r, t->our_label, t->ours, "", 0));
+		TW_CHECK(check_dups(r, t->our_label, t->ours));
 		cJSON *emb = cJSON_GetObjectItemCaseSensitive(t->ours, "ds_config");
 		if (emb && !cJSON_IsNull(emb)) {
 			if (in->ds_config_path)
@@ -830,7 +817,7 @@ static enum tw_result load_trees(struct strat_rd *r, const struct strat_inputs *
 						 emb->valuestring);
 				}
 				TW_CHECK(json_load_object(t->ds_file, &t->ds, r->err));
-				TW_CHECK(check_dups(r, t->ds_label, t->ds, "", 0));
+				TW_CHECK(check_dups(r, t->ds_label, t->ds));
 				cJSON_DeleteItemFromObjectCaseSensitive(t->ours, "ds_config");
 			} else {
 				return tw_errf(r->err, TW_ERR_INVALID,
@@ -842,7 +829,7 @@ static enum tw_result load_trees(struct strat_rd *r, const struct strat_inputs *
 	if (in->ds_config_path) {
 		snprintf(t->ds_file, sizeof(t->ds_file), "%s", in->ds_config_path);
 		TW_CHECK(json_load_object(t->ds_file, &t->ds, r->err));
-		TW_CHECK(check_dups(r, t->ds_file, t->ds, "", 0));
+		TW_CHECK(check_dups(r, t->ds_file, t->ds));
 		r->ds_file = t->ds_file;
 	}
 	if (!t->ours && first_set(r, STRAT_TREE_OURS)) {

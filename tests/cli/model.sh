@@ -113,3 +113,46 @@ check "the window survives the JSON round trip" test "$w" = "$w0"
 # 18 full layers at 1/2 of s x s and 18 at (128/4096)(1 - 128/8192): 0.5308 of the full model's
 check "windows cut GPT-OSS's attention core to 0.53 of full" \
 	python3 -c "import sys; r=$w/$f; sys.exit(0 if abs(r - (0.5 + 128/4096*(1-128/8192))/1.0) < 1e-9 else 1)"
+
+# model files: a repeated key is one line naming it, ours and HF's
+printf '{"layers":2,"hidden":64,"heads":4,"ffn_hidden":128,"vocab":100,"seq_len":16,"layers":4}\n' \
+	>"$tmp/dup.json"
+usage "our model file: duplicate key" "dup.json: layers: duplicate key" model show "$tmp/dup.json"
+printf '{"model_type":"llama","num_hidden_layers":32,"num_hidden_layers":2}\n' >"$tmp/hfdup.json"
+usage "HF config: duplicate key" "hfdup.json: num_hidden_layers: duplicate key" \
+	model show "$tmp/hfdup.json"
+
+# an HF cache snapshot path as _name_or_path names the model by its repository
+python3 -c 'import json,sys; d=json.load(open("tests/fixtures/hf/llama3-8b.json")); d["_name_or_path"]="/home/u/.cache/huggingface/hub/models--meta-llama--Meta-Llama-3-8B-Instruct/snapshots/5f0b02c75b57c5855da9ae460ce51323ea669d8a/"; json.dump(d, open(sys.argv[1], "w"))' "$tmp/snap.json"
+"$TWIN" model show "$tmp/snap.json" >"$tmp/o" 2>"$tmp/e"
+check "a snapshot path names the model" grep -q "^model  *Meta-Llama-3-8B-Instruct (llama)" "$tmp/o"
+check "a snapshot path still counts 8,030,261,248" grep -q "total  *8,030,261,248" "$tmp/o"
+
+# tie_word_embeddings false unties GPT-2's head (50257 x 768 more parameters)
+python3 -c 'import json,sys; json.dump({"model_type":"gpt2","tie_word_embeddings":False}, open(sys.argv[1], "w"))' "$tmp/g2u.json"
+"$TWIN" model show "$tmp/g2u.json" >"$tmp/o" 2>&1
+check "GPT-2 untied: head of 38,597,376" grep -q "head  *38,597,376" "$tmp/o"
+check "GPT-2 untied: total 163,037,184" grep -q "total  *163,037,184" "$tmp/o"
+
+# a MoE step past the last layer is a dense model; a Gemma 3 pattern past it windows every layer
+python3 -c 'import json,sys; json.dump({"model_type":"qwen2_moe","num_hidden_layers":24,"decoder_sparse_step":25}, open(sys.argv[1], "w"))' "$tmp/q2.json"
+"$TWIN" model show "$tmp/q2.json" --json >"$tmp/j" 2>"$tmp/e"
+check "decoder_sparse_step past the layers: dense" \
+	python3 -c 'import json,sys; m=json.load(open(sys.argv[1]))["model"]; sys.exit(0 if "experts" not in m and m["ffn_hidden"] == 5632 else 1)' "$tmp/j"
+python3 -c 'import json,sys; json.dump({"model_type":"gemma3_text","num_hidden_layers":26,"sliding_window":512,"sliding_window_pattern":100}, open(sys.argv[1], "w"))' "$tmp/g3.json"
+"$TWIN" model show "$tmp/g3.json" >"$tmp/o" 2>&1
+check "sliding_window_pattern past the layers: every layer windowed" \
+	grep -q "sliding window 512 tokens on 26 of 26 layers" "$tmp/o"
+
+# errors name the HF key the user wrote
+python3 -c 'import json,sys; json.dump({"model_type":"deepseek_v3","n_group":7}, open(sys.argv[1], "w"))' "$tmp/ds.json"
+usage "n_group named by its HF name" "ds.json: n_group: 7 does not divide n_routed_experts (256)" \
+	model show "$tmp/ds.json"
+
+# MLA's --json has no kv_heads or head_dim, and loads back
+"$TWIN" model show deepseek-v3 --json >"$tmp/j"
+python3 -c 'import json,sys; m=json.load(open(sys.argv[1]))["model"]; assert "kv_heads" not in m and "head_dim" not in m; json.dump(m, open(sys.argv[2],"w"))' \
+	"$tmp/j" "$tmp/ds_rt.json"
+check "MLA --json leaves kv_heads and head_dim out" test $? -eq 0
+"$TWIN" model show "$tmp/ds_rt.json" | grep -q "total  *671,026,419,200"
+check "MLA --json model loads back" test $? -eq 0

@@ -456,7 +456,7 @@ static void test_schema_errors(struct test_ctx *t)
 		 "m.json: top_k: must be in [1, 4], got 5"},
 		{"{\"layers\":2,\"hidden\":64,\"heads\":4,\"vocab\":100,\"seq_len\":16,\"experts\":4,"
 		 "\"top_k\":2}",
-		 "m.json: expert_ffn_hidden: must be in"},
+		 "m.json: expert_ffn_hidden: required with experts"},
 		{"{\"layers\":2,\"hidden\":64,\"heads\":4,\"ffn_hidden\":8,\"vocab\":100,\"seq_len\":16,"
 		 "\"qk_rope_head_dim\":64}",
 		 "m.json: qk_rope_head_dim: MLA dimensions need kv_lora_rank > 0"},
@@ -814,6 +814,355 @@ static void test_hf_llama4_layers(struct test_ctx *t)
 	}
 }
 
+/* A model file's repeated key is refused wherever it sits, ours and HF's (cJSON would read
+ * the first copy silently) */
+static void test_duplicate_keys(struct test_ctx *t)
+{
+	struct model m;
+	struct tw_err err = {0};
+	CHECK(t, parse("{\"layers\":2,\"hidden\":64,\"heads\":4,\"ffn_hidden\":8,\"vocab\":100,"
+		       "\"seq_len\":16,\"layers\":4}", &m, &err) == TW_ERR_INVALID);
+	CHECK_STR_CONTAINS(t, err.msg, "m.json: layers: duplicate key");
+	static const struct {
+		const char *extra, *msg;
+	} hf[] = {
+		{",\"num_hidden_layers\":2", ": num_hidden_layers: duplicate key"},
+		{",\"rope_scaling\":{\"factor\":8,\"original_max_position_embeddings\":64,\"factor\":4}",
+		 ": rope_scaling.factor: duplicate key"},
+		{",\"task\":[1,{\"a\":{\"b\":1,\"b\":2}}]", ": task[1].a.b: duplicate key"},
+	};
+	for (size_t i = 0; i < sizeof(hf) / sizeof(hf[0]); i++) {
+		char text[512];
+		snprintf(text, sizeof(text), "{\"model_type\":\"llama\",\"num_hidden_layers\":4,"
+			 "\"hidden_size\":64,\"num_attention_heads\":4%s}", hf[i].extra);
+		tw_err_clear(&err);
+		CHECK(t, load_hf_text(text, &m, &err) == TW_ERR_INVALID);
+		CHECK_STR_CONTAINS(t, err.msg, hf[i].msg);
+	}
+	/* many distinct keys twin ignores: sorted, not compared pairwise */
+	size_t cap = 64 + 20000 * 16;
+	char *big = malloc(cap);
+	size_t n = (size_t)snprintf(big, cap, "{\"model_type\":\"llama\",\"hidden_size\":64,"
+				    "\"num_attention_heads\":4,\"num_hidden_layers\":2");
+	for (int i = 0; i < 20000; i++)
+		n += (size_t)snprintf(big + n, cap - n, ",\"k%d\":%d", i, i);
+	snprintf(big + n, cap - n, "}");
+	tw_err_clear(&err);
+	CHECK_EQ_INT(t, load_hf_text(big, &m, &err), TW_OK);
+	free(big);
+}
+
+/* _name_or_path is informational: a short name out of any path, never refused for its length */
+static void test_hf_name(struct test_ctx *t)
+{
+	static const struct {
+		const char *path, *name;
+	} cases[] = {
+		{"meta-llama/Llama-2-7b-hf", "Llama-2-7b-hf"},
+		{"meta-llama/Meta-Llama-3-8B/", "Meta-Llama-3-8B"},
+		{"gpt2", "gpt2"},
+		{"/home/u/.cache/huggingface/hub/models--meta-llama--Meta-Llama-3-8B-Instruct/snapshots/"
+		 "5f0b02c75b57c5855da9ae460ce51323ea669d8a/", "Meta-Llama-3-8B-Instruct"},
+		{"/cache/models--gpt2/snapshots/abc", "gpt2"},
+		{"/data/ckpt/my\\u001b[31mmodel", "my?[31mmodel"},
+		/* 70 bytes: cut at 63 */
+		{"org/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+		 "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"},
+		/* 2-byte characters: cut before a character that would not fit whole (62 bytes) */
+		{"\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9"
+		 "\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9"
+		 "\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9",
+		 "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"
+		 "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"
+		 "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"
+		 "\xc3\xa9"},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char text[1024];
+		snprintf(text, sizeof(text), "{\"model_type\":\"llama\",\"num_hidden_layers\":2,"
+			 "\"hidden_size\":64,\"num_attention_heads\":4,\"_name_or_path\":\"%s\"}",
+			 cases[i].path);
+		struct model m;
+		struct tw_err err = {0};
+		CHECK_EQ_INT(t, load_hf_text(text, &m, &err), TW_OK);
+		CHECK_STR(t, m.name, cases[i].name);
+	}
+	/* nothing left of the path: the file's name */
+	struct model m;
+	struct tw_err err = {0};
+	CHECK_EQ_INT(t, load_hf_text("{\"model_type\":\"llama\",\"num_hidden_layers\":2,"
+				     "\"hidden_size\":64,\"num_attention_heads\":4,"
+				     "\"_name_or_path\":\"///\"}", &m, &err), TW_OK);
+	CHECK_STR_CONTAINS(t, m.name, "twin_hf_");
+}
+
+/* Group-limited routing, MLA's biases and an all-dense DeepSeek: errors name the HF keys */
+static void test_hf_deepseek_keys(struct test_ctx *t)
+{
+	static const struct {
+		const char *extra, *msg; /* msg NULL: loads */
+		int64_t groups, experts;
+	} cases[] = {
+		{",\"n_group\":8,\"topk_group\":9", "topk_group: must be <= n_group (8), got 9", 0, 0},
+		{",\"n_group\":7,\"topk_group\":4", "n_group: 7 does not divide n_routed_experts (256)", 0,
+		 0},
+		{",\"n_group\":512,\"topk_group\":4", "n_group: 512 does not divide n_routed_experts", 0,
+		 0},
+		{",\"n_group\":64,\"topk_group\":1",
+		 "topk_group: 1 groups of 4 experts hold fewer than num_experts_per_tok (8)", 0, 0},
+		{",\"attention_bias\":true", "attention_bias: true is not supported", 0, 0},
+		{",\"n_group\":8,\"topk_group\":8", NULL, 0, 256},   /* every group: no limit */
+		{",\"n_group\":8,\"topk_group\":4", NULL, 8, 256},
+		{",\"first_k_dense_replace\":61", NULL, 0, 0}, /* legal in transformers: all dense */
+		{",\"first_k_dense_replace\":61,\"n_group\":8,\"topk_group\":9", NULL, 0, 0},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char text[512];
+		snprintf(text, sizeof(text), "{\"model_type\":\"deepseek_v3\"%s}", cases[i].extra);
+		struct model m;
+		struct tw_err err = {0};
+		enum tw_result rc = load_hf_text(text, &m, &err);
+		if (cases[i].msg) {
+			CHECK_EQ_INT(t, rc, TW_ERR_INVALID);
+			CHECK_STR_CONTAINS(t, err.msg, cases[i].msg);
+			continue;
+		}
+		CHECK_EQ_INT(t, rc, TW_OK);
+		CHECK_EQ_INT(t, m.router_groups, cases[i].groups);
+		CHECK_EQ_INT(t, m.experts, cases[i].experts);
+	}
+	/* all dense: 61 MLPs of intermediate_size, no router */
+	struct model m;
+	struct tw_err err = {0};
+	if (load_hf_text("{\"model_type\":\"deepseek_v3\",\"first_k_dense_replace\":80}", &m, &err) ==
+	    TW_OK) {
+		struct model_params p;
+		model_count(&m, &p);
+		CHECK(t, !model_is_moe(&m) && !m.router_bias && m.ffn_hidden == 18432);
+		CHECK_EQ_INT(t, p.mlp, 61LL * 3 * 7168 * 18432);
+		CHECK_EQ_INT(t, p.experts, 0);
+	} else {
+		CHECK(t, false);
+	}
+}
+
+/* MLA derives kv_heads and head_dim: our schema refuses them, --json leaves them out */
+static void test_mla_schema(struct test_ctx *t)
+{
+	const char *base = "{\"layers\":8,\"hidden\":2048,\"heads\":16,\"ffn_hidden\":8192,"
+			   "\"vocab\":32000,\"seq_len\":4096,\"kv_lora_rank\":512,\"q_lora_rank\":0,"
+			   "\"qk_nope_head_dim\":128,\"qk_rope_head_dim\":64,\"v_head_dim\":128";
+	char text[512];
+	struct model m;
+	struct tw_err err = {0};
+	snprintf(text, sizeof(text), "%s,\"kv_heads\":1}", base);
+	CHECK(t, parse(text, &m, &err) == TW_ERR_INVALID);
+	CHECK_STR_CONTAINS(t, err.msg, "m.json: kv_heads: not allowed with MLA");
+	snprintf(text, sizeof(text), "%s,\"head_dim\":16}", base);
+	CHECK(t, parse(text, &m, &err) == TW_ERR_INVALID);
+	CHECK_STR_CONTAINS(t, err.msg, "m.json: head_dim: not allowed with MLA");
+	snprintf(text, sizeof(text), "%s,\"kv_heads\":null}", base); /* null: not given */
+	CHECK_EQ_INT(t, parse(text, &m, &err), TW_OK);
+	snprintf(text, sizeof(text), "%s}", base);
+	if (parse(text, &m, &err) != TW_OK) {
+		CHECK(t, false);
+		return;
+	}
+	CHECK(t, m.kv_heads == 16 && m.head_dim == 192);
+	cJSON *o = model_to_json(&m);
+	CHECK(t, !cJSON_GetObjectItem(o, "kv_heads") && !cJSON_GetObjectItem(o, "head_dim"));
+	struct model b;
+	CHECK(t, model_from_json(o, "rt.json", &b, &err) == TW_OK);
+	CHECK(t, !memcmp(&m, &b, sizeof(m)));
+	cJSON_Delete(o);
+	/* a model built in code is held to the same */
+	m.kv_heads = 1;
+	CHECK(t, model_validate(&m, "x", &err) == TW_ERR_INVALID);
+	CHECK_STR_CONTAINS(t, err.msg, "x: kv_heads: must equal heads (16) with MLA, got 1");
+	tw_err_clear(&err);
+	m.kv_heads = 16, m.head_dim = 16;
+	CHECK(t, model_validate(&m, "x", &err) == TW_ERR_INVALID);
+	CHECK_STR_CONTAINS(t, err.msg, "x: head_dim: must be qk_nope_head_dim + qk_rope_head_dim");
+}
+
+/* tie_word_embeddings as transformers reads it: true by default for GPT-2, Falcon, BLOOM, OPT */
+static void test_hf_tie(struct test_ctx *t)
+{
+	static const struct {
+		const char *config;
+		int64_t head; /* the untied lm_head: vocab x the embedding width */
+	} cases[] = {
+		{"\"model_type\":\"gpt2\",\"n_embd\":64,\"n_layer\":2,\"n_head\":4,\"vocab_size\":100",
+		 100 * 64},
+		{"\"model_type\":\"falcon\",\"hidden_size\":64,\"num_hidden_layers\":2,"
+		 "\"num_attention_heads\":4,\"vocab_size\":100", 100 * 64},
+		{"\"model_type\":\"bloom\",\"hidden_size\":64,\"n_layer\":2,\"n_head\":4,"
+		 "\"vocab_size\":100", 100 * 64},
+		{"\"model_type\":\"opt\",\"hidden_size\":64,\"num_hidden_layers\":2,"
+		 "\"num_attention_heads\":4,\"vocab_size\":100,\"word_embed_proj_dim\":32", 100 * 32},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		for (int tie = -1; tie <= 1; tie++) { /* absent, false, true */
+			char text[512];
+			snprintf(text, sizeof(text), "{%s%s}", cases[i].config,
+				 tie < 0 ? "" : tie ? ",\"tie_word_embeddings\":true"
+						    : ",\"tie_word_embeddings\":false");
+			struct model m;
+			struct tw_err err = {0};
+			if (load_hf_text(text, &m, &err) != TW_OK) {
+				printf("#   %s\n", err.msg);
+				CHECK(t, false);
+				continue;
+			}
+			struct model_params p;
+			model_count(&m, &p);
+			CHECK_EQ_INT(t, m.tied_embeddings, tie != 0);
+			CHECK_EQ_INT(t, p.head, tie != 0 ? 0 : cases[i].head);
+		}
+	}
+}
+
+/* A MoE step or a window pattern past the last layer is legal in transformers: every layer
+ * dense, or every layer local; each error names the HF key */
+static void test_hf_steps_and_patterns(struct test_ctx *t)
+{
+	static const struct {
+		const char *config;
+		int64_t moe_layers, local_layers;
+		const char *msg;
+	} cases[] = {
+		/* Qwen2-MoE: layer l sparse when (l + 1) % decoder_sparse_step == 0 */
+		{"\"model_type\":\"qwen2_moe\",\"num_hidden_layers\":6,\"decoder_sparse_step\":7", 0, 0,
+		 NULL},
+		{"\"model_type\":\"qwen2_moe\",\"num_hidden_layers\":6,\"decoder_sparse_step\":6", 1, 0,
+		 NULL},
+		{"\"model_type\":\"qwen2_moe\",\"num_hidden_layers\":6,\"decoder_sparse_step\":2", 3, 0,
+		 NULL},
+		{"\"model_type\":\"qwen2_moe\",\"num_hidden_layers\":6,\"decoder_sparse_step\":0", 0, 0,
+		 "decoder_sparse_step: must be in [1,"},
+		{"\"model_type\":\"qwen3_moe\",\"num_hidden_layers\":6,\"decoder_sparse_step\":9", 0, 0,
+		 NULL},
+		/* Llama 4: moe_layers = range(step - 1, layers, step); NoPE (global) layers every
+		 * interval-th */
+		{"\"model_type\":\"llama4_text\",\"num_hidden_layers\":6,\"interleave_moe_layer_step\":7,"
+		 "\"no_rope_layer_interval\":7", 0, 6, NULL},
+		{"\"model_type\":\"llama4_text\",\"num_hidden_layers\":6,\"interleave_moe_layer_step\":6,"
+		 "\"no_rope_layer_interval\":6", 1, 5, NULL},
+		{"\"model_type\":\"llama4_text\",\"num_hidden_layers\":6,\"no_rope_layer_interval\":1", 6,
+		 0, NULL},
+		{"\"model_type\":\"llama4_text\",\"num_hidden_layers\":6,\"interleave_moe_layer_step\":0",
+		 0, 0, "interleave_moe_layer_step: must be in [1,"},
+		/* Gemma 3: layer l sliding unless (l + 1) % sliding_window_pattern == 0 */
+		{"\"model_type\":\"gemma3_text\",\"num_hidden_layers\":6,\"sliding_window_pattern\":100", 0,
+		 6, NULL},
+		{"\"model_type\":\"gemma3_text\",\"num_hidden_layers\":6,\"sliding_window_pattern\":6", 0,
+		 5, NULL},
+		{"\"model_type\":\"gemma3_text\",\"num_hidden_layers\":6,\"sliding_window_pattern\":1", 0,
+		 0, NULL},
+		{"\"model_type\":\"gemma3_text\",\"num_hidden_layers\":6,\"sliding_window_pattern\":0", 0,
+		 0, "sliding_window_pattern: must be in [1,"},
+		/* only Gemma 3 has the key: Gemma 2 and GPT-OSS alternate, Mistral windows all */
+		{"\"model_type\":\"gemma2\",\"num_hidden_layers\":6,\"sliding_window_pattern\":50", 0, 3,
+		 NULL},
+		{"\"model_type\":\"gemma2\",\"num_hidden_layers\":1", 0, 1, NULL},
+		{"\"model_type\":\"gpt_oss\",\"num_hidden_layers\":6,\"sliding_window_pattern\":3", 6, 3,
+		 NULL},
+		{"\"model_type\":\"mistral\",\"num_hidden_layers\":6,\"sliding_window_pattern\":2", 0, 6,
+		 NULL},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char text[512];
+		snprintf(text, sizeof(text), "{%s,\"hidden_size\":64,\"intermediate_size\":128,"
+			 "\"num_attention_heads\":4,\"num_key_value_heads\":2,\"head_dim\":16,"
+			 "\"vocab_size\":100,\"num_experts\":4,\"num_local_experts\":4,"
+			 "\"num_experts_per_tok\":2,\"moe_intermediate_size\":32,"
+			 "\"shared_expert_intermediate_size\":32,\"intermediate_size_mlp\":96,"
+			 "\"sliding_window\":8,\"attention_chunk_size\":8}",
+			 cases[i].config);
+		struct model m;
+		struct tw_err err = {0};
+		enum tw_result rc = load_hf_text(text, &m, &err);
+		if (cases[i].msg) {
+			CHECK_EQ_INT(t, rc, TW_ERR_INVALID);
+			CHECK_STR_CONTAINS(t, err.msg, cases[i].msg);
+			continue;
+		}
+		if (rc != TW_OK) {
+			printf("#   case %zu: %s\n", i, err.msg);
+			CHECK(t, false);
+			continue;
+		}
+		int64_t moe = 0;
+		for (int64_t l = 0; l < m.layers; l++)
+			moe += model_layer_is_moe(&m, l);
+		CHECK_EQ_INT(t, moe, cases[i].moe_layers);
+		CHECK_EQ_INT(t, model_local_layers(&m), cases[i].local_layers);
+		if (moe == 0) /* the dense layers' width: intermediate_size (_mlp for Llama 4) */
+			CHECK_EQ_INT(t, m.ffn_hidden, strstr(cases[i].config, "llama4") ? 96 : 128);
+		struct model_params p;
+		model_count(&m, &p);
+		if (moe == 0)
+			CHECK_EQ_INT(t, p.experts, 0);
+	}
+}
+
+/* Smaller rules of our schema and of HF configs */
+static void test_schema_rules(struct test_ctx *t)
+{
+	static const struct {
+		const char *extra, *msg;
+	} cases[] = {
+		{",\"router_group_topk\":2", "m.json: router_group_topk: MoE fields need experts > 0"},
+		{",\"experts\":8,\"top_k\":2,\"expert_ffn_hidden\":32,\"shared_expert_gate\":true",
+		 "m.json: shared_expert_gate: needs shared_experts > 0"},
+		{",\"experts\":8,\"expert_ffn_hidden\":32", "m.json: top_k: required with experts"},
+		{",\"experts\":8,\"top_k\":2", "m.json: expert_ffn_hidden: required with experts"},
+		{",\"name\":\"\"", "m.json: name: must not be empty"},
+		{",\"name\":\"a\\nb\"", "m.json: name: control characters are not allowed (byte 1)"},
+		{",\"name\":\"ab\\u001b[31m\"", "m.json: name: control characters are not allowed (byte 2)"},
+		{",\"name\":\"a\\u009bb\"", "m.json: name: control characters are not allowed (byte 1)"},
+		{",\"family\":\"x\\ty\"", "m.json: family: control characters are not allowed"},
+		{",\"name\":\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"",
+		 "m.json: name: string longer than 63 bytes (got 64)"},
+		/* 32 two-byte characters: 64 bytes */
+		{",\"name\":\"\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9"
+		 "\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9"
+		 "\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\"",
+		 "m.json: name: string longer than 63 bytes (got 64)"},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char text[1024];
+		snprintf(text, sizeof(text), "{\"layers\":2,\"hidden\":64,\"heads\":4,\"ffn_hidden\":8,"
+			 "\"vocab\":100,\"seq_len\":16%s}", cases[i].extra);
+		struct model m;
+		struct tw_err err = {0};
+		CHECK_EQ_INT(t, parse(text, &m, &err), TW_ERR_INVALID);
+		CHECK_STR_CONTAINS(t, err.msg, cases[i].msg);
+	}
+	/* UTF-8 names within the limit stay */
+	struct model m;
+	struct tw_err err = {0};
+	CHECK_EQ_INT(t, parse("{\"layers\":2,\"hidden\":64,\"heads\":4,\"ffn_hidden\":8,\"vocab\":100,"
+			      "\"seq_len\":16,\"name\":\"mod\\u00e8le\"}", &m, &err), TW_OK);
+	CHECK_STR(t, m.name, "mod\xc3\xa8le");
+	/* rope_scaling and rope_parameters: an object or null */
+	static const char *const rope[] = {"\"rope_scaling\":\"yes\"", "\"rope_scaling\":1",
+					   "\"rope_parameters\":[1]"};
+	for (size_t i = 0; i < sizeof(rope) / sizeof(rope[0]); i++) {
+		char text[512];
+		snprintf(text, sizeof(text), "{\"model_type\":\"llama\",\"num_hidden_layers\":2,"
+			 "\"hidden_size\":64,\"num_attention_heads\":4,%s}", rope[i]);
+		tw_err_clear(&err);
+		CHECK_EQ_INT(t, load_hf_text(text, &m, &err), TW_ERR_INVALID);
+		CHECK_STR_CONTAINS(t, err.msg, i < 2 ? ": rope_scaling: must be an object or null"
+						     : ": rope_parameters: must be an object or null");
+	}
+	tw_err_clear(&err);
+	CHECK_EQ_INT(t, load_hf_text("{\"model_type\":\"llama\",\"num_hidden_layers\":2,"
+				     "\"hidden_size\":64,\"num_attention_heads\":4,"
+				     "\"rope_scaling\":null}", &m, &err), TW_OK);
+}
+
 static void test_hf_unknown_type(struct test_ctx *t)
 {
 	cJSON *o = cJSON_Parse("{\"model_type\":\"t5\",\"d_model\":512}");
@@ -879,5 +1228,12 @@ int main(void)
 	TEST_RUN(&t, test_hf_unknown_type);
 	TEST_RUN(&t, test_dropout);
 	TEST_RUN(&t, test_list_presets);
+	TEST_RUN(&t, test_duplicate_keys);
+	TEST_RUN(&t, test_hf_name);
+	TEST_RUN(&t, test_hf_deepseek_keys);
+	TEST_RUN(&t, test_mla_schema);
+	TEST_RUN(&t, test_hf_tie);
+	TEST_RUN(&t, test_hf_steps_and_patterns);
+	TEST_RUN(&t, test_schema_rules);
 	return test_done(&t);
 }
