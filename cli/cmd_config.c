@@ -9,7 +9,7 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: twin config show -m MODEL -c CLUSTER --gpus N (--ds-config F | -s STRATEGY)\n"
+	fprintf(f, "usage: twin config show -m MODEL -c CLUSTER [--gpus N] [--ds-config F] [-s STRATEGY]\n"
 		   "                        [--set PATH=VALUE]... [--json]\n"
 		   "\n"
 		   "Resolve the strategy as DeepSpeed (or Megatron, FSDP) would and show every value\n"

@@ -9,7 +9,7 @@
 #include "cli.h"
 
 static const char memory_help[] =
-	"usage: twin memory -m MODEL -c CLUSTER [--gpus N] (--ds-config F | -s STRATEGY)\n"
+	"usage: twin memory -m MODEL -c CLUSTER [--gpus N] [--ds-config F] [-s STRATEGY]\n"
 	"                   [--set PATH=VALUE]... [--json]\n\n"
 	"Will this configuration fit? Builds the plan of one optimizer step for each distinct\n"
 	"rank role (one per pipeline stage), walks its allocations in order and prints the peak\n"

@@ -13,7 +13,7 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: twin simulate -m MODEL -c CLUSTER [--ds-config F | -s STRATEGY] [--gpus N]\n"
+	fprintf(f, "usage: twin simulate -m MODEL -c CLUSTER [--ds-config F] [-s STRATEGY] [--gpus N]\n"
 		   "                     [--set PATH=VALUE]... [--memory] [--full] [--trace OUT.json]\n"
 		   "                     [--db FILE] [--max-events N] [--json]\n"
 		   "\n"

@@ -16,7 +16,7 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: twin sweep -m MODEL -c CLUSTER [--ds-config F | -s STRATEGY] [--gpus N]\n"
+	fprintf(f, "usage: twin sweep -m MODEL -c CLUSTER [--ds-config F] [-s STRATEGY] [--gpus N]\n"
 		   "                  [--set PATH=VALUE]... --vary PATH=V1,V2,... [--vary ...]\n"
 		   "                  [--db FILE] [--name LABEL] [--json]\n"
 		   "\n"

@@ -22,7 +22,7 @@ static const struct cli_cmd commands[] = {
 	{"simulate", cmd_simulate, "predict step time, breakdown and peak memory"},
 	{"validate", cmd_validate, "predicted vs published measurements"},
 	{"plan", cmd_plan, "search parallel configurations that fit and are fast"},
-	{"sweep", cmd_sweep, "simulate over a range of values of one field"},
+	{"sweep", cmd_sweep, "simulate over values of up to four fields (their cross product)"},
 	{"run", cmd_run, "execute the plan on GPUs (cuda) or CPU ranks (host) and trace it"},
 	{"profile", cmd_profile, "import, analyze, export and merge traces"},
 	{"runs", cmd_runs, "list the runs in the store"},
