@@ -35,8 +35,10 @@ static int analyze_run(struct prof_db *db, const char *run, struct prof_analysis
 		tw_errf(err, rc, "run %" PRId64 ": cannot analyse: %s", info.id, m);
 		return 1;
 	}
+	char name[sizeof(info.name)]; /* no control characters to the terminal */
+	prof_name_display(name, sizeof(name), info.name);
 	snprintf(label, len, "run %" PRId64 " (%s/%s%s%s)%s", info.id, prof_kind_name(info.kind),
-		 info.backend, info.name[0] ? " " : "", info.name,
+		 info.backend, name[0] ? " " : "", name,
 		 info.complete ? "" : " INCOMPLETE");
 	return 0;
 }

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "../profile/profile.h"
 #include "cli.h"
@@ -24,7 +25,13 @@ static const char profile_help[] =
 	"         TWIN_DB=rank%%r.db) into one run of the database given by --db\n\n"
 	"RUN is a run id or name (see 'twin runs'). The default database is twin.db.\n";
 
+/* the options given, so that each action refuses those it does not take */
+enum { O_DB = 1, O_NAME = 2, O_CHROME = 4, O_FILES = 8, O_RANK = 16, O_JSON = 32, O_PER_RANK = 64,
+       O_NUM = 7 };
+
 struct popts {
+	unsigned given;             /* O_* */
+	const char *spelled[O_NUM]; /* each as first written */
 	const char *db;
 	const char *name;
 	const char *chrome;
@@ -49,6 +56,15 @@ static int parse(const char *sub, int argc, char **argv, struct popts *o)
 	for (int i = 2; i < argc; i++) {
 		const char *a = argv[i];
 		const char *v;
+		unsigned bit = cli_is_opt(a, "--db") ? O_DB : cli_is_opt(a, "--name") ? O_NAME
+			     : cli_is_opt(a, "--chrome") ? O_CHROME
+			     : cli_is_opt(a, "--nsys") || cli_is_opt(a, "--kineto") ? O_FILES
+			     : cli_is_opt(a, "--rank") ? O_RANK : !strcmp(a, "--json") ? O_JSON
+			     : !strcmp(a, "--per-rank") ? O_PER_RANK : 0;
+		for (int k = 0; k < O_NUM; k++)
+			if (bit == 1u << k && !o->spelled[k])
+				o->spelled[k] = a;
+		o->given |= bit;
 		if (cli_is_opt(a, "--db")) {
 			if (!(o->db = cli_value(argc, argv, &i, "--db", &err)))
 				return cli_fail(&err);
@@ -90,12 +106,101 @@ static int parse(const char *sub, int argc, char **argv, struct popts *o)
 	return -1; /* parsed */
 }
 
+/* An option the action does not take is refused, not ignored (analyze --chrome would
+ * otherwise write nothing and say nothing). */
+static int check_options(const char *sub, const struct popts *o, unsigned takes)
+{
+	for (int k = 0; k < O_NUM; k++)
+		if ((o->given & ~takes) & (1u << k)) {
+			char opt[64];
+			snprintf(opt, sizeof(opt), "%.*s", (int)strcspn(o->spelled[k], "="), o->spelled[k]);
+			return cli_usage_error("profile", "%s does not take %s (see twin profile --help)",
+					       sub, opt);
+		}
+	return -1;
+}
+
+/* Whether two existing paths are one file (device and inode: also through another path or
+ * a symbolic link). */
+static bool same_inode(const char *a, const char *b)
+{
+	struct stat sa, sb;
+	return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+	       sa.st_ino == sb.st_ino;
+}
+
+static int check_name(const char *name)
+{
+	struct tw_err err = {0};
+	if (name && prof_run_name_check(name, "--name", &err) != TW_OK)
+		return cli_fail(&err);
+	return -1;
+}
+
+/* a GPU event's stream and span */
+struct stream_ivl {
+	int32_t rank, device, stream;
+	int64_t a, b;
+};
+
+static int stream_ivl_cmp(const void *pa, const void *pb)
+{
+	const struct stream_ivl *x = pa, *y = pb;
+	if (x->rank != y->rank)
+		return x->rank < y->rank ? -1 : 1;
+	if (x->device != y->device)
+		return x->device < y->device ? -1 : 1;
+	if (x->stream != y->stream)
+		return x->stream < y->stream ? -1 : 1;
+	return (x->a > y->a) - (x->a < y->a);
+}
+
+/* Kernels of one stream run in order, but CUDA graphs and programmatic dependent launch let
+ * them overlap; every category's time is a union, so nothing counts twice. Overlaps beyond
+ * clock jitter (1 us) are said, once per import, on stderr. */
+static void note_stream_overlaps(const struct trace *t)
+{
+	struct stream_ivl *k = TW_NEW_ARRAY(struct stream_ivl, t->nev + 1);
+	size_t n = 0, over = 0;
+	for (size_t i = 0; i < t->nev; i++) {
+		const struct trace_event *e = &t->ev[i];
+		if (e->cat != TRACE_MARKER && e->cat != TRACE_HOST && e->device >= 0)
+			k[n++] = (struct stream_ivl){e->rank, e->device, e->stream, e->start_ns,
+						     e->end_ns};
+	}
+	/* by stream and start; b carries the end of the stream's latest event so far */
+	qsort(k, n, sizeof(*k), stream_ivl_cmp);
+	for (size_t i = 1; i < n; i++)
+		if (k[i].rank == k[i - 1].rank && k[i].device == k[i - 1].device &&
+		    k[i].stream == k[i - 1].stream) {
+			if (k[i].a + 1000 < k[i - 1].b)
+				over++;
+			if (k[i].b < k[i - 1].b)
+				k[i].b = k[i - 1].b;
+		}
+	free(k);
+	if (over)
+		fprintf(stderr, "twin: note: %zu GPU event%s start%s over 1 us before the previous one "
+			"on the stream ends (CUDA graphs, programmatic dependent launch); each "
+			"category's time is a union, so none counts twice\n",
+			over, over == 1 ? "" : "s", over == 1 ? "s" : "");
+}
+
 static int do_import(struct popts *o)
 {
 	if (o->nfiles == 0)
 		return cli_usage_error("profile", "import: give --nsys FILE or --kineto FILE");
 	if (o->npos)
 		return cli_usage_error("profile", "import: unexpected argument '%s'", o->pos[0]);
+	int st = check_name(o->name);
+	if (st >= 0)
+		return st;
+	/* one file given twice would be two ranks of one process */
+	for (int i = 0; i < o->nfiles; i++)
+		for (int k = 0; k < i; k++)
+			if (same_inode(o->files[i], o->files[k]))
+				return cli_usage_error("profile", "import: %s and %s are the same file; "
+						       "give each rank's file once", o->files[k], o->files[i]);
 	struct tw_err err = {0};
 	struct trace t;
 	trace_init(&t, TRACE_KIND_IMPORT, 0);
@@ -106,8 +211,13 @@ static int do_import(struct popts *o)
 		size_t before = t.nev;
 		rc = o->file_is_nsys[i] ? prof_import_nsys(o->files[i], i, &t, &err)
 					: prof_import_kineto(o->files[i], i, &t, &err);
-		if (rc == TW_OK && t.nev == before)
-			rc = tw_errf(&err, TW_ERR_INVALID, "%s: no GPU activity found", o->files[i]);
+		/* step markers alone are no activity: the run would analyse as all idle */
+		size_t work = 0;
+		for (size_t e = before; rc == TW_OK && e < t.nev; e++)
+			work += t.ev[e].cat != TRACE_MARKER;
+		if (rc == TW_OK && work == 0)
+			rc = tw_errf(&err, TW_ERR_INVALID, "%s: no GPU activity found (kernels, copies, "
+				     "memsets)%s", o->files[i], t.nev > before ? "; only step markers" : "");
 		/* the same rank from two files is two processes claiming one rank */
 		for (size_t e = before; rc == TW_OK && e < t.nev; e++) {
 			size_t r = (size_t)t.ev[e].rank;
@@ -133,6 +243,7 @@ static int do_import(struct popts *o)
 		return cli_fail(&err);
 	}
 	trace_sort(&t);
+	note_stream_overlaps(&t);
 	char source[1024] = "";
 	size_t len = 0;
 	for (int i = 0; i < o->nfiles && len < sizeof(source) - 1; i++)
@@ -150,7 +261,10 @@ static int do_import(struct popts *o)
 	rc = prof_db_open(o->db, &db, &err);
 	if (rc == TW_OK) {
 		rc = prof_store_trace(db, &meta, &t, &id, &err);
-		prof_db_close(db);
+		if (rc == TW_OK)
+			prof_db_close(db);
+		else
+			prof_db_discard(db); /* no empty store left behind */
 	}
 	if (rc != TW_OK) {
 		trace_release(&t);
@@ -232,8 +346,10 @@ static int do_analyze(struct popts *o)
 		}
 		cli_print_json(j);
 	} else {
+		char shown[sizeof(info.name)];
+		prof_name_display(shown, sizeof(shown), info.name);
 		printf("run %" PRId64 " (%s, backend %s%s%s)%s\n", info.id, prof_kind_name(info.kind),
-		       info.backend, info.name[0] ? ", " : "", info.name,
+		       info.backend, shown[0] ? ", " : "", shown,
 		       info.complete ? "" : " — INCOMPLETE: the writer did not finish");
 		if (info.dropped)
 			printf("warning: %" PRId64 " activity records were dropped while tracing\n",
@@ -315,6 +431,19 @@ static int do_merge(struct popts *o)
 {
 	if (o->npos == 0)
 		return cli_usage_error("profile", "merge: give the per-rank databases to merge");
+	int st = check_name(o->name);
+	if (st >= 0)
+		return st;
+	for (int i = 0; i < o->npos; i++) {
+		/* writing into an input would merge the run into its own store, beside itself */
+		if (!strcmp(o->pos[i], o->db) || same_inode(o->pos[i], o->db))
+			return cli_usage_error("profile", "merge: --db %s is the input %s; write the "
+					       "merged run to another database", o->db, o->pos[i]);
+		for (int k = 0; k < i; k++)
+			if (same_inode(o->pos[i], o->pos[k]))
+				return cli_usage_error("profile", "merge: %s and %s are the same file; "
+						       "give each input once", o->pos[k], o->pos[i]);
+	}
 	struct tw_err err = {0};
 	struct trace all;
 	trace_init(&all, TRACE_KIND_EXEC, 0);
@@ -340,6 +469,14 @@ static int do_merge(struct popts *o)
 		for (size_t k = 0; rc == TW_OK && k < n; k++) {
 			char id[32];
 			snprintf(id, sizeof(id), "%" PRId64, runs[k].id);
+			/* a run whose writer did not finish (a killed process) would come out of
+			 * the merge looking complete */
+			if (!runs[k].complete) {
+				rc = tw_errf(&err, TW_ERR_INVALID,
+					     "%s: run %" PRId64 " is incomplete (its writer did not finish); "
+					     "merge takes complete runs only", o->pos[i], runs[k].id);
+				break;
+			}
 			struct trace t;
 			if ((rc = prof_load_trace(in, id, &t, NULL, &err)) != TW_OK)
 				break;
@@ -412,8 +549,12 @@ static int do_merge(struct popts *o)
 			all.peak_mem[r] = (size_t)r < npeaks && peaks[r] > 0 ? peaks[r] : 0;
 	}
 	free(peaks);
-	if (rc == TW_OK && all.nev == 0)
-		rc = tw_errf(&err, TW_ERR_INVALID, "merge: the inputs hold no events");
+	size_t work = 0;
+	for (size_t e = 0; e < all.nev; e++)
+		work += all.ev[e].cat != TRACE_MARKER;
+	if (rc == TW_OK && work == 0)
+		rc = tw_errf(&err, TW_ERR_INVALID, "merge: the inputs hold no GPU activity%s",
+			     all.nev ? " (only step markers)" : "");
 	int64_t id = 0;
 	if (rc == TW_OK) {
 		trace_sort(&all);
@@ -427,7 +568,10 @@ static int do_merge(struct popts *o)
 			if (rc == TW_OK && dropped) {
 				rc = prof_run_finish(db, id, dropped, &err);
 			}
-			prof_db_close(db);
+			if (rc == TW_OK)
+				prof_db_close(db);
+			else
+				prof_db_discard(db);
 		}
 	}
 	size_t nev = all.nev;
@@ -461,18 +605,26 @@ int cmd_profile(const struct cli_ctx *ctx, int argc, char **argv)
 	const char *sub = argv[1];
 	struct popts *o = TW_NEW(struct popts);
 	int st = parse(sub, argc, argv, o);
+	static const struct {
+		const char *name;
+		unsigned takes; /* the options it takes */
+		int (*run)(struct popts *);
+	} actions[] = {
+		{"import", O_DB | O_NAME | O_FILES | O_JSON, do_import},
+		{"analyze", O_DB | O_JSON | O_PER_RANK, do_analyze},
+		{"analyse", O_DB | O_JSON | O_PER_RANK, do_analyze},
+		{"export", O_DB | O_CHROME | O_RANK | O_JSON, do_export},
+		{"merge", O_DB | O_NAME | O_JSON, do_merge},
+	};
 	if (st < 0) {
-		if (!strcmp(sub, "import"))
-			st = do_import(o);
-		else if (!strcmp(sub, "analyze") || !strcmp(sub, "analyse"))
-			st = do_analyze(o);
-		else if (!strcmp(sub, "export"))
-			st = do_export(o);
-		else if (!strcmp(sub, "merge"))
-			st = do_merge(o);
-		else
+		size_t k = 0;
+		while (k < sizeof(actions) / sizeof(actions[0]) && strcmp(sub, actions[k].name))
+			k++;
+		if (k == sizeof(actions) / sizeof(actions[0]))
 			st = cli_usage_error("profile", "unknown action '%s' (import, analyze, export, merge)",
 					     sub);
+		else if ((st = check_options(sub, o, actions[k].takes)) < 0)
+			st = actions[k].run(o);
 	}
 	free(o);
 	return st;

@@ -3,10 +3,14 @@
  * inputs and --vary, as twin sweep does), or stored runs (breakdown, memory, compare,
  * timeline). The pages themselves are laid out by reports/. */
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "../profile/profile.h"
 #include "../reports/reports.h"
@@ -62,11 +66,76 @@ static enum tw_result load_run(struct prof_db *db, const char *run, struct run_i
 	int64_t id = -1;
 	TW_CHECK(prof_run_info(db, run, &info, err));
 	TW_CHECK(prof_load_trace(db, run, &r->t, &id, err));
+	/* names go into gnuplot scripts, data files and pages: no control characters (a
+	 * newline would end a gnuplot string and start a command), even from old stores */
 	if (info.name[0])
-		snprintf(r->label, sizeof(r->label), "%s", info.name);
+		prof_name_display(r->label, sizeof(r->label), info.name);
 	else
 		snprintf(r->label, sizeof(r->label), "run %" PRId64, info.id);
 	return prof_analyze(&r->t, &r->a, err);
+}
+
+/* A path made canonical: realpath of the path, or of its directory + its last name when it
+ * does not exist (yet). false when not even its directory exists. */
+static bool canonical(const char *path, char *out)
+{
+	if (realpath(path, out))
+		return true;
+	if (errno != ENOENT)
+		return false;
+	char dir[PATH_MAX];
+	const char *slash = strrchr(path, '/');
+	const char *base = slash ? slash + 1 : path;
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else if (slash == path)
+		snprintf(dir, sizeof(dir), "/");
+	else
+		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+	char real[PATH_MAX];
+	if (!realpath(dir, real))
+		return false;
+	return snprintf(out, PATH_MAX, "%s%s%s", real, strcmp(real, "/") ? "/" : "", base) < PATH_MAX;
+}
+
+/* Whether canonical path in is outer or lies inside it. */
+static bool within(const char *outer, const char *in)
+{
+	size_t n = strlen(outer);
+	return !strncmp(outer, in, n) && (in[n] == '\0' || in[n] == '/' || !strcmp(outer, "/"));
+}
+
+/* The report replaces DIR whole (with --force it deletes the old one): DIR may not be or hold
+ * an input (the store inputs[0], its -wal/-shm, a job file) or the current directory, nor be
+ * a symbolic link (the rename would replace the link, not the directory it names). */
+static int check_out_dir(const char *dir, const char *const *inputs, size_t ninputs)
+{
+	struct stat st;
+	if (lstat(dir, &st) == 0 && S_ISLNK(st.st_mode))
+		return cli_usage_error("report", "-o %s: is a symbolic link; give the directory itself",
+				       dir);
+	char out[PATH_MAX], in[PATH_MAX], cwd[PATH_MAX];
+	if (!canonical(dir, out))
+		return cli_usage_error("report", "-o %s: its parent directory does not exist", dir);
+	if (realpath(".", cwd) && within(out, cwd))
+		return cli_usage_error("report", "-o %s: holds the current directory; give a new "
+				       "directory for the report", dir);
+	static const char *const side[] = {"", "-wal", "-shm", "-journal"};
+	for (size_t i = 0; i < ninputs; i++) {
+		/* the store (inputs[0]) even before it exists (a sweep creates it); job inputs
+		 * only when they name a file (else they are presets) */
+		if (!inputs[i] || (i > 0 && access(inputs[i], F_OK) != 0) || !canonical(inputs[i], in))
+			continue;
+		for (size_t k = 0; k < sizeof(side) / sizeof(side[0]); k++) {
+			char f[PATH_MAX + 16];
+			snprintf(f, sizeof(f), "%s%s", in, side[k]);
+			if (within(out, f))
+				return cli_usage_error("report", "-o %s: %s the input %s%s; write the "
+						       "report elsewhere", dir,
+						       strcmp(out, f) ? "holds" : "is", inputs[i], side[k]);
+		}
+	}
+	return -1;
 }
 
 static void describe_job(const struct cli_job_opts *o, bool sim, char *buf, size_t len)
@@ -148,7 +217,7 @@ int cmd_report(const struct cli_ctx *ctx, int argc, char **argv)
 	memset(&s, 0, sizeof(s));
 	const char *dir = NULL, *db_path = NULL, *name = NULL, *runs[MAX_RUNS];
 	int nruns = 0;
-	bool force = false, job_opts = false;
+	bool force = false, job_opts = false, step_given = false, ranks_given = false;
 	int64_t step = -1, max_ranks = 8;
 	int status = 0;
 	struct rpt_page *pg = NULL;
@@ -186,10 +255,12 @@ int cmd_report(const struct cli_ctx *ctx, int argc, char **argv)
 			if (!(v = cli_value(argc, argv, &i, "--step", &err)) ||
 			    cli_parse_int("--step", v, 0, INT32_MAX, &step, &err) != TW_OK)
 				goto fail;
+			step_given = true;
 		} else if (cli_is_opt(argv[i], "--ranks")) {
 			if (!(v = cli_value(argc, argv, &i, "--ranks", &err)) ||
 			    cli_parse_int("--ranks", v, 1, 256, &max_ranks, &err) != TW_OK)
 				goto fail;
+			ranks_given = true;
 		} else if (argv[i][0] == '-' && argv[i][1]) {
 			status = cli_usage_error("report", "unknown option '%s' (see twin report --help)", argv[i]);
 			goto out;
@@ -253,11 +324,32 @@ int cmd_report(const struct cli_ctx *ctx, int argc, char **argv)
 							     : "one run");
 		goto out;
 	}
+	/* options a kind does not take are refused, not ignored */
+	const char *stray = step_given && kind != K_TIMELINE    ? "--step"
+			  : ranks_given && kind != K_TIMELINE ? "--ranks"
+			  : name && !(sweep && !stored)       ? "--name"
+			  : db_path && plan_mem               ? "--db"
+							      : NULL;
+	if (stray) {
+		status = cli_usage_error("report", "%s%s does not take %s (see twin report --help)",
+					 kinds[kind],
+					 plan_mem ? " (simulate inputs)" : stored ? " (stored sweep)" : "",
+					 stray);
+		goto out;
+	}
 	if (kind == K_SCALING && !stored && (s.nvary != 1 || strcmp(s.vary[0].path, "gpus"))) {
 		status = cli_usage_error("report", "scaling: needs exactly one --vary, over gpus "
 						   "(e.g. --vary gpus=8,16,32); use 'report whatif' for other paths");
 		goto out;
 	}
+
+	/* the report directory must not swallow its inputs */
+	const char *uses_db = plan_mem || (sweep && !stored && !db_path) ? NULL
+			    : db_path ? db_path : "twin.db";
+	const char *inputs[] = {uses_db, o.in.model, o.in.cluster, o.in.strategy, o.in.ds_config};
+	if ((status = check_out_dir(dir, inputs, sizeof(inputs) / sizeof(inputs[0]))) >= 0)
+		goto out;
+	status = 0;
 
 	/* inputs first: a bad run or job fails before anything is written */
 	char title[512], what[2048];
@@ -266,6 +358,14 @@ int cmd_report(const struct cli_ctx *ctx, int argc, char **argv)
 		if (rpt_sweep_from_store(db_path ? db_path : "twin.db", nruns ? runs[0] : NULL, &s, label,
 					 sizeof(label), &err) != TW_OK)
 			goto fail;
+		/* stored names go into scripts and pages: no control characters (old stores) */
+		prof_name_display(label, sizeof(label), label);
+		for (int k = 0; k < s.nvary; k++) {
+			prof_name_display(s.vary[k].path, sizeof(s.vary[k].path), s.vary[k].path);
+			for (int v = 0; v < s.vary[k].nvalues; v++)
+				prof_name_display(s.vary[k].values[v], strlen(s.vary[k].values[v]) + 1,
+						  s.vary[k].values[v]);
+		}
 		if (kind == K_SCALING && (s.nvary != 1 || strcmp(s.vary[0].path, "gpus"))) {
 			tw_errf(&err, TW_ERR_INVALID, "report scaling: stored sweep '%s' does not vary gpus alone "
 						       "(use 'report whatif %s')", label, label);

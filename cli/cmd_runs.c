@@ -79,11 +79,13 @@ int cmd_runs(const struct cli_ctx *ctx, int argc, char **argv)
 				snprintf(status, sizeof(status), "dropped %" PRId64, r->dropped);
 			else
 				snprintf(status, sizeof(status), "complete");
+			char name[sizeof(r->name)]; /* no control characters to the terminal */
+			prof_name_display(name, sizeof(name), r->name);
 			printf("%5" PRId64 "  %-6s  %-8s  %6" PRId64 "  %6" PRId64 "  %10" PRId64
 			       "  %-10s  %-20s  %s\n",
 			       r->id, prof_kind_name(r->kind), r->backend, r->nranks, r->traced,
 			       r->nevents,
-			       status, r->created, r->name);
+			       status, r->created, name);
 		}
 	}
 	free(runs);

@@ -309,8 +309,10 @@ int cmd_simulate(const struct cli_ctx *ctx, int argc, char **argv)
 		enum tw_result rc2 = tw_out_close(&tr, trace_path, rc == TW_OK, &err);
 		rc = rc != TW_OK ? rc : rc2;
 	}
-	if (db)
+	if (db && rc == TW_OK)
 		prof_db_close(db);
+	else if (db)
+		prof_db_discard(db); /* a store this command created is not left empty */
 	if (rc != TW_OK) {
 		status = cli_fail(&err);
 		goto out;

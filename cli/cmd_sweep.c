@@ -109,6 +109,8 @@ enum tw_result cli_sweep_run(const struct cli_job_opts *base, const char *cmd, s
 	if (!base->in.cluster)
 		return tw_errf(err, TW_ERR_USAGE, "%s: -c CLUSTER is required", cmd);
 	TW_CHECK(rpt_sweep_expand(s, err));
+	if (name)
+		TW_CHECK(prof_run_name_check(name, "--name", err));
 	struct prof_db *db = NULL;
 	if (db_path)
 		TW_CHECK(prof_db_open(db_path, &db, err));
@@ -118,8 +120,10 @@ enum tw_result cli_sweep_run(const struct cli_job_opts *base, const char *cmd, s
 		rc = run_point(base, cmd, s, &s->pts[i], db, name ? name : "sweep", err);
 		nok += s->pts[i].ok;
 	}
-	if (db)
+	if (db && rc == TW_OK && nok > 0)
 		prof_db_close(db);
+	else if (db)
+		prof_db_discard(db); /* a store this command created is not left empty */
 	if (rc == TW_OK && nok == 0) {
 		char label[512];
 		rpt_point_label(s, &s->pts[0], label, sizeof(label));

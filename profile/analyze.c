@@ -200,11 +200,27 @@ struct window {
 	int64_t ma, mb;         /* span of its markers (ma >= mb: none) */
 };
 
-/* Per rank: the step windows, from step markers and from events' step fields. */
+/* one event's contribution to its step's window */
+struct step_piece {
+	int64_t step, a, b;
+	bool marker;
+};
+
+static int piece_cmp(const void *pa, const void *pb)
+{
+	const struct step_piece *x = pa, *y = pb;
+	return (x->step > y->step) - (x->step < y->step);
+}
+
+/* Per rank: the step windows, from step markers and from events' step fields, ordered by
+ * step. The pieces are sorted by step, then folded: O(n log n) in the events, whatever the
+ * number of steps. */
 static size_t rank_windows(const struct trace *t, const size_t *idx, size_t n, struct window **out)
 {
 	struct window *w = NULL;
 	size_t nw = 0, cap = 0;
+	struct step_piece *p = NULL;
+	size_t np = 0, pcap = 0;
 	for (size_t i = 0; i < n; i++) {
 		const struct trace_event *e = &t->ev[idx[i]];
 		int64_t step = -1;
@@ -218,24 +234,29 @@ static size_t rank_windows(const struct trace *t, const size_t *idx, size_t n, s
 		}
 		if (step < 0)
 			continue;
-		size_t k = 0;
-		while (k < nw && w[k].step != step)
-			k++;
-		if (k == nw) {
+		TW_GROW(p, pcap, np + 1);
+		p[np++] = (struct step_piece){step, e->start_ns, e->end_ns, marker};
+	}
+	if (np > 1)
+		qsort(p, np, sizeof(*p), piece_cmp);
+	for (size_t i = 0; i < np; i++) {
+		if (nw == 0 || w[nw - 1].step != p[i].step) {
 			TW_GROW(w, cap, nw + 1);
-			w[nw++] = (struct window){step, e->start_ns, e->end_ns, INT64_MAX, INT64_MIN};
+			w[nw++] = (struct window){p[i].step, p[i].a, p[i].b, INT64_MAX, INT64_MIN};
 		}
-		if (e->start_ns < w[k].a)
-			w[k].a = e->start_ns;
-		if (e->end_ns > w[k].b)
-			w[k].b = e->end_ns;
-		if (marker) {
-			if (e->start_ns < w[k].ma)
-				w[k].ma = e->start_ns;
-			if (e->end_ns > w[k].mb)
-				w[k].mb = e->end_ns;
+		struct window *x = &w[nw - 1];
+		if (p[i].a < x->a)
+			x->a = p[i].a;
+		if (p[i].b > x->b)
+			x->b = p[i].b;
+		if (p[i].marker) {
+			if (p[i].a < x->ma)
+				x->ma = p[i].a;
+			if (p[i].b > x->mb)
+				x->mb = p[i].b;
 		}
 	}
+	free(p);
 	if (nw == 0) { /* no step information: the whole trace of the rank is one step */
 		int64_t a = INT64_MAX, b = INT64_MIN;
 		for (size_t i = 0; i < n; i++) {
@@ -252,13 +273,6 @@ static size_t rank_windows(const struct trace *t, const size_t *idx, size_t n, s
 			w[nw++] = (struct window){0, a, b, a, b};
 		}
 	}
-	/* order by step */
-	for (size_t i = 1; i < nw; i++)
-		for (size_t j = i; j > 0 && w[j - 1].step > w[j].step; j--) {
-			struct window x = w[j];
-			w[j] = w[j - 1];
-			w[j - 1] = x;
-		}
 	*out = w;
 	return nw;
 }
@@ -581,7 +595,9 @@ static void steps_in_order(const struct trace *t, const size_t *idx, struct prof
 		bool tagged = false;
 		for (size_t i = lo; i < hi; i++) {
 			const struct trace_event *e = &t->ev[idx[i]];
-			if (e->end_ns - e->start_ns > max_dur)
+			/* markers are not counted in a window: a long one (an NVTX range around
+			 * the whole run) must not widen every window's scan */
+			if (e->cat != TRACE_MARKER && e->end_ns - e->start_ns > max_dur)
 				max_dur = e->end_ns - e->start_ns;
 			tagged |= e->step >= 0 && e->cat != TRACE_MARKER;
 		}

@@ -6,18 +6,42 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+/* Length of the valid UTF-8 sequence at s (1 for ASCII), 0 when the bytes are not UTF-8. */
+static size_t utf8_seq(const unsigned char *s)
+{
+	if (s[0] < 0x80)
+		return 1;
+	size_t n = s[0] >= 0xc2 && s[0] <= 0xdf ? 2 : s[0] >= 0xe0 && s[0] <= 0xef ? 3
+		 : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : 0;
+	for (size_t k = 1; k < n; k++)
+		if ((s[k] & 0xc0) != 0x80)
+			return 0;
+	if ((n == 3 && s[0] == 0xe0 && s[1] < 0xa0) || (n == 3 && s[0] == 0xed && s[1] >= 0xa0) ||
+	    (n == 4 && s[0] == 0xf0 && s[1] < 0x90) || (n == 4 && s[0] == 0xf4 && s[1] >= 0x90))
+		return 0;
+	return n;
+}
+
+/* A JSON string; bytes that are not UTF-8 (names from traces are not checked) become U+FFFD,
+ * so the file stays valid JSON. */
 static void put_str(FILE *f, const char *s)
 {
 	fputc('"', f);
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
+	const unsigned char *p = (const unsigned char *)s;
+	while (*p) {
+		unsigned char c = *p;
+		size_t n = utf8_seq(p);
 		if (c == '"' || c == '\\')
 			fprintf(f, "\\%c", c);
-		else if (c < 0x20)
+		else if (c < 0x20 || c == 0x7f)
 			fprintf(f, "\\u%04x", c);
+		else if (n == 0)
+			fputs("\\ufffd", f);
 		else
-			fputc(c, f);
+			fwrite(p, 1, n, f);
+		p += n ? n : 1;
 	}
 	fputc('"', f);
 }
@@ -108,11 +132,75 @@ static bool thread_names(const struct trace *t, int32_t max_rank, FILE *f, bool 
 	return first;
 }
 
+/* One step's markers on one rank (Kineto writes one per stream): exported as one range, their
+ * union — the step's window as the analysis takes it —, so the file re-imports as one host
+ * range per step. */
+struct step_span {
+	int32_t rank;
+	int64_t step, a, b;
+	size_t first; /* index of its first marker */
+};
+
+static int span_cmp(const void *pa, const void *pb)
+{
+	const struct step_span *x = pa, *y = pb;
+	if (x->rank != y->rank)
+		return x->rank < y->rank ? -1 : 1;
+	if (x->step != y->step)
+		return x->step < y->step ? -1 : 1;
+	return (x->first > y->first) - (x->first < y->first);
+}
+
+/* (rank, step) only, for bsearch on the folded spans */
+static int span_cmp_key(const void *pa, const void *pb)
+{
+	const struct step_span *x = pa, *y = pb;
+	if (x->rank != y->rank)
+		return x->rank < y->rank ? -1 : 1;
+	return (x->step > y->step) - (x->step < y->step);
+}
+
+static struct step_span *step_spans(const struct trace *t, size_t *n)
+{
+	struct step_span *s = NULL;
+	size_t ns = 0, cap = 0;
+	for (size_t i = 0; i < t->nev; i++) {
+		int64_t step;
+		const struct trace_event *e = &t->ev[i];
+		if (e->cat != TRACE_MARKER || !prof_step_marker(trace_name(t, e), &step))
+			continue;
+		TW_GROW(s, cap, ns + 1);
+		s[ns++] = (struct step_span){e->rank, step, e->start_ns, e->end_ns, i};
+	}
+	if (ns > 1)
+		qsort(s, ns, sizeof(*s), span_cmp);
+	size_t m = 0;
+	for (size_t i = 0; i < ns; i++) {
+		if (m > 0 && s[m - 1].rank == s[i].rank && s[m - 1].step == s[i].step) {
+			if (s[i].a < s[m - 1].a)
+				s[m - 1].a = s[i].a;
+			if (s[i].b > s[m - 1].b)
+				s[m - 1].b = s[i].b;
+		} else {
+			s[m++] = s[i];
+		}
+	}
+	*n = m;
+	return s;
+}
+
 enum tw_result prof_export_chrome(const struct trace *t, FILE *f, struct tw_err *err)
 {
 	int64_t base = INT64_MAX;
 	int32_t max_rank = -1, min_rank = INT32_MAX;
 	for (size_t i = 0; i < t->nev; i++) {
+		/* the importer takes times >= 0 only (a base < 0 would not read back) */
+		if (t->ev[i].start_ns < 0 || t->ev[i].end_ns < t->ev[i].start_ns)
+			return tw_errf(err, TW_ERR_INVALID,
+				       "event %zu (%s, rank %d) has times [%" PRId64 ", %" PRId64
+				       ") ns; Kineto JSON needs 0 <= start <= end",
+				       i, trace_name(t, &t->ev[i]), t->ev[i].rank, t->ev[i].start_ns,
+				       t->ev[i].end_ns);
 		if (t->ev[i].rank < min_rank)
 			min_rank = t->ev[i].rank;
 		if (t->ev[i].start_ns < base)
@@ -152,8 +240,11 @@ enum tw_result prof_export_chrome(const struct trace *t, FILE *f, struct tw_err 
 	}
 	free(seen);
 	first = thread_names(t, max_rank, f, first);
+	size_t nspans;
+	struct step_span *spans = step_spans(t, &nspans);
 	for (size_t i = 0; i < t->nev; i++) {
-		const struct trace_event *e = &t->ev[i];
+		struct trace_event ev = t->ev[i];
+		const struct trace_event *e = &ev;
 		const char *name = trace_name(t, e);
 		const char *cat = "kernel";
 		char buf[320];
@@ -162,6 +253,13 @@ enum tw_result prof_export_chrome(const struct trace *t, FILE *f, struct tw_err 
 			int64_t step;
 			cat = "user_annotation";
 			if (prof_step_marker(name, &step)) {
+				struct step_span key = {e->rank, step, 0, 0, 0};
+				const struct step_span *sp = bsearch(&key, spans, nspans, sizeof(*spans),
+								    span_cmp_key);
+				if (!sp || sp->first != i)
+					continue; /* written with the step's first marker */
+				ev.start_ns = sp->a;
+				ev.end_ns = sp->b;
 				snprintf(buf, sizeof(buf), "ProfilerStep#%" PRId64, step);
 				name = buf;
 			}
@@ -224,6 +322,7 @@ enum tw_result prof_export_chrome(const struct trace *t, FILE *f, struct tw_err 
 		}
 		fprintf(f, "}}");
 	}
+	free(spans);
 	fprintf(f, "\n]}\n");
 	if (ferror(f))
 		return tw_errf(err, TW_ERR_SYSTEM, "writing the Chrome trace: %s", strerror(errno));
@@ -241,6 +340,7 @@ enum tw_result prof_export_chrome_file(const struct trace *t, const char *path,
 enum tw_result prof_export_chrome_begin(const struct trace *t, const char *path,
 					struct tw_out *o, struct tw_err *err)
 {
+	/* tw_out_open refuses a target the rename would replace wrongly (tw_out_target) */
 	TW_CHECK(tw_out_open(o, path, err));
 	enum tw_result rc = prof_export_chrome(t, o->f, err);
 	if (rc != TW_OK) {

@@ -8,6 +8,8 @@
  * onto the GPU through the launches' correlation ids. */
 #include "prof_int.h"
 
+#include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,12 +88,200 @@ static enum tw_result bad(struct tw_err *err, const char *path, size_t i, const 
 	return tw_errf(err, TW_ERR_INVALID, "%s: traceEvents[%zu].%s: %s", path, i, field, rule);
 }
 
+/* ---- exact times --------------------------------------------------------------------------
+ * A double resolves Unix-epoch microseconds (~1.7e15) only to 0.25 us, and cJSON keeps no
+ * number text. So before parsing, every non-negative "ts" of traceEvents written as a plain
+ * decimal is rewritten in place, relative to the smallest one's integer part (the base), with
+ * its digits kept and spaces after it: "1696118400000000.300" -> "0.300" + spaces. The
+ * importer adds base x 1000 back to every non-negative ts, so ts is exact to the ns. When
+ * some non-negative ts cannot be rewritten (an exponent, more than 18 digits, an escaped key)
+ * nothing is. baseTimeNanoseconds written as an integer is read exactly too. */
+
+struct times_pass {
+	bool rewrite;          /* pass 2: rewrite (else only scan) */
+	bool ok;               /* every non-negative ts is plain */
+	int64_t base_us;       /* smallest integer part of a non-negative ts, INT64_MAX: none */
+	bool have_base_ns;     /* baseTimeNanoseconds was an integer literal */
+	int64_t base_ns;
+};
+
+static size_t skip_ws(const char *s, size_t i, size_t n)
+{
+	while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r'))
+		i++;
+	return i;
+}
+
+/* A number token at [i, *end): its integer part when it is a plain non-negative decimal of at
+ * most 18 integer digits (*plain), its sign. */
+static void number_token(const char *s, size_t i, size_t n, size_t *end, bool *neg, bool *plain,
+			 int64_t *ipart, size_t *dot)
+{
+	size_t k = i;
+	*neg = k < n && s[k] == '-';
+	if (*neg)
+		k++;
+	size_t d0 = k;
+	int64_t v = 0;
+	while (k < n && s[k] >= '0' && s[k] <= '9') {
+		if (k - d0 < 18)
+			v = v * 10 + (s[k] - '0');
+		k++;
+	}
+	size_t ndig = k - d0;
+	*dot = k;
+	if (k < n && s[k] == '.') {
+		k++;
+		while (k < n && s[k] >= '0' && s[k] <= '9')
+			k++;
+	}
+	bool expo = k < n && (s[k] == 'e' || s[k] == 'E');
+	while (k < n && ((s[k] >= '0' && s[k] <= '9') || s[k] == '.' || s[k] == 'e' || s[k] == 'E' ||
+			 s[k] == '+' || s[k] == '-'))
+		k++;
+	*end = k;
+	*plain = ndig > 0 && ndig <= 18 && !expo && (ndig == 1 || s[d0] != '0');
+	*ipart = v;
+}
+
+static void times_scan(char *s, size_t n, struct times_pass *p)
+{
+	int depth = 0;
+	bool events_at2 = false; /* the array at depth 2 is the top-level traceEvents */
+	int key = 0;             /* the key just read at the current depth: 1 ts, 2 traceEvents,
+				  * 3 baseTimeNanoseconds */
+	size_t i = 0;
+	while (i < n) {
+		char c = s[i];
+		if (c == '"') {
+			size_t a = ++i;
+			bool esc = false;
+			while (i < n && s[i] != '"') {
+				if (s[i] == '\\') {
+					esc = true;
+					i++;
+				}
+				i++;
+			}
+			size_t b = i < n ? i : n;
+			i = i < n ? i + 1 : n;
+			size_t j = skip_ws(s, i, n);
+			if (j >= n || s[j] != ':') {
+				key = 0;
+				continue;
+			}
+			/* a key */
+			size_t len = b - a;
+			key = 0;
+			if (depth == 3 && events_at2) {
+				if (esc)
+					p->ok = false; /* it might spell "ts" */
+				else if (len == 2 && !memcmp(s + a, "ts", 2))
+					key = 1;
+			} else if (depth == 1 && !esc && len == 11 && !memcmp(s + a, "traceEvents", 11)) {
+				key = 2;
+			} else if (depth == 1 && !esc && len == 19 &&
+				   !memcmp(s + a, "baseTimeNanoseconds", 19)) {
+				key = 3;
+			}
+			i = skip_ws(s, j + 1, n);
+			if (i < n && (s[i] == '-' || (s[i] >= '0' && s[i] <= '9'))) {
+				size_t end, dot;
+				bool neg, plain;
+				int64_t ip;
+				number_token(s, i, n, &end, &neg, &plain, &ip, &dot);
+				if (key == 1 && !neg) {
+					if (!plain)
+						p->ok = false;
+					else if (!p->rewrite && ip < p->base_us)
+						p->base_us = ip;
+					else if (p->rewrite) {
+						/* ip - base, then the original fraction, then spaces */
+						char buf[24];
+						int w = snprintf(buf, sizeof(buf), "%" PRId64, ip - p->base_us);
+						size_t k = i;
+						memcpy(s + k, buf, (size_t)w);
+						k += (size_t)w;
+						for (size_t q = dot; q < end; q++)
+							s[k++] = s[q];
+						while (k < end)
+							s[k++] = ' ';
+					}
+				} else if (key == 3 && !p->rewrite && !p->have_base_ns && !neg &&
+					   dot == end && end - i <= 19) {
+					/* an integer of up to 19 digits: exact as int64 when it fits */
+					char num[24];
+					memcpy(num, s + i, end - i);
+					num[end - i] = '\0';
+					char *stop;
+					errno = 0;
+					long long v = strtoll(num, &stop, 10);
+					if (errno == 0 && *stop == '\0') {
+						p->have_base_ns = true;
+						p->base_ns = v;
+					}
+				}
+				i = end;
+				key = 0;
+			}
+			continue;
+		}
+		if (c == '{' || c == '[') {
+			depth++;
+			if (depth == 2)
+				events_at2 = c == '[' && key == 2;
+			key = 0;
+		} else if (c == '}' || c == ']') {
+			depth--;
+			key = 0;
+		} else if (c == ',') {
+			key = 0;
+		}
+		i++;
+	}
+}
+
+/* Rewrite text's non-negative ts relative to their smallest integer part; *base_us gets it
+ * (0: nothing rewritten). base_ns / have_base_ns: baseTimeNanoseconds read exactly. */
+static void exact_times(char *text, size_t len, int64_t *base_us, int64_t *base_ns,
+			bool *have_base_ns)
+{
+	struct times_pass p = {.ok = true, .base_us = INT64_MAX};
+	times_scan(text, len, &p);
+	*have_base_ns = p.have_base_ns;
+	*base_ns = p.base_ns;
+	*base_us = 0;
+	if (!p.ok || p.base_us == INT64_MAX || p.base_us == 0)
+		return;
+	p.rewrite = true;
+	times_scan(text, len, &p);
+	*base_us = p.base_us;
+}
+
+/* A ts (us, rebased by exact_times when >= 0) as ns; false when beyond 4e15 us. */
+static bool ts_ns(double v, int64_t base_us, int64_t *out)
+{
+	if (!isfinite(v) || fabs(v) > 4e15)
+		return false;
+	int64_t ns = llround(v * 1000.0);
+	if (v >= 0 && base_us > 0) {
+		if (base_us > 4000000000000000LL - ns / 1000)
+			return false;
+		ns += base_us * 1000;
+	}
+	*out = ns;
+	return true;
+}
+
 enum tw_result prof_import_kineto(const char *path, int64_t rank, struct trace *t,
 				  struct tw_err *err)
 {
 	char *text;
 	size_t len;
 	TW_CHECK(json_read_file(path, KINETO_MAX_FILE_BYTES, &text, &len, err));
+	int64_t ts_base_us, exact_base_ns;
+	bool have_exact_base;
+	exact_times(text, len, &ts_base_us, &exact_base_ns, &have_exact_base);
 	cJSON *root;
 	enum tw_result rc = json_parse(path, text, len, &root, err);
 	free(text);
@@ -110,26 +300,35 @@ enum tw_result prof_import_kineto(const char *path, int64_t rank, struct trace *
 	const cJSON *di = cJSON_GetObjectItemCaseSensitive(root, "distributedInfo");
 	const cJSON *r = cJSON_IsObject(di) ? cJSON_GetObjectItemCaseSensitive(di, "rank") : NULL;
 	if (r) {
-		if (!cJSON_IsNumber(r) || r->valuedouble < 0 || r->valuedouble > 1e7 ||
+		if (!cJSON_IsNumber(r) || r->valuedouble < 0 || r->valuedouble >= PROF_MAX_RANKS ||
 		    r->valuedouble != floor(r->valuedouble)) {
 			cJSON_Delete(root);
 			return tw_errf(err, TW_ERR_INVALID,
-				       "%s: distributedInfo.rank: must be an integer >= 0", path);
+				       "%s: distributedInfo.rank: must be an integer >= 0 (at most %d)",
+				       path, PROF_MAX_RANKS - 1);
 		}
 		rank = (int64_t)r->valuedouble;
 	}
 	const cJSON *ws = cJSON_IsObject(di) ? cJSON_GetObjectItemCaseSensitive(di, "world_size") : NULL;
+	if (ws && !(cJSON_IsNumber(ws) && ws->valuedouble >= 1 && ws->valuedouble <= PROF_MAX_RANKS &&
+		    ws->valuedouble == floor(ws->valuedouble))) {
+		cJSON_Delete(root);
+		return tw_errf(err, TW_ERR_INVALID,
+			       "%s: distributedInfo.world_size: must be an integer in [1, %d]", path,
+			       PROF_MAX_RANKS);
+	}
 	int64_t base = 0;
 	const cJSON *b = cJSON_GetObjectItemCaseSensitive(root, "baseTimeNanoseconds");
 	if (b) {
-		/* int64 ns clock: base (<= 4e18) + ts (<= 4e15 us) cannot overflow */
+		/* int64 ns clock: base (<= 4e18) + ts (|ts| <= 4e15 us) cannot overflow; the sums
+		 * are checked against PROF_MAX_TIME_NS below */
 		if (!cJSON_IsNumber(b) || !isfinite(b->valuedouble) || b->valuedouble < 0 ||
-		    b->valuedouble > 4e18) {
+		    b->valuedouble > 4e18 || (have_exact_base && exact_base_ns > PROF_MAX_TIME_NS)) {
 			cJSON_Delete(root);
 			return tw_errf(err, TW_ERR_INVALID,
 				       "%s: baseTimeNanoseconds: must be a number in [0, 4e18]", path);
 		}
-		base = (int64_t)b->valuedouble;
+		base = have_exact_base ? exact_base_ns : (int64_t)b->valuedouble;
 	}
 	size_t first = t->nev;
 	struct launch *launches = NULL;
@@ -162,7 +361,7 @@ enum tw_result prof_import_kineto(const char *path, int64_t rank, struct trace *
 			const cJSON *margs = cJSON_GetObjectItemCaseSensitive(e, "args");
 			double v;
 			if (cJSON_IsString(mn) && !strcmp(mn->valuestring, "twin peak memory") &&
-			    cJSON_IsNumber(pid) && pid->valuedouble >= 0 && pid->valuedouble < 1e7 &&
+			    cJSON_IsNumber(pid) && pid->valuedouble >= 0 && pid->valuedouble < PROF_MAX_RANKS &&
 			    arg_num(margs, "bytes", &v) && v > 0 && v < 9e18) {
 				size_t pr = (size_t)pid->valuedouble;
 				if (pr >= npeaks) {
@@ -191,8 +390,12 @@ enum tw_result prof_import_kineto(const char *path, int64_t rank, struct trace *
 			rc = bad(err, path, i, "cat", "must be a string");
 			break;
 		}
-		if (!cJSON_IsNumber(ts) || !isfinite(ts->valuedouble) || fabs(ts->valuedouble) > 4e15) {
-			rc = bad(err, path, i, "ts", ts ? "must be a number (us)" : "missing");
+		int64_t tsn = 0;
+		if (!cJSON_IsNumber(ts) || !ts_ns(ts->valuedouble, ts_base_us, &tsn)) {
+			rc = bad(err, path, i, "ts",
+				 !ts ? "missing" : !cJSON_IsNumber(ts) ? "must be a number (us)"
+				 : isfinite(ts->valuedouble) ? "must be at most 4e15 (us)"
+							     : "must be a finite number (us)");
 			break;
 		}
 		if (!cJSON_IsNumber(dur) || !isfinite(dur->valuedouble) || dur->valuedouble < 0 ||
@@ -209,12 +412,38 @@ enum tw_result prof_import_kineto(const char *path, int64_t rank, struct trace *
 		/* twin's own exports carry each event's rank (one file may hold several) */
 		double rv;
 		int32_t erank = (int32_t)rank;
-		if (arg_num(args, "rank", &rv) && rv >= 0 && rv < 1e7)
+		if (cJSON_IsNumber(arg(args, "rank"))) {
+			if (!arg_num(args, "rank", &rv) || rv < 0 || rv >= PROF_MAX_RANKS ||
+			    rv != floor(rv)) {
+				char rule[64];
+				snprintf(rule, sizeof(rule), "must be an integer in [0, %d]",
+					 PROF_MAX_RANKS - 1);
+				rc = bad(err, path, i, "args.rank", rule);
+				break;
+			}
 			erank = (int32_t)rv;
+		}
 		if (erank + 1 > max_rank)
 			max_rank = erank + 1;
-		int64_t start = base + llround(ts->valuedouble * 1000.0);
-		int64_t end = start + llround(dur->valuedouble * 1000.0);
+		/* times are ns in [0, PROF_MAX_TIME_NS]: nothing downstream overflows, and an
+		 * export (which writes them relative to a base >= 0) imports back */
+		int64_t start = base + tsn, end;
+		if (start < 0) {
+			rc = bad(err, path, i, "ts", b ? "starts before time 0 (ts + baseTimeNanoseconds "
+						       "< 0); times must be >= 0"
+						     : "must be >= 0 (us)");
+			break;
+		}
+		if (start > PROF_MAX_TIME_NS) {
+			rc = bad(err, path, i, "ts", b ? "ts + baseTimeNanoseconds is beyond 4e18 ns"
+						     : "beyond 4e18 ns");
+			break;
+		}
+		end = start + llround(dur->valuedouble * 1000.0);
+		if (end > PROF_MAX_TIME_NS) {
+			rc = bad(err, path, i, "dur", "ts + dur is beyond 4e18 ns (an int64 ns clock)");
+			break;
+		}
 		double cv;
 		if (!strcmp(c, "cuda_runtime") || !strcmp(c, "cuda_driver")) {
 			if (arg_num(args, "correlation", &cv)) {
@@ -223,9 +452,12 @@ enum tw_result prof_import_kineto(const char *path, int64_t rank, struct trace *
 			}
 		} else if (!strcmp(c, "gpu_user_annotation") &&
 			   !strncmp(name->valuestring, "ProfilerStep#", 13)) {
-			/* the step's span on the GPU itself: a marker as it is */
+			/* the step's span on the GPU itself: a marker as it is (Kineto writes one
+			 * per stream the step ran kernels on; the step's window is their union) */
 			struct trace_event m = prof_blank_event(erank);
+			const cJSON *tid = cJSON_GetObjectItemCaseSensitive(e, "tid");
 			m.cat = TRACE_MARKER;
+			m.stream = cJSON_IsNumber(tid) ? to_i32(tid->valuedouble) : 0;
 			m.start_ns = start;
 			m.end_ns = end;
 			m.name = trace_intern(t, name->valuestring);
@@ -238,7 +470,7 @@ enum tw_result prof_import_kineto(const char *path, int64_t rank, struct trace *
 			int64_t s;
 			if (prof_step_marker(name->valuestring, &s)) {
 				TW_GROW(steps, scap, ns + 1);
-				steps[ns++] = (struct prof_host_step){s, start, end, erank};
+				steps[ns++] = (struct prof_host_step){s, start, end, erank, -1};
 			}
 		} else if (!strcmp(c, "kernel") || !strcmp(c, "gpu_memcpy") ||
 			   !strcmp(c, "gpu_memset") ||
@@ -300,7 +532,18 @@ enum tw_result prof_import_kineto(const char *path, int64_t rank, struct trace *
 				double nel = ev.cat == TRACE_REDUCE_SCATTER ? out : in;
 				if (es > 0 && nel > 0)
 					ev.bytes = (int64_t)(nel * es);
-				if (arg_num(args, "Group size", &gs) && gs > 0)
+				/* a number out of range would be stored as a wrong size (0: unknown) */
+				const cJSON *gsv = arg(args, "Group size");
+				if (cJSON_IsNumber(gsv) &&
+				    !(arg_num(args, "Group size", &gs) && gs >= 0 &&
+				      gs <= PROF_MAX_RANKS && gs == floor(gs))) {
+					char rule[64];
+					snprintf(rule, sizeof(rule), "must be an integer in [0, %d]",
+						 PROF_MAX_RANKS);
+					rc = bad(err, path, i, "args.Group size", rule);
+					break;
+				}
+				if (cJSON_IsNumber(gsv))
 					ev.group_size = to_i32(gs);
 				/* twin's own exports name the NCCL algorithm and protocol */
 				const cJSON *al = arg(args, "NCCL algorithm"), *pr = arg(args, "NCCL protocol");
@@ -332,6 +575,22 @@ enum tw_result prof_import_kineto(const char *path, int64_t rank, struct trace *
 		}
 		i++;
 	}
+	if (rc == TW_OK && gpu_steps > 0) {
+		/* the GPU-side steps are taken as they are: check them */
+		struct prof_host_step *g = TW_NEW_ARRAY(struct prof_host_step, gpu_steps);
+		size_t ng = 0;
+		for (size_t k = first; k < t->nev; k++) {
+			int64_t sn;
+			const struct trace_event *m = &t->ev[k];
+			if (m->cat == TRACE_MARKER && prof_step_marker(trace_name(t, m), &sn))
+				g[ng++] = (struct prof_host_step){sn, m->start_ns, m->end_ns, m->rank,
+								  m->stream};
+		}
+		rc = prof_check_steps(g, ng, true, path, err);
+		free(g);
+	} else if (rc == TW_OK && ns > 0) {
+		rc = prof_check_steps(steps, ns, false, path, err);
+	}
 	if (rc == TW_OK && ns > 0 && gpu_steps == 0) {
 		/* launch time of each GPU event, through its correlation id */
 		size_t n = t->nev - first;
@@ -359,7 +618,7 @@ enum tw_result prof_import_kineto(const char *path, int64_t rank, struct trace *
 	}
 	if (rc == TW_OK) {
 		int64_t nr = max_rank;
-		if (cJSON_IsNumber(ws) && ws->valuedouble > nr && ws->valuedouble < 1e7)
+		if (cJSON_IsNumber(ws) && ws->valuedouble > nr && ws->valuedouble <= PROF_MAX_RANKS)
 			nr = (int64_t)ws->valuedouble;
 		if (nr > t->nranks) {
 			if (t->peak_mem) { /* an earlier file's peaks: grow to the new rank count */

@@ -7,6 +7,7 @@
  * ns on the session clock. */
 #include "prof_int.h"
 
+#include <inttypes.h>
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,6 +89,18 @@ static enum tw_result col_int(struct nsys *n, sqlite3_stmt *st, int col, const c
 		       names[type >= 1 && type <= 5 ? type : 0]);
 }
 
+/* a time column: an integer in [0, PROF_MAX_TIME_NS] ns (nsys's session clock starts at 0) */
+static enum tw_result col_time(struct nsys *n, sqlite3_stmt *st, int col, const char *table,
+			       int64_t row, int64_t *out)
+{
+	TW_CHECK(col_int(n, st, col, table, row, false, out));
+	if (*out < 0 || *out > PROF_MAX_TIME_NS)
+		return tw_errf(n->err, TW_ERR_INVALID,
+			       "%s: %s row %lld: %s is %lld, out of range [0, 4e18] ns", n->path,
+			       table, (long long)row, sqlite3_column_name(st, col), (long long)*out);
+	return TW_OK;
+}
+
 struct corr_ev {
 	int64_t corr;
 	size_t ev; /* index in t->ev */
@@ -115,8 +128,8 @@ static enum tw_result read_activity(struct ctx *c, const char *table, const char
 	while (rc == TW_OK && (s = sqlite3_step(st)) == SQLITE_ROW) {
 		int64_t row = sqlite3_column_int64(st, 8); /* rowid, for messages */
 		int64_t start, end, dev, stream, corr, bytes = 0, kind = 0;
-		if ((rc = col_int(n, st, 0, table, row, false, &start)) ||
-		    (rc = col_int(n, st, 1, table, row, false, &end)) ||
+		if ((rc = col_time(n, st, 0, table, row, &start)) ||
+		    (rc = col_time(n, st, 1, table, row, &end)) ||
 		    (rc = col_int(n, st, 2, table, row, true, &dev)) ||
 		    (rc = col_int(n, st, 3, table, row, true, &stream)) ||
 		    (rc = col_int(n, st, 4, table, row, true, &corr)))
@@ -129,6 +142,14 @@ static enum tw_result read_activity(struct ctx *c, const char *table, const char
 				     n->path, table, (long long)row, (long long)end, (long long)start);
 			break;
 		}
+		/* ids are int32 in a trace: a bigger one would be stored as another stream */
+		if (dev < -1 || dev > INT32_MAX || stream < -1 || stream > INT32_MAX) {
+			bool d = dev < -1 || dev > INT32_MAX;
+			rc = tw_errf(n->err, TW_ERR_INVALID, "%s: %s row %lld: %s is %lld, out of range "
+				     "[0, %d]", n->path, table, (long long)row, d ? "deviceId" : "streamId",
+				     (long long)(d ? dev : stream), INT32_MAX);
+			break;
+		}
 		struct trace_event e = prof_blank_event(c->rank);
 		e.device = (int32_t)dev;
 		e.stream = (int32_t)stream;
@@ -137,6 +158,16 @@ static enum tw_result read_activity(struct ctx *c, const char *table, const char
 		e.bytes = bytes > 0 ? bytes : 0;
 		const char *name = (const char *)sqlite3_column_text(st, 5);
 		char buf[64];
+		if (which == 0 && !name) {
+			/* a name id StringIds does not hold: a damaged export, not an unnamed kernel */
+			int64_t d = -1, sh = -1;
+			col_int(n, st, 9, table, row, true, &d);
+			col_int(n, st, 10, table, row, true, &sh);
+			rc = tw_errf(n->err, TW_ERR_INVALID,
+				     "%s: %s row %lld: demangledName %lld / shortName %lld: no such id in "
+				     "StringIds", n->path, table, (long long)row, (long long)d, (long long)sh);
+			break;
+		}
 		if (which == 0) {
 			e.cat = prof_classify_kernel(name ? name : "");
 			if (e.cat == TRACE_BROADCAST && name && prof_nccl_is_reduce(name))
@@ -188,9 +219,9 @@ static enum tw_result read_steps(struct ctx *c, size_t first)
 	TW_CHECK(rc);
 	sqlite3_stmt *st;
 	const char *sql = have_strings
-		? "SELECT e.start, e.end, COALESCE(e.text, s.value) FROM NVTX_EVENTS e"
+		? "SELECT e.start, e.end, COALESCE(e.text, s.value), e.rowid FROM NVTX_EVENTS e"
 		  " LEFT JOIN StringIds s ON s.id = e.textId WHERE e.end IS NOT NULL"
-		: "SELECT start, end, text FROM NVTX_EVENTS WHERE end IS NOT NULL";
+		: "SELECT start, end, text, rowid FROM NVTX_EVENTS WHERE end IS NOT NULL";
 	if (sqlite3_prepare_v2(n->h, sql, -1, &st, NULL) != SQLITE_OK)
 		return nsys_fail(n, "NVTX_EVENTS");
 	struct prof_host_step *steps = NULL;
@@ -198,20 +229,28 @@ static enum tw_result read_steps(struct ctx *c, size_t first)
 	int s;
 	int64_t row = 0;
 	while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-		row++;
+		row = sqlite3_column_int64(st, 3); /* rowid, for messages */
 		const char *name = (const char *)sqlite3_column_text(st, 2);
 		int64_t step, a, b;
 		if (!name || !prof_step_marker(name, &step))
 			continue;
-		if ((rc = col_int(n, st, 0, "NVTX_EVENTS", row, false, &a)) ||
-		    (rc = col_int(n, st, 1, "NVTX_EVENTS", row, false, &b)))
+		if ((rc = col_time(n, st, 0, "NVTX_EVENTS", row, &a)) ||
+		    (rc = col_time(n, st, 1, "NVTX_EVENTS", row, &b)))
 			break;
+		if (b < a) {
+			rc = tw_errf(n->err, TW_ERR_INVALID,
+				     "%s: NVTX_EVENTS row %lld: end %lld < start %lld", n->path,
+				     (long long)row, (long long)b, (long long)a);
+			break;
+		}
 		TW_GROW(steps, cap, ns + 1);
-		steps[ns++] = (struct prof_host_step){step, a, b, c->rank};
+		steps[ns++] = (struct prof_host_step){step, a, b, c->rank, -1};
 	}
 	if (rc == TW_OK && s != SQLITE_DONE)
 		rc = nsys_fail(n, "NVTX_EVENTS");
 	sqlite3_finalize(st);
+	if (rc == TW_OK)
+		rc = prof_check_steps(steps, ns, false, n->path, n->err);
 	if (rc != TW_OK || ns == 0) {
 		free(steps);
 		return rc;
@@ -222,16 +261,15 @@ static enum tw_result read_steps(struct ctx *c, size_t first)
 		launch[k] = -1;
 	if (has_table(n, "CUPTI_ACTIVITY_KIND_RUNTIME", &rc) && c->nce) {
 		qsort(c->ce, c->nce, sizeof(*c->ce), ce_cmp);
-		if (sqlite3_prepare_v2(n->h, "SELECT correlationId, start FROM CUPTI_ACTIVITY_KIND_RUNTIME",
-				       -1, &st, NULL) != SQLITE_OK) {
+		if (sqlite3_prepare_v2(n->h, "SELECT correlationId, start, rowid FROM"
+				       " CUPTI_ACTIVITY_KIND_RUNTIME", -1, &st, NULL) != SQLITE_OK) {
 			rc = nsys_fail(n, "CUPTI_ACTIVITY_KIND_RUNTIME");
 		} else {
-			row = 0;
 			while (rc == TW_OK && (s = sqlite3_step(st)) == SQLITE_ROW) {
 				int64_t corr, a;
-				row++;
+				row = sqlite3_column_int64(st, 2); /* rowid, for messages */
 				if ((rc = col_int(n, st, 0, "CUPTI_ACTIVITY_KIND_RUNTIME", row, true, &corr)) ||
-				    (rc = col_int(n, st, 1, "CUPTI_ACTIVITY_KIND_RUNTIME", row, false, &a)))
+				    (rc = col_time(n, st, 1, "CUPTI_ACTIVITY_KIND_RUNTIME", row, &a)))
 					break;
 				struct corr_ev key = {corr, 0};
 				struct corr_ev *hit = bsearch(&key, c->ce, c->nce, sizeof(*c->ce), ce_cmp);
@@ -288,7 +326,8 @@ enum tw_result prof_import_nsys(const char *path, int64_t rank, struct trace *t,
 		if (rc == TW_OK)
 			rc = read_activity(&c, "CUPTI_ACTIVITY_KIND_KERNEL",
 					   "SELECT k.start, k.end, k.deviceId, k.streamId, k.correlationId,"
-					   " COALESCE(d.value, s.value), NULL, NULL, k.rowid"
+					   " COALESCE(d.value, s.value), NULL, NULL, k.rowid,"
+					   " k.demangledName, k.shortName"
 					   " FROM CUPTI_ACTIVITY_KIND_KERNEL k"
 					   " LEFT JOIN StringIds d ON d.id = k.demangledName"
 					   " LEFT JOIN StringIds s ON s.id = k.shortName",

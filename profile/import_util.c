@@ -1,6 +1,7 @@
 /* import_util — what the nsys and Kineto importers share. */
 #include "prof_int.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -79,4 +80,75 @@ void prof_steps_to_gpu(struct trace *t, int32_t rank, size_t first, size_t count
 	free(lo);
 	free(hi);
 	free(s);
+}
+
+/* by rank, then step, then stream, then start */
+static int check_cmp(const void *pa, const void *pb)
+{
+	const struct prof_host_step *a = pa, *b = pb;
+	if (a->rank != b->rank)
+		return a->rank < b->rank ? -1 : 1;
+	if (a->step != b->step)
+		return a->step < b->step ? -1 : 1;
+	if (a->stream != b->stream)
+		return a->stream < b->stream ? -1 : 1;
+	return (a->start_ns > b->start_ns) - (a->start_ns < b->start_ns);
+}
+
+/* by rank, then start */
+static int span_cmp(const void *pa, const void *pb)
+{
+	const struct prof_host_step *a = pa, *b = pb;
+	if (a->rank != b->rank)
+		return a->rank < b->rank ? -1 : 1;
+	return (a->start_ns > b->start_ns) - (a->start_ns < b->start_ns);
+}
+
+enum tw_result prof_check_steps(struct prof_host_step *s, size_t n, bool per_stream,
+				const char *path, struct tw_err *err)
+{
+	if (n == 0)
+		return TW_OK;
+	qsort(s, n, sizeof(*s), check_cmp);
+	/* one span per (rank, step) */
+	struct prof_host_step *span = TW_NEW_ARRAY(struct prof_host_step, n);
+	size_t m = 0;
+	enum tw_result rc = TW_OK;
+	for (size_t i = 0; i < n && rc == TW_OK; i++) {
+		const struct prof_host_step *x = &s[i];
+		bool same = m > 0 && span[m - 1].rank == x->rank && span[m - 1].step == x->step;
+		if (same && (per_stream ? i > 0 && s[i - 1].stream == x->stream
+					: x->start_ns > span[m - 1].end_ns))
+			rc = per_stream
+				? tw_errf(err, TW_ERR_INVALID,
+					  "%s: step %" PRId64 " appears twice on stream %d of rank %d (at %"
+					  PRId64 " and %" PRId64 " ns); a step has one range per stream",
+					  path, x->step, x->stream, x->rank, s[i - 1].start_ns, x->start_ns)
+				: tw_errf(err, TW_ERR_INVALID,
+					  "%s: step %" PRId64 " appears twice on rank %d (at %" PRId64
+					  " and %" PRId64 " ns); a step has one range",
+					  path, x->step, x->rank, span[m - 1].start_ns, x->start_ns);
+		else if (same) {
+			if (x->start_ns < span[m - 1].start_ns)
+				span[m - 1].start_ns = x->start_ns;
+			if (x->end_ns > span[m - 1].end_ns)
+				span[m - 1].end_ns = x->end_ns;
+		} else {
+			span[m++] = *x;
+		}
+	}
+	if (rc == TW_OK && m > 1)
+		qsort(span, m, sizeof(*span), span_cmp);
+	for (size_t i = 1; rc == TW_OK && i < m; i++) {
+		const struct prof_host_step *a = &span[i - 1], *b = &span[i];
+		if (a->rank == b->rank && b->start_ns < a->end_ns)
+			rc = tw_errf(err, TW_ERR_INVALID,
+				     "%s: steps %" PRId64 " and %" PRId64 " overlap on rank %d ([%" PRId64
+				     ", %" PRId64 ") and [%" PRId64 ", %" PRId64
+				     ") ns); a rank runs one step at a time",
+				     path, a->step, b->step, a->rank, a->start_ns, a->end_ns, b->start_ns,
+				     b->end_ns);
+	}
+	free(span);
+	return rc;
 }

@@ -4,11 +4,21 @@
 
 #include "profile.h"
 
-/* A host-side step range (PyTorch ProfilerStep#N, NVTX "step N"), ns. */
+/* A host-side step range (PyTorch ProfilerStep#N, NVTX "step N"), ns; or, for
+ * prof_check_steps, a GPU-side one (Kineto's gpu_user_annotation, one per stream). */
 struct prof_host_step {
 	int64_t step, start_ns, end_ns;
 	int32_t rank;
+	int32_t stream; /* GPU-side: the stream (tid); host ranges: -1 */
 };
+
+/* Check one file's step ranges (sorts s): on one rank, ranges of one step must overlap or
+ * touch — on one stream (per_stream: GPU-side ranges, one per stream and step) a step may
+ * appear once, across streams its ranges join whatever the gaps —, and the steps' spans must
+ * not overlap each other (a rank runs one step at a time; overlapping windows would count
+ * their shared work twice). Errors name path, the rank, the steps and their times. */
+enum tw_result prof_check_steps(struct prof_host_step *s, size_t n, bool per_stream,
+				const char *path, struct tw_err *err);
 
 /* Turn host-side step ranges into GPU-side step markers for rank's events t->ev[first ..
  * first + count):

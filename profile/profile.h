@@ -99,9 +99,16 @@ void prof_analysis_print(FILE *f, const struct prof_analysis *a);
 
 struct prof_db;
 
-/* Current schema version (profile/SCHEMA.md). Older databases are migrated on open, newer
- * ones refused. */
+/* Current schema version (profile/SCHEMA.md). Older databases are migrated when a writer
+ * opens them (readers read them as they are), newer ones refused. */
 #define PROF_SCHEMA_VERSION 2
+
+/* Ranks a run may have: importers refuse more, readers refuse stored events beyond the run's
+ * ranks (per-rank state is allocated for every rank). */
+#define PROF_MAX_RANKS (1 << 20)
+/* Event times (ns) are in [0, PROF_MAX_TIME_NS]: importers refuse the rest, so that sums and
+ * differences of times never overflow int64 (about the year 2096 as Unix-epoch ns). */
+#define PROF_MAX_TIME_NS 4000000000000000000LL
 
 struct prof_run_meta {
 	enum trace_kind kind;
@@ -112,12 +119,30 @@ struct prof_run_meta {
 	const char *source;     /* imported file(s) / command line, may be NULL */
 };
 
-/* Open (creating if absent) a store: WAL mode, busy timeout, schema checked / created /
- * migrated. A file that is not a twin database is refused with a clear message. */
+/* Open a store for writing, creating it if absent (or initialising an empty file): WAL mode,
+ * busy timeout, schema checked / created / migrated. A file that is not a twin database (or
+ * has a newer schema) is refused before anything in it changes; so are a directory, a FIFO
+ * or a device, and a file this user cannot write (TW_ERR_INVALID). */
 enum tw_result prof_db_open(const char *path, struct prof_db **out, struct tw_err *err);
-/* The same for readers: a missing file is an error, not a new empty store. */
+/* Open a store for reading: read-only, nothing in the file changes (no WAL switch, no
+ * migration; older layouts are read as they are), no write lock is taken, so a reader never
+ * waits on a writer. A missing or empty file, or one that is not a twin store, is an error. */
 enum tw_result prof_db_open_existing(const char *path, struct prof_db **out, struct tw_err *err);
 void prof_db_close(struct prof_db *db);
+/* The store's SQLite handle, for read-only queries of other modules (reports' stored sweeps);
+ * the store keeps ownership. */
+struct sqlite3;
+struct sqlite3 *prof_db_handle(struct prof_db *db);
+/* Close a store after the caller's writes failed: a file this prof_db_open created is removed
+ * again unless it holds a run (so a failed command leaves no empty store behind). */
+void prof_db_discard(struct prof_db *db);
+/* A run name's rules (err names `what`, e.g. "--name"): not empty, UTF-8, no control
+ * characters (names go into reports, gnuplot scripts and terminals), not a number (RUN
+ * arguments that are numbers are run ids). prof_run_begin applies them to meta->name. */
+enum tw_result prof_run_name_check(const char *name, const char *what, struct tw_err *err);
+/* A stored name made safe to print: control characters become '?' (names stored before the
+ * rules above). */
+void prof_name_display(char *dst, size_t len, const char *src);
 /* Store a whole trace as one run: the run row is committed first, marked incomplete; the
  * events, memory samples and derived step rows follow in one transaction that marks the run
  * complete at commit. A writer killed in between leaves a valid database with an incomplete,

@@ -2,19 +2,26 @@
  *
  * WAL mode so readers never block the writer; a busy timeout so several processes (ranks) can
  * write one file; every write transaction is BEGIN IMMEDIATE so two writers never deadlock on
- * a read-to-write upgrade. Every statement is finalized on every path. */
+ * a read-to-write upgrade. Readers open the file read-only and write nothing (no WAL switch,
+ * no migration: older layouts are read as they are). A file that is not a twin store is
+ * refused before anything in it changes. Every statement is finalized on every path. */
 #include "profile.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 struct prof_db {
 	sqlite3 *h;
 	char *path;
+	bool created;         /* this open created the file (removed again if left without runs) */
+	bool has_v2_runs;     /* runs.dropped / runs.source exist (schema version 2) */
+	bool has_v2_events;   /* events.flags / events.comm exist */
 };
 
 #define BUSY_TIMEOUT_MS 30000
@@ -35,6 +42,11 @@ static enum tw_result sql_fail(struct prof_db *db, struct tw_err *err, const cha
 	if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED)
 		return tw_errf(err, TW_ERR_SQLITE, "%s: database busy for %d s while %s", db->path,
 			       BUSY_TIMEOUT_MS / 1000, what);
+	if (rc == SQLITE_READONLY || rc == SQLITE_PERM || rc == SQLITE_CANTOPEN ||
+	    rc == SQLITE_AUTH)
+		return tw_errf(err, TW_ERR_INVALID,
+			       "%s: cannot write the database (read-only file or directory: %s)",
+			       db->path, sqlite3_errmsg(db->h));
 	return tw_errf(err, TW_ERR_SQLITE, "%s: %s: %s", db->path, what, sqlite3_errmsg(db->h));
 }
 
@@ -182,61 +194,99 @@ static enum tw_result fill_categories(struct prof_db *db, struct tw_err *err)
 	return rc;
 }
 
+/* What a file holds, read without writing anything. */
+struct schema_info {
+	int ntables;
+	bool has_version;
+	int64_t version; /* -1: no readable row */
+};
+
+static enum tw_result read_schema(struct prof_db *db, struct schema_info *si, struct tw_err *err)
+{
+	memset(si, 0, sizeof(*si));
+	si->version = -1;
+	sqlite3_stmt *st;
+	TW_CHECK(prepare(db, "SELECT name FROM sqlite_master WHERE type = 'table'", &st, err));
+	int s;
+	while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+		const unsigned char *name = sqlite3_column_text(st, 0);
+		si->ntables++;
+		if (name && strcmp((const char *)name, "schema_version") == 0)
+			si->has_version = true;
+	}
+	sqlite3_finalize(st);
+	if (s != SQLITE_DONE)
+		return sql_fail(db, err, "reading the schema");
+	if (!si->has_version)
+		return TW_OK;
+	TW_CHECK(prepare(db, "SELECT version FROM schema_version", &st, err));
+	s = sqlite3_step(st);
+	if (s == SQLITE_ROW && sqlite3_column_type(st, 0) == SQLITE_INTEGER)
+		si->version = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	if (s != SQLITE_ROW && s != SQLITE_DONE)
+		return sql_fail(db, err, "reading the schema version");
+	return TW_OK;
+}
+
+/* The refusals that need no write: a foreign file, a newer or a broken schema version. An
+ * empty file (no tables) is a store only for writers, which initialise it. */
+static enum tw_result check_schema(struct prof_db *db, const struct schema_info *si, bool writer,
+				   struct tw_err *err)
+{
+	if (si->ntables == 0)
+		return writer ? TW_OK
+			      : tw_errf(err, TW_ERR_INVALID,
+					"%s: not a twin store (an SQLite file with no tables; runs are "
+					"stored with --db by twin simulate, twin run and twin profile "
+					"import)",
+					db->path);
+	if (!si->has_version)
+		return tw_errf(err, TW_ERR_INVALID,
+			       "%s: not a twin database (no schema_version table; an nsys export is "
+			       "read with 'twin profile import --nsys')",
+			       db->path);
+	if (si->version > PROF_SCHEMA_VERSION)
+		return tw_errf(err, TW_ERR_INVALID,
+			       "%s: database schema version %" PRId64
+			       " is newer than this twin supports (%d); use a newer twin",
+			       db->path, si->version, PROF_SCHEMA_VERSION);
+	if (si->version < 1)
+		return tw_errf(err, TW_ERR_INVALID, "%s: bad schema_version table", db->path);
+	return TW_OK;
+}
+
+/* Which of the columns added since version 1 the file has: readers of an older layout read
+ * what is there (defaults for the rest) instead of migrating it. */
+static enum tw_result read_columns(struct prof_db *db, struct tw_err *err)
+{
+	bool have[sizeof(added_columns) / sizeof(added_columns[0])];
+	for (size_t i = 0; i < sizeof(have) / sizeof(have[0]); i++)
+		TW_CHECK(has_column(db, added_columns[i].table, added_columns[i].column, &have[i], err));
+	db->has_v2_runs = have[0] && have[1];
+	db->has_v2_events = have[2] && have[3];
+	return TW_OK;
+}
+
 /* Create, check or migrate the schema inside one write transaction, so two processes opening
  * a new file at once agree on it. */
 static enum tw_result setup_schema(struct prof_db *db, struct tw_err *err)
 {
 	TW_CHECK(exec_sql(db, "BEGIN IMMEDIATE", err));
 	enum tw_result rc = TW_OK;
-	sqlite3_stmt *st = NULL;
-	int ntables = 0, has_version = 0;
-	TW_CHECK_GOTO(prepare(db, "SELECT name FROM sqlite_master WHERE type = 'table'", &st, err),
-		      rc, fail);
-	int s;
-	while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-		ntables++;
-		if (strcmp((const char *)sqlite3_column_text(st, 0), "schema_version") == 0)
-			has_version = 1;
-	}
-	sqlite3_finalize(st);
-	st = NULL;
-	if (s != SQLITE_DONE) {
-		rc = sql_fail(db, err, "reading the schema");
-		goto fail;
-	}
-	if (ntables == 0) {
+	struct schema_info si;
+	TW_CHECK_GOTO(read_schema(db, &si, err), rc, fail);
+	if (si.ntables == 0) {
 		TW_CHECK_GOTO(exec_sql(db, schema_v2, err), rc, fail);
 		char sql[96];
 		snprintf(sql, sizeof(sql), "INSERT INTO schema_version VALUES (%d)",
 			 PROF_SCHEMA_VERSION);
 		TW_CHECK_GOTO(exec_sql(db, sql, err), rc, fail);
 		TW_CHECK_GOTO(fill_categories(db, err), rc, fail);
-	} else if (!has_version) {
-		rc = tw_errf(err, TW_ERR_INVALID,
-			     "%s: not a twin database (no schema_version table; an nsys export is "
-			     "read with 'twin profile import --nsys')",
-			     db->path);
-		goto fail;
 	} else {
-		TW_CHECK_GOTO(prepare(db, "SELECT version FROM schema_version", &st, err), rc, fail);
-		int64_t v = -1;
-		if (sqlite3_step(st) == SQLITE_ROW)
-			v = sqlite3_column_int64(st, 0);
-		sqlite3_finalize(st);
-		st = NULL;
-		if (v > PROF_SCHEMA_VERSION) {
-			rc = tw_errf(err, TW_ERR_INVALID,
-				     "%s: database schema version %" PRId64
-				     " is newer than this twin supports (%d); use a newer twin",
-				     db->path, v, PROF_SCHEMA_VERSION);
-			goto fail;
-		}
-		if (v < 1) {
-			rc = tw_errf(err, TW_ERR_INVALID, "%s: bad schema_version table", db->path);
-			goto fail;
-		}
+		TW_CHECK_GOTO(check_schema(db, &si, true, err), rc, fail);
 		/* silently: the data are unchanged, only columns and tables are added */
-		bool need = v < PROF_SCHEMA_VERSION;
+		bool need = si.version < PROF_SCHEMA_VERSION;
 		for (size_t i = 0; !need && i < sizeof(added_columns) / sizeof(added_columns[0]); i++) {
 			bool have;
 			TW_CHECK_GOTO(has_column(db, added_columns[i].table, added_columns[i].column,
@@ -248,31 +298,203 @@ static enum tw_result setup_schema(struct prof_db *db, struct tw_err *err)
 	}
 	return exec_sql(db, "COMMIT", err);
 fail:
-	sqlite3_finalize(st);
 	sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
 	return rc;
+}
+
+/* Whether the store holds a run (false when it cannot tell: no runs table yet). */
+static bool holds_runs(struct prof_db *db)
+{
+	sqlite3_stmt *st;
+	if (!db->h || sqlite3_prepare_v2(db->h, "SELECT 1 FROM runs LIMIT 1", -1, &st, NULL) != SQLITE_OK)
+		return false;
+	bool any = sqlite3_step(st) == SQLITE_ROW;
+	sqlite3_finalize(st);
+	return any;
+}
+
+static void remove_db_files(const char *path)
+{
+	static const char *const suffix[] = {"", "-wal", "-shm", "-journal"};
+	size_t n = strlen(path) + 16;
+	char *p = tw_malloc(n);
+	for (size_t i = 0; i < sizeof(suffix) / sizeof(suffix[0]); i++) {
+		snprintf(p, n, "%s%s", path, suffix[i]);
+		unlink(p);
+	}
+	free(p);
+}
+
+/* The checks both kinds of open make before SQLite sees the path: a directory, a FIFO or a
+ * device is not a store (SQLite would fail late, or block on a FIFO). *exists says whether
+ * there is a file. */
+static enum tw_result check_path(const char *path, bool writer, bool *exists, struct stat *sb,
+				 struct tw_err *err)
+{
+	*exists = stat(path, sb) == 0;
+	if (!*exists) {
+		if (errno != ENOENT)
+			return tw_errf(err, TW_ERR_INVALID, "%s: cannot open the database: %s", path,
+				       strerror(errno));
+		if (!writer)
+			return tw_errf(err, TW_ERR_INVALID,
+				       "%s: no such database (runs are stored with --db by twin simulate, "
+				       "twin run and twin profile import)",
+				       path);
+		/* a new file: its directory must exist */
+		const char *slash = strrchr(path, '/');
+		if (slash && slash != path) {
+			char *dir = tw_strdup(path);
+			dir[slash - path] = '\0';
+			struct stat ds;
+			bool ok = stat(dir, &ds) == 0 && S_ISDIR(ds.st_mode);
+			enum tw_result rc = ok ? TW_OK
+					       : tw_errf(err, TW_ERR_INVALID,
+							 "%s: cannot create the database: no such directory '%s'",
+							 path, dir);
+			free(dir);
+			TW_CHECK(rc);
+		}
+		return TW_OK;
+	}
+	if (S_ISDIR(sb->st_mode))
+		return tw_errf(err, TW_ERR_INVALID, "%s: is a directory, not a database file", path);
+	if (!S_ISREG(sb->st_mode))
+		return tw_errf(err, TW_ERR_INVALID,
+			       "%s: not a regular file (a twin store is an SQLite file)", path);
+	if (access(path, writer ? R_OK | W_OK : R_OK) != 0)
+		return tw_errf(err, TW_ERR_INVALID, "%s: cannot %s the database: %s", path,
+			       writer ? "write" : "read", strerror(errno));
+	return TW_OK;
 }
 
 enum tw_result prof_db_open(const char *path, struct prof_db **out, struct tw_err *err)
 {
 	*out = NULL;
+	bool exists;
+	struct stat sb;
+	TW_CHECK(check_path(path, true, &exists, &sb, err));
 	struct prof_db *db = TW_NEW(struct prof_db);
 	db->path = tw_strdup(path);
+	db->created = !exists;
 	enum tw_result rc = TW_OK;
 	if (sqlite3_open_v2(path, &db->h, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) !=
 	    SQLITE_OK) {
-		rc = tw_errf(err, TW_ERR_SYSTEM, "%s: cannot open database: %s", path,
+		rc = tw_errf(err, TW_ERR_INVALID, "%s: cannot open the database: %s", path,
 			     db->h ? sqlite3_errmsg(db->h) : "out of memory");
 		goto fail;
 	}
 	sqlite3_busy_timeout(db->h, BUSY_TIMEOUT_MS);
 	sqlite3_extended_result_codes(db->h, 0);
+	if (sqlite3_db_readonly(db->h, "main") == 1) {
+		rc = tw_errf(err, TW_ERR_INVALID, "%s: cannot write the database (read-only)", path);
+		goto fail;
+	}
+	/* a foreign or newer file is refused before anything in it changes (the WAL switch
+	 * below rewrites its header) */
+	struct schema_info si;
+	TW_CHECK_GOTO(read_schema(db, &si, err), rc, fail);
+	TW_CHECK_GOTO(check_schema(db, &si, true, err), rc, fail);
 	/* WAL: readers never block the writer; NORMAL sync is safe in WAL (a crash loses at most
 	 * the last transactions, never consistency) */
 	TW_CHECK_GOTO(exec_sql(db, "PRAGMA journal_mode=WAL", err), rc, fail);
 	TW_CHECK_GOTO(exec_sql(db, "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON", err), rc,
 		      fail);
 	TW_CHECK_GOTO(setup_schema(db, err), rc, fail);
+	TW_CHECK_GOTO(read_columns(db, err), rc, fail);
+	*out = db;
+	return TW_OK;
+fail:
+	prof_db_discard(db);
+	return rc;
+}
+
+/* "file:PATH?immutable=1" for a canonical absolute path (URI-escaped) */
+static char *immutable_uri(const char *path)
+{
+	char *real = realpath(path, NULL);
+	if (!real)
+		return NULL;
+	size_t n = strlen(real);
+	char *uri = tw_malloc(3 * n + 32);
+	size_t k = (size_t)snprintf(uri, 8, "file:");
+	for (const char *p = real; *p; p++) {
+		unsigned char c = (unsigned char)*p;
+		if (c == '%' || c == '?' || c == '#' || c <= ' ' || c >= 0x7f)
+			k += (size_t)snprintf(uri + k, 4, "%%%02X", c);
+		else
+			uri[k++] = (char)c;
+	}
+	snprintf(uri + k, 16, "?immutable=1");
+	free(real);
+	return uri;
+}
+
+enum tw_result prof_db_open_existing(const char *path, struct prof_db **out, struct tw_err *err)
+{
+	*out = NULL;
+	bool exists;
+	struct stat sb;
+	TW_CHECK(check_path(path, false, &exists, &sb, err));
+	if (sb.st_size == 0)
+		return tw_errf(err, TW_ERR_INVALID,
+			       "%s: empty file, not a twin store (runs are stored with --db by twin "
+			       "simulate, twin run and twin profile import)",
+			       path);
+	struct prof_db *db = TW_NEW(struct prof_db);
+	db->path = tw_strdup(path);
+	enum tw_result rc = TW_OK;
+	struct schema_info si;
+	if (sqlite3_open_v2(path, &db->h, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+		rc = tw_errf(err, TW_ERR_INVALID, "%s: cannot open the database: %s", path,
+			     db->h ? sqlite3_errmsg(db->h) : "out of memory");
+		goto fail;
+	}
+	sqlite3_busy_timeout(db->h, BUSY_TIMEOUT_MS);
+	sqlite3_extended_result_codes(db->h, 0);
+	if (read_schema(db, &si, err) != TW_OK) {
+		int code = sqlite3_errcode(db->h);
+		if (code != SQLITE_READONLY && code != SQLITE_CANTOPEN) {
+			rc = err->code;
+			goto fail;
+		}
+		/* A WAL store in a directory this user cannot write: SQLite cannot create the
+		 * shared-memory file. With no write-ahead log pending, the main file is the whole
+		 * store and is read as it is. */
+		bool pending = false;
+		char *side = tw_malloc(strlen(path) + 16);
+		for (int k = 0; k < 2; k++) { /* a log or a hot journal holds changes */
+			snprintf(side, strlen(path) + 16, "%s%s", path, k ? "-journal" : "-wal");
+			struct stat ws;
+			pending |= stat(side, &ws) == 0 && ws.st_size > 0;
+		}
+		free(side);
+		char *uri = pending ? NULL : immutable_uri(path);
+		int uri_errno = errno;
+		tw_err_clear(err);
+		sqlite3_close(db->h);
+		db->h = NULL;
+		if (!uri) {
+			rc = pending ? tw_errf(err, TW_ERR_INVALID,
+					       "%s: cannot read the database: its write-ahead log or "
+					       "journal holds changes and its directory is not writable",
+					       path)
+				     : tw_errf(err, TW_ERR_INVALID, "%s: cannot read the database: %s",
+					       path, strerror(uri_errno));
+			goto fail;
+		}
+		int o = sqlite3_open_v2(uri, &db->h, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL);
+		free(uri);
+		if (o != SQLITE_OK) {
+			rc = tw_errf(err, TW_ERR_INVALID, "%s: cannot open the database: %s", path,
+				     db->h ? sqlite3_errmsg(db->h) : "out of memory");
+			goto fail;
+		}
+		sqlite3_extended_result_codes(db->h, 0);
+		TW_CHECK_GOTO(read_schema(db, &si, err), rc, fail);
+	}
+	TW_CHECK_GOTO(check_schema(db, &si, false, err), rc, fail);
+	TW_CHECK_GOTO(read_columns(db, err), rc, fail);
 	*out = db;
 	return TW_OK;
 fail:
@@ -280,15 +502,9 @@ fail:
 	return rc;
 }
 
-enum tw_result prof_db_open_existing(const char *path, struct prof_db **out, struct tw_err *err)
+struct sqlite3 *prof_db_handle(struct prof_db *db)
 {
-	*out = NULL;
-	if (access(path, F_OK) != 0)
-		return tw_errf(err, TW_ERR_INVALID,
-			       "%s: no such database (runs are stored with --db by twin simulate, "
-			       "twin run and twin profile import)",
-			       path);
-	return prof_db_open(path, out, err);
+	return db->h;
 }
 
 void prof_db_close(struct prof_db *db)
@@ -300,11 +516,82 @@ void prof_db_close(struct prof_db *db)
 	free(db);
 }
 
+void prof_db_discard(struct prof_db *db)
+{
+	if (!db)
+		return;
+	bool remove = db->created && !holds_runs(db);
+	char *path = remove ? tw_strdup(db->path) : NULL;
+	prof_db_close(db);
+	if (remove)
+		remove_db_files(path);
+	free(path);
+}
+
 /* ---- writing ----------------------------------------------------------------------------- */
+
+void prof_name_display(char *dst, size_t len, const char *src)
+{
+	size_t i = 0;
+	for (; src && *src && i + 1 < len; src++) {
+		unsigned char c = (unsigned char)*src;
+		dst[i++] = c < 0x20 || c == 0x7f ? '?' : (char)c;
+	}
+	if (len)
+		dst[i] = '\0';
+}
+
+/* Length of the UTF-8 sequence at s, 0 when it is not valid (overlong, surrogate, > U+10FFFF,
+ * truncated). */
+static size_t utf8_len(const unsigned char *s)
+{
+	if (s[0] < 0x80)
+		return 1;
+	size_t n = s[0] >= 0xc2 && s[0] <= 0xdf ? 2 : s[0] >= 0xe0 && s[0] <= 0xef ? 3
+		 : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : 0;
+	for (size_t k = 1; k < n; k++)
+		if ((s[k] & 0xc0) != 0x80)
+			return 0;
+	if ((n == 3 && s[0] == 0xe0 && s[1] < 0xa0) || (n == 3 && s[0] == 0xed && s[1] >= 0xa0) ||
+	    (n == 4 && s[0] == 0xf0 && s[1] < 0x90) || (n == 4 && s[0] == 0xf4 && s[1] >= 0x90))
+		return 0;
+	return n;
+}
+
+enum tw_result prof_run_name_check(const char *name, const char *what, struct tw_err *err)
+{
+	char shown[160];
+	prof_name_display(shown, sizeof(shown), name);
+	if (!name[0])
+		return tw_errf(err, TW_ERR_INVALID, "%s: a run name may not be empty", what);
+	for (const unsigned char *p = (const unsigned char *)name; *p;) {
+		if (*p < 0x20 || *p == 0x7f)
+			return tw_errf(err, TW_ERR_INVALID,
+				       "%s '%s': a run name may not contain control characters "
+				       "(newline, tab, escape...)", what, shown);
+		size_t n = utf8_len(p);
+		if (!n)
+			return tw_errf(err, TW_ERR_INVALID, "%s '%s': a run name must be UTF-8 text",
+				       what, shown);
+		p += n;
+	}
+	/* RUN arguments are ids when they are digits: a name that reads as a number could
+	 * never be named (and " 1", "+1" would look like id 1 to a reader) */
+	const char *p = name + strspn(name, " ");
+	if (*p == '+' || *p == '-')
+		p++;
+	if (*p && strspn(p, "0123456789") == strlen(p))
+		return tw_errf(err, TW_ERR_INVALID,
+			       "%s '%s': a run name may not be a number (RUN arguments that are "
+			       "numbers are run ids)", what, shown);
+	return TW_OK;
+}
 
 enum tw_result prof_run_begin(struct prof_db *db, const struct prof_run_meta *meta,
 			      int64_t *run_id, struct tw_err *err)
 {
+	if (meta->name)
+		TW_CHECK(prof_run_name_check(meta->name, "run name", err));
 	char host[128] = "";
 	gethostname(host, sizeof(host) - 1);
 	char when[32];
@@ -575,33 +862,38 @@ enum tw_result prof_store_trace(struct prof_db *db, const struct prof_run_meta *
 
 /* ---- reading ----------------------------------------------------------------------------- */
 
-/* RUN: a positive id, or a name (its newest run). */
+/* RUN: a positive id (digits only: " 1" and "+1" are names), or a name (its newest run). A
+ * number that is no run's id may still be the name of a run stored before names that look
+ * like ids were refused. */
 static enum tw_result resolve_run(struct prof_db *db, const char *run, int64_t *id,
 				  struct tw_err *err)
 {
-	char *end;
-	long long v = strtoll(run, &end, 10);
+	size_t len = strlen(run);
+	bool numeric = len > 0 && len <= 18 && strspn(run, "0123456789") == len;
 	sqlite3_stmt *st;
-	bool numeric = *run && *end == '\0';
-	TW_CHECK(prepare(db,
-			 numeric ? "SELECT id FROM runs WHERE id = ?"
-				 : "SELECT id FROM runs WHERE name = ? ORDER BY id DESC LIMIT 1",
-			 &st, err));
-	if (numeric)
-		sqlite3_bind_int64(st, 1, v);
-	else
-		sqlite3_bind_text(st, 1, run, -1, SQLITE_STATIC);
-	enum tw_result rc = TW_OK;
-	int s = sqlite3_step(st);
+	int s = SQLITE_DONE;
+	for (int pass = numeric ? 0 : 1; pass < 2 && s == SQLITE_DONE; pass++) {
+		TW_CHECK(prepare(db,
+				 pass == 0 ? "SELECT id FROM runs WHERE id = ?"
+					   : "SELECT id FROM runs WHERE name = ? ORDER BY id DESC LIMIT 1",
+				 &st, err));
+		if (pass == 0)
+			sqlite3_bind_int64(st, 1, strtoll(run, NULL, 10));
+		else
+			sqlite3_bind_text(st, 1, run, -1, SQLITE_STATIC);
+		s = sqlite3_step(st);
+		if (s == SQLITE_ROW)
+			*id = sqlite3_column_int64(st, 0);
+		sqlite3_finalize(st);
+	}
 	if (s == SQLITE_ROW)
-		*id = sqlite3_column_int64(st, 0);
-	else if (s == SQLITE_DONE)
-		rc = tw_errf(err, TW_ERR_INVALID, "%s: no run '%s' (see 'twin runs --db %s')",
-			     db->path, run, db->path);
-	else
-		rc = sql_fail(db, err, "finding a run");
-	sqlite3_finalize(st);
-	return rc;
+		return TW_OK;
+	if (s != SQLITE_DONE)
+		return sql_fail(db, err, "finding a run");
+	char shown[160];
+	prof_name_display(shown, sizeof(shown), run);
+	return tw_errf(err, TW_ERR_INVALID, "%s: no run '%s' (see 'twin runs --db %s')", db->path,
+		       shown, db->path);
 }
 
 static void copy_col(char *dst, size_t len, sqlite3_stmt *st, int col)
@@ -610,14 +902,19 @@ static void copy_col(char *dst, size_t len, sqlite3_stmt *st, int col)
 	snprintf(dst, len, "%s", s ? (const char *)s : "");
 }
 
-static const char run_cols[] =
-	"SELECT id, kind, name, backend, host, created_utc, tool_version, nranks, nevents,"
-	" dropped, complete,"
-	/* ranks with events: a skip scan of the (run_id, rank) index, one probe per rank */
-	" (WITH RECURSIVE r(x) AS (SELECT MIN(rank) FROM events WHERE run_id = runs.id"
-	"  UNION ALL SELECT (SELECT MIN(rank) FROM events WHERE run_id = runs.id AND rank > x)"
-	"  FROM r WHERE x IS NOT NULL) SELECT COUNT(x) FROM r)"
-	" FROM runs";
+/* The run columns read_run takes; a version-1 store has no dropped column (reads as 0). */
+static void run_cols(const struct prof_db *db, char *sql, size_t len, const char *tail)
+{
+	snprintf(sql, len,
+		 "SELECT id, kind, name, backend, host, created_utc, tool_version, nranks, nevents,"
+		 " %s, complete,"
+		 /* ranks with events: a skip scan of the (run_id, rank) index, one probe per rank */
+		 " (WITH RECURSIVE r(x) AS (SELECT MIN(rank) FROM events WHERE run_id = runs.id"
+		 "  UNION ALL SELECT (SELECT MIN(rank) FROM events WHERE run_id = runs.id AND rank > x)"
+		 "  FROM r WHERE x IS NOT NULL) SELECT COUNT(x) FROM r)"
+		 " FROM runs %s",
+		 db->has_v2_runs ? "dropped" : "0", tail);
+}
 
 static void read_run(sqlite3_stmt *st, struct prof_run_info *r)
 {
@@ -645,8 +942,8 @@ enum tw_result prof_list_runs(struct prof_db *db, struct prof_run_info **runs, s
 {
 	*runs = NULL;
 	*n = 0;
-	char sql[512];
-	snprintf(sql, sizeof(sql), "%s ORDER BY id", run_cols);
+	char sql[640];
+	run_cols(db, sql, sizeof(sql), "ORDER BY id");
 	sqlite3_stmt *st;
 	TW_CHECK(prepare(db, sql, &st, err));
 	size_t cap = 0;
@@ -665,8 +962,8 @@ enum tw_result prof_run_info(struct prof_db *db, const char *run, struct prof_ru
 {
 	int64_t id = 0;
 	TW_CHECK(resolve_run(db, run, &id, err));
-	char sql[512];
-	snprintf(sql, sizeof(sql), "%s WHERE id = ?", run_cols);
+	char sql[640];
+	run_cols(db, sql, sizeof(sql), "WHERE id = ?");
 	sqlite3_stmt *st;
 	TW_CHECK(prepare(db, sql, &st, err));
 	sqlite3_bind_int64(st, 1, id);
@@ -686,15 +983,24 @@ enum tw_result prof_load_trace(struct prof_db *db, const char *run, struct trace
 	TW_CHECK(prof_run_info(db, run, &info, err));
 	if (run_id)
 		*run_id = info.id;
+	/* every rank a reader allocates per-rank state for must be one the run has: a crafted
+	 * or damaged row must not make an analysis allocate for two billion ranks */
+	int64_t max_ranks = info.nranks > 0 ? info.nranks : PROF_MAX_RANKS; /* 0: not recorded */
+	if (info.nranks < 0 || info.nranks > PROF_MAX_RANKS)
+		return tw_errf(err, TW_ERR_INVALID, "%s: run %" PRId64 ": %" PRId64
+			       " ranks, out of range [0, %d]", db->path, info.id, info.nranks,
+			       PROF_MAX_RANKS);
 	trace_init(out, info.kind, info.nranks);
 	sqlite3_stmt *st = NULL;
-	enum tw_result rc = prepare(db,
-				    "SELECT e.rank, e.device, e.stream, e.category, e.step, e.op_id,"
-				    " e.layer, e.micro, e.stage, e.phase, e.start_ns, e.end_ns,"
-				    " e.bytes, e.flops, e.group_size, n.name, e.flags, e.comm"
-				    " FROM events e JOIN names n ON n.id = e.name_id"
-				    " WHERE e.run_id = ? ORDER BY e.rank, e.start_ns, e.rowid",
-				    &st, err);
+	char sql[512];
+	snprintf(sql, sizeof(sql),
+		 "SELECT e.rank, e.device, e.stream, e.category, e.step, e.op_id,"
+		 " e.layer, e.micro, e.stage, e.phase, e.start_ns, e.end_ns,"
+		 " e.bytes, e.flops, e.group_size, n.name, %s"
+		 " FROM events e JOIN names n ON n.id = e.name_id"
+		 " WHERE e.run_id = ? ORDER BY e.rank, e.start_ns, e.rowid",
+		 db->has_v2_events ? "e.flags, e.comm" : "0, 0");
+	enum tw_result rc = prepare(db, sql, &st, err);
 	int s = SQLITE_DONE;
 	if (rc == TW_OK) {
 		sqlite3_bind_int64(st, 1, info.id);
@@ -723,6 +1029,13 @@ enum tw_result prof_load_trace(struct prof_db *db, const char *run, struct trace
 					     ": event with unknown category %d", db->path, info.id, e.cat);
 				break;
 			}
+			int64_t erank = sqlite3_column_int64(st, 0);
+			if (erank < 0 || erank >= max_ranks) {
+				rc = tw_errf(err, TW_ERR_INVALID, "%s: run %" PRId64 ": an event of rank %"
+					     PRId64 ", out of the run's ranks [0, %" PRId64 ")", db->path,
+					     info.id, erank, max_ranks);
+				break;
+			}
 			e.name = trace_intern(out, (const char *)sqlite3_column_text(st, 15));
 			trace_add(out, &e);
 			if (e.rank >= out->nranks)
@@ -743,9 +1056,15 @@ enum tw_result prof_load_trace(struct prof_db *db, const char *run, struct trace
 						     sqlite3_column_int(st, 2),
 						     sqlite3_column_int64(st, 3),
 						     sqlite3_column_int64(st, 4)};
+			if (sqlite3_column_int64(st, 0) < 0 || sqlite3_column_int64(st, 0) >= max_ranks) {
+				rc = tw_errf(err, TW_ERR_INVALID, "%s: run %" PRId64 ": a memory sample of "
+					     "rank %" PRId64 ", out of the run's ranks [0, %" PRId64 ")",
+					     db->path, info.id, (int64_t)sqlite3_column_int64(st, 0), max_ranks);
+				break;
+			}
 			trace_add_mem(out, &m);
 		}
-		if (s != SQLITE_DONE)
+		if (rc == TW_OK && s != SQLITE_DONE)
 			rc = sql_fail(db, err, "reading memory samples");
 		sqlite3_finalize(st);
 		st = NULL;

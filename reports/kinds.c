@@ -70,7 +70,8 @@ static void gp_label(char *dst, size_t len, const char *src)
 {
 	size_t i = 0;
 	for (; *src && i + 1 < len; src++)
-		if (*src != '\'' && *src != '"' && *src != '\\')
+		if (*src != '\'' && *src != '"' && *src != '\\' && (unsigned char)*src >= 0x20 &&
+		    *src != 0x7f) /* no quote ends the string, no newline starts a command */
 			dst[i++] = *src;
 	dst[i] = '\0';
 }

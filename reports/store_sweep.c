@@ -165,16 +165,11 @@ enum tw_result rpt_sweep_from_store(const char *db_path, const char *label, stru
 {
 	struct prof_db *db = NULL;
 	TW_CHECK(prof_db_open_existing(db_path, &db, err)); /* its messages for missing / foreign files */
-	sqlite3 *q = NULL;
+	sqlite3 *q = prof_db_handle(db); /* read-only, as the store opened it */
 	struct srun *runs = NULL;
 	size_t n = 0;
 	char lab[200];
 	enum tw_result rc = TW_OK;
-	if (sqlite3_open_v2(db_path, &q, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
-		rc = tw_errf(err, TW_ERR_SQLITE, "%s: %s", db_path, q ? sqlite3_errmsg(q) : "cannot open");
-		goto out;
-	}
-	sqlite3_busy_timeout(q, 30000);
 	if (label) {
 		snprintf(lab, sizeof(lab), "%s", label);
 	} else { /* the newest sweep's label */
@@ -282,8 +277,6 @@ out:
 		free(runs[i].job_json);
 	}
 	free(runs);
-	if (q)
-		sqlite3_close(q);
 	prof_db_close(db);
 	return rc;
 }

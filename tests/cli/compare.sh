@@ -31,3 +31,10 @@ check "compare --json: nccl_algo per side" sh -c "tr -d ' \t\n' <'$d/j2' | grep 
 check "compare --json: null where a measured run does not say" sh -c "tr -d ' \t\n' <'$d/j' | grep -q '\"nccl_algo\":{\"a\":null,\"b\":null}'"
 "$TWIN" compare kin nsys --db "$d/t.db" >"$d/o2" 2>"$d/e"
 check "compare: no algorithm row when neither run says" sh -c "! grep -q ' algorithm ' '$d/o2'"
+# a name with control characters (stored by an older build) is printed with '?', on one line
+sqlite3 "$d/t.db" "UPDATE runs SET name = 'k' || char(10) || 'in' WHERE name = 'kin'"
+"$TWIN" compare 1 2 --db "$d/t.db" >"$d/o3" 2>"$d/e"
+check "compare: control characters in a name are not printed" sh -c "[ $? -eq 0 ] && grep -q 'k?in' '$d/o3'"
+# readers parse ids strictly: '+1' is a name, not run 1
+"$TWIN" compare +1 2 --db "$d/t.db" >"$d/o" 2>"$d/e"
+check "compare: '+1' is not id 1" sh -c "[ $? -eq 2 ] && grep -q \"no run '+1'\" '$d/e'"

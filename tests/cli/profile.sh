@@ -93,8 +93,11 @@ check "merge exits 0" [ $? -eq 0 ]
 check "merge reports 2 ranks" has "$d/o" '16 events of 2 ranks merged from 2 files'
 "$TWIN" profile analyze merged --db "$d/t.db" --json >"$d/m.json" 2>"$d/e"
 check "merged run analyses like the two-file import" num "$d/m.json" exposed_comm_ns 20000
-"$TWIN" profile merge "$d/r0.db" "$d/r0.db" --db "$d/t.db" >"$d/o" 2>"$d/e"
+cp "$d/r0.db" "$d/r0b.db"
+"$TWIN" profile merge "$d/r0.db" "$d/r0b.db" --db "$d/t.db" >"$d/o" 2>"$d/e"
 check "merge refuses one rank twice" sh -c "[ $? -eq 2 ] && grep -q 'rank 0 is also in' '$d/e'"
+"$TWIN" profile merge "$d/r0.db" "$d/r0.db" --db "$d/t.db" >"$d/o" 2>"$d/e"
+check "merge refuses one file given twice" sh -c "[ $? -eq 2 ] && grep -q 'are the same file' '$d/e'"
 # a per-rank database written twice holds two runs of its rank: refused, not mixed
 "$TWIN" profile import --kineto $K/rank0.json --db "$d/r0.db" >/dev/null 2>&1
 "$TWIN" profile merge "$d/r0.db" "$d/r1.db" --db "$d/t.db" >"$d/o" 2>"$d/e"
@@ -127,3 +130,180 @@ head -c 3000 "$d/rank0.sqlite" >"$d/trunc.sqlite"
 check "nsys truncated file: exit 2, one line" sh -c "[ $? -eq 2 ] && [ \$(wc -l <'$d/e') -eq 1 ]"
 "$TWIN" runs --db "$d/t.db" >"$d/o" 2>&1
 check "failed imports leave no runs behind" [ "$(grep -c complete "$d/o")" -eq 4 ]
+bad_nsys "nsys NVTX step ending before it starts (named by rowid)" "UPDATE NVTX_EVENTS SET end = 50 WHERE rowid = 2" "NVTX_EVENTS row 2: end 50 < start 100000"
+bad_nsys "nsys errors name the rowid, not a counter" "DELETE FROM NVTX_EVENTS WHERE rowid = 1; UPDATE NVTX_EVENTS SET start = 'x' WHERE rowid = 2" "NVTX_EVENTS row 2: start is text"
+bad_nsys "nsys time beyond the int64 ns bound" "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = 9223372036854775807 WHERE rowid = 1" "row 1: end is 9223372036854775807, out of range"
+bad_nsys "nsys negative time" "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = -100 WHERE rowid = 1" "row 1: start is -100, out of range"
+bad_nsys "nsys kernel name id not in StringIds" "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET demangledName = 999, shortName = 998 WHERE rowid = 1" "demangledName 999 / shortName 998: no such id in StringIds"
+bad_nsys "nsys stream id beyond int32" "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET streamId = 1099511627776 WHERE rowid = 1" "streamId is 1099511627776, out of range"
+bad_nsys "nsys one step in two ranges" "INSERT INTO NVTX_EVENTS(start, end, eventType, text) VALUES (300000, 400000, 59, 'step 1')" "step 1 appears twice on rank 0"
+bad_nsys "nsys steps overlapping" "UPDATE NVTX_EVENTS SET end = 150000 WHERE rowid = 1" "steps 1 and 2 overlap on rank 0"
+"$TWIN" runs --db "$d/t.db" >"$d/o" 2>&1
+check "failed nsys imports leave no runs behind" [ "$(grep -c complete "$d/o")" -eq 4 ]
+
+# --- exact times: epoch microseconds (1.7e15 us, a double resolves 0.25 us) to the ns
+cat >"$d/epoch.json" <<'J'
+{"traceEvents":[
+{"ph":"X","cat":"kernel","name":"ampere_gemm","pid":0,"tid":7,"ts":1696118400000000.100,"dur":0.100},
+{"ph":"X","cat":"kernel","name":"ncclDevKernel_AllReduce_Sum","pid":0,"tid":20,"ts":1696118400000000.200,"dur":0.100},
+{"ph":"X","cat":"kernel","name":"ampere_gemm","pid":0,"tid":7,"ts":1696118400000000.300,"dur":0.100}
+]}
+J
+"$TWIN" profile import --kineto "$d/epoch.json" --db "$d/ep.db" >/dev/null 2>"$d/e"
+"$TWIN" profile analyze 1 --db "$d/ep.db" --json >"$d/ep.json" 2>>"$d/e"
+check "epoch-us timestamps exact: step 300 ns, exposed 100, idle 100" sh -c \
+	"grep -Eq '\"step_ns\":[[:space:]]*300,' '$d/ep.json' && grep -Eq '\"exposed_comm_ns\":[[:space:]]*100,' '$d/ep.json' && grep -Eq '\"idle_ns\":[[:space:]]*100,' '$d/ep.json'"
+check "epoch-us start stored to the ns" [ "$(sqlite3 "$d/ep.db" 'SELECT MIN(start_ns) FROM events')" = 1696118400000000100 ]
+cat >"$d/base.json" <<'J'
+{"baseTimeNanoseconds": 1696118400000000123, "traceEvents":[
+{"ph":"X","cat":"kernel","name":"ampere_gemm","pid":0,"tid":7,"ts":0.001,"dur":1}
+]}
+J
+"$TWIN" profile import --kineto "$d/base.json" --db "$d/ep.db" >/dev/null 2>"$d/e"
+check "baseTimeNanoseconds read exactly" [ "$(sqlite3 "$d/ep.db" 'SELECT start_ns FROM events WHERE run_id = 2')" = 1696118400000000124 ]
+
+# --- steps: Kineto's per-stream GPU annotations of one step are one window; an export writes
+# one range per step and imports back
+cat >"$d/ps.json" <<'J'
+{"traceEvents":[
+{"ph":"X","cat":"gpu_user_annotation","name":"ProfilerStep#1","pid":0,"tid":7,"ts":0,"dur":90},
+{"ph":"X","cat":"gpu_user_annotation","name":"ProfilerStep#1","pid":0,"tid":20,"ts":95,"dur":5},
+{"ph":"X","cat":"gpu_user_annotation","name":"ProfilerStep#2","pid":0,"tid":7,"ts":100,"dur":100},
+{"ph":"X","cat":"kernel","name":"ampere_gemm","pid":0,"tid":7,"ts":0,"dur":90,"args":{"device":0,"stream":7}},
+{"ph":"X","cat":"kernel","name":"ncclDevKernel_AllReduce_Sum","pid":0,"tid":20,"ts":95,"dur":5,"args":{"device":0,"stream":20}},
+{"ph":"X","cat":"kernel","name":"ampere_gemm","pid":0,"tid":7,"ts":100,"dur":100,"args":{"device":0,"stream":7}}
+]}
+J
+"$TWIN" profile import --kineto "$d/ps.json" --db "$d/ps.db" >/dev/null 2>"$d/e"
+check "one step on two streams: one window" sh -c "'$TWIN' profile analyze 1 --db '$d/ps.db' --json | grep -Eq '\"step_ns\":[[:space:]]*100000,'"
+"$TWIN" profile export 1 --db "$d/ps.db" --chrome "$d/ps_x.json" >/dev/null 2>"$d/e"
+check "export writes one range per step" [ "$(grep -c 'ProfilerStep#1' "$d/ps_x.json")" -eq 1 ]
+"$TWIN" profile import --kineto "$d/ps_x.json" --db "$d/ps.db" >/dev/null 2>"$d/e"
+check "the export imports back with the same step" sh -c "'$TWIN' profile analyze 2 --db '$d/ps.db' --json | grep -Eq '\"step_ns\":[[:space:]]*100000,'"
+# kernels overlapping on one stream (CUDA graphs, programmatic dependent launch): kept, said
+cat >"$d/ovk.json" <<'J'
+{"traceEvents":[
+{"ph":"X","cat":"kernel","name":"ampere_gemm","pid":0,"tid":7,"ts":0,"dur":100,"args":{"device":0,"stream":7}},
+{"ph":"X","cat":"kernel","name":"ampere_gemm","pid":0,"tid":7,"ts":50,"dur":100,"args":{"device":0,"stream":7}}
+]}
+J
+"$TWIN" profile import --kineto "$d/ovk.json" --db "$d/ovk.db" >/dev/null 2>"$d/e"
+check "kernels overlapping on one stream: imported with a note" sh -c "[ $? -eq 0 ] && grep -q 'note: 1 GPU event starts over 1 us before' '$d/e'"
+check "... and counted once" sh -c "'$TWIN' profile analyze 1 --db '$d/ovk.db' --json | grep -Eq '\"compute_ns\":[[:space:]]*150000,'"
+
+# --- the same file twice is one rank, not two; merge never writes into an input
+cp $K/rank0.json "$d/k0.json"
+ln -s k0.json "$d/k0link.json"
+"$TWIN" profile import --kineto "$d/k0.json" --kineto "$d/k0link.json" --db "$d/same.db" >"$d/o" 2>"$d/e"
+check "import: one file through a symlink is refused" sh -c "[ $? -eq 2 ] && grep -q 'are the same file' '$d/e' && [ ! -e '$d/same.db' ]"
+ln -s t.db "$d/tlink.db"
+"$TWIN" profile merge "$d/r1.db" "$d/t.db" --db "$d/tlink.db" >"$d/o" 2>"$d/e"
+check "merge: output that is an input (through a symlink) is refused" sh -c "[ $? -eq 2 ] && grep -q 'is the input' '$d/e'"
+cp "$d/r1.db" "$d/inc.db"
+sqlite3 "$d/inc.db" "UPDATE runs SET complete = 0"
+"$TWIN" profile merge "$d/inc.db" --db "$d/mi.db" >"$d/o" 2>"$d/e"
+check "merge refuses an incomplete run and writes nothing" sh -c "[ $? -eq 2 ] && grep -q 'run 1 is incomplete' '$d/e' && [ ! -e '$d/mi.db' ]"
+
+# --- names: no control characters, no numbers; ids parsed strictly
+"$TWIN" profile import --kineto $K/rank0.json --name "$(printf 'x\n!touch %s/pwned\n' "$d")" --db "$d/nm.db" >"$d/o" 2>"$d/e"
+check "a name with a newline is refused (one line)" sh -c "[ $? -eq 2 ] && [ \$(wc -l <'$d/e') -eq 1 ] && grep -q 'control characters' '$d/e' && [ ! -e '$d/nm.db' ]"
+"$TWIN" profile import --kineto $K/rank0.json --name 7 --db "$d/nm.db" >"$d/o" 2>"$d/e"
+check "a numeric name is refused" sh -c "[ $? -eq 2 ] && grep -q 'may not be a number' '$d/e'"
+"$TWIN" profile import --kineto $K/rank0.json --db "$d/nm.db" >/dev/null 2>&1
+"$TWIN" profile analyze " 1" --db "$d/nm.db" >"$d/o" 2>"$d/e"
+check "' 1' is not id 1" sh -c "[ $? -eq 2 ] && grep -q \"no run ' 1'\" '$d/e'"
+"$TWIN" profile analyze +1 --db "$d/nm.db" >"$d/o" 2>"$d/e"
+check "'+1' is not id 1" sh -c "[ $? -eq 2 ] && grep -q \"no run '+1'\" '$d/e'"
+sqlite3 "$d/nm.db" "UPDATE runs SET name = '42' WHERE id = 1"
+"$TWIN" profile analyze 42 --db "$d/nm.db" >"$d/o" 2>"$d/e"
+check "an old store's numeric name is still found" [ $? -eq 0 ]
+sqlite3 "$d/nm.db" "UPDATE runs SET name = 'a' || char(10) || 'b' WHERE id = 1"
+"$TWIN" runs --db "$d/nm.db" >"$d/o" 2>"$d/e"
+check "runs prints an old control-character name escaped" sh -c "grep -q ' a?b\$' '$d/o' && [ \$(wc -l <'$d/o') -eq 2 ]"
+
+# --- foreign and empty files: nothing in them changes
+sqlite3 "$d/for.sqlite" <tests/fixtures/nsys/rank0.sql
+sum0=$(cksum <"$d/for.sqlite")
+"$TWIN" runs --db "$d/for.sqlite" >/dev/null 2>"$d/e"; st1=$?
+"$TWIN" profile import --kineto $K/rank0.json --db "$d/for.sqlite" >/dev/null 2>>"$d/e"; st2=$?
+check "a foreign SQLite file is refused by readers and writers" [ $st1 -eq 2 ] && [ $st2 -eq 2 ]
+check "... and left as it was (no WAL switch)" sh -c "[ \"\$(cksum <'$d/for.sqlite')\" = '$sum0' ] && [ \"\$(sqlite3 '$d/for.sqlite' 'PRAGMA journal_mode')\" = delete ]"
+: >"$d/zero.db"
+for c in "runs --db $d/zero.db" "profile analyze 1 --db $d/zero.db" "profile export 1 --chrome $d/z.json --db $d/zero.db" \
+	"compare 1 2 --db $d/zero.db" "report breakdown 1 -o $d/zr --db $d/zero.db" "profile merge $d/zero.db --db $d/zm.db"; do
+	# shellcheck disable=SC2086
+	"$TWIN" $c >"$d/o" 2>"$d/e"
+	check "reader of an empty file: $(echo "$c" | cut -d' ' -f1-2)" sh -c "[ $? -eq 2 ] && grep -q 'empty file, not a twin store' '$d/e' && [ ! -s '$d/zero.db' ]"
+done
+
+# --- exit status 2 for user errors; export targets
+mkdir "$d/adir"
+"$TWIN" runs --db "$d/adir" >"$d/o" 2>"$d/e"
+check "runs --db DIR: exit 2" sh -c "[ $? -eq 2 ] && grep -q 'is a directory' '$d/e'"
+"$TWIN" profile merge "$d/r1.db" --db "$d/adir" >"$d/o" 2>"$d/e"
+check "merge --db DIR: exit 2" [ $? -eq 2 ]
+"$TWIN" profile export kin --db "$d/t.db" --chrome "$d/adir" >"$d/o" 2>"$d/e"
+check "export --chrome DIR: exit 2" sh -c "[ $? -eq 2 ] && grep -q 'is a directory' '$d/e'"
+mkfifo "$d/fifo"
+echo keep >"$d/target"
+ln -s target "$d/slink"
+"$TWIN" profile export kin --db "$d/t.db" --chrome "$d/fifo" >"$d/o" 2>"$d/e"; st1=$?
+"$TWIN" profile export kin --db "$d/t.db" --chrome "$d/slink" >"$d/o" 2>"$d/e"; st2=$?
+check "export refuses a FIFO and a symlink, leaves them" sh -c "[ $st1 -eq 2 ] && [ $st2 -eq 2 ] && [ -p '$d/fifo' ] && [ -L '$d/slink' ] && [ \"\$(cat '$d/target')\" = keep ]"
+(umask 022; "$TWIN" profile export kin --db "$d/t.db" --chrome "$d/mode.json" >/dev/null 2>&1)
+check "export writes mode 0666 less the umask" [ "$(stat -c %a "$d/mode.json")" = 644 ]
+# invalid UTF-8 in a kernel name: the export stays valid JSON
+printf '{"traceEvents":[{"ph":"X","cat":"kernel","name":"gemm_\377\376x","pid":0,"tid":7,"ts":0,"dur":10}]}' >"$d/u8.json"
+"$TWIN" profile import --kineto "$d/u8.json" --db "$d/u8.db" >/dev/null 2>"$d/e"
+"$TWIN" profile export 1 --db "$d/u8.db" --chrome "$d/u8x.json" >/dev/null 2>>"$d/e"
+check "invalid UTF-8 names export as valid JSON" python3 -c "import json; j = json.load(open('$d/u8x.json', encoding='utf-8')); assert any(e.get('name') == 'gemm_\ufffd\ufffdx' for e in j['traceEvents'])"
+# a store from an older build with negative times: export refuses instead of writing a file
+# import would refuse
+cp "$d/u8.db" "$d/neg.db"
+sqlite3 "$d/neg.db" "UPDATE events SET start_ns = -50 WHERE run_id = 1"
+"$TWIN" profile export 1 --db "$d/neg.db" --chrome "$d/neg.json" >"$d/o" 2>"$d/e"
+check "export of negative times: exit 2, no file" sh -c "[ $? -eq 2 ] && grep -q 'needs 0 <= start <= end' '$d/e' && [ ! -e '$d/neg.json' ]"
+# a crafted rank: refused when loading, never an out-of-memory abort
+cp "$d/u8.db" "$d/cr.db"
+sqlite3 "$d/cr.db" "UPDATE events SET rank = 2000000000"
+"$TWIN" profile export 1 --db "$d/cr.db" --chrome "$d/cr.json" >"$d/o" 2>"$d/e"; st1=$?
+"$TWIN" report memory 1 --db "$d/cr.db" -o "$d/crr" >"$d/o" 2>>"$d/e"; st2=$?
+check "a stored rank out of range: exit 2 (export, report memory)" sh -c "[ $st1 -eq 2 ] && [ $st2 -eq 2 ] && grep -q 'out of the run.s ranks' '$d/e'"
+
+# --- read-only stores: readers work on a store they cannot write, and never wait on a writer
+if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null 2>&1; then
+	mkdir "$d/ro"
+	cp "$d/t.db" "$d/ro/ro.db"
+	chmod 755 "$d" "$d/ro"
+	chmod 644 "$d/ro/ro.db"
+	asnobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+	asnobody "$TWIN" runs --db "$d/ro/ro.db" >"$d/o" 2>"$d/e"
+	check "runs on a store the user cannot write" sh -c "[ $? -eq 0 ] && grep -q merged '$d/o'"
+	asnobody "$TWIN" profile analyze kin --db "$d/ro/ro.db" --json >"$d/o" 2>"$d/e"
+	check "analyze on a read-only store" [ $? -eq 0 ]
+	asnobody "$TWIN" profile import --kineto $K/rank0.json --db "$d/ro/ro.db" >"$d/o" 2>"$d/e"
+	check "a writer on a read-only store: exit 2" sh -c "[ $? -eq 2 ] && grep -q 'cannot write the database' '$d/e'"
+	chmod 700 "$d"
+else
+	ok "read-only stores (skipped: needs root and setpriv)"
+fi
+sqlite3 "$d/t.db" "SELECT 1" >/dev/null
+(printf 'BEGIN IMMEDIATE;\nINSERT INTO names(name) VALUES ("lock");\n.shell sleep 3\nCOMMIT;\n' | sqlite3 "$d/t.db" >/dev/null 2>&1 &)
+sleep 0.5
+start=$(date +%s)
+"$TWIN" runs --db "$d/t.db" >/dev/null 2>"$d/e"; st1=$?
+"$TWIN" profile analyze kin --db "$d/t.db" >/dev/null 2>>"$d/e"; st2=$?
+check "readers do not wait on a writer's lock" sh -c "[ $st1 -eq 0 ] && [ $st2 -eq 0 ] && [ \$(( \$(date +%s) - $start )) -lt 2 ]"
+sleep 3
+
+# --- a failed import into a new store leaves no file
+python3 -c "
+import json
+ev = [{'ph': 'X', 'cat': 'kernel', 'name': 'gemm_%d' % i, 'pid': 0, 'tid': 7, 'ts': i, 'dur': 1} for i in range(20000)]
+json.dump({'traceEvents': ev}, open('$d/big.json', 'w'))"
+# (the limit fits a new store and a small run, not 20,000 names: the store fails mid-write)
+(ulimit -f 400; trap '' XFSZ; "$TWIN" profile import --kineto $K/rank0.json --db "$d/fits.db" >"$d/o" 2>"$d/e"; echo $? >"$d/st0")
+(ulimit -f 400; trap '' XFSZ; "$TWIN" profile import --kineto "$d/big.json" --db "$d/full.db" >"$d/o" 2>"$d/e"; echo $? >"$d/st")
+check "import failing mid-write (file size limit): no store left" sh -c "[ \$(cat '$d/st0') -eq 0 ] && [ \$(cat '$d/st') -ne 0 ] && [ ! -e '$d/full.db' ] && [ ! -e '$d/full.db-wal' ]"
+(ulimit -f 8; trap '' XFSZ; "$TWIN" profile import --kineto $K/rank0.json --db "$d/full2.db" >"$d/o" 2>"$d/e"; echo $? >"$d/st")
+check "import failing while creating the store: no file left" sh -c "[ \$(cat '$d/st') -ne 0 ] && [ ! -e '$d/full2.db' ]"

@@ -118,3 +118,29 @@ check "report unknown run: no directory written" sh -c "[ ! -e '$d/bad' ] && ! l
 "$TWIN" report timeline sc/gpus=8 --step 7 --db "$d/t.db" -o "$d/bad" >"$d/o" 2>"$d/e"
 check "report timeline missing step: exit 2, nothing left" sh -c \
 	"[ $? -eq 2 ] && grep -q 'has no step 7' '$d/e' && [ ! -e '$d/bad' ] && ! ls -d '$d'/bad.tmp-* 2>/dev/null"
+
+# -o may not be or hold an input, nor the current directory, nor be a symbolic link
+mkdir "$d/in"
+cp "$d/t.db" "$d/in/s.db"
+"$TWIN" report breakdown sc/gpus=8 --db "$d/in/s.db" -o "$d/in" --force >"$d/o" 2>"$d/e"
+check "report -o holding the store: refused, store kept" sh -c \
+	"[ $? -eq 2 ] && grep -q 'holds the input' '$d/e' && '$TWIN' runs --db '$d/in/s.db' | grep -q 'sc/gpus=8'"
+"$TWIN" report breakdown sc/gpus=8 --db "$d/in/s.db" -o "$d" --force >"$d/o" 2>"$d/e"
+check "report -o an ancestor of the store: refused" sh -c "[ $? -eq 2 ] && grep -q 'holds the input' '$d/e' && [ -s '$d/in/s.db' ]"
+(cd "$d/in" && "$TWIN" report breakdown sc/gpus=8 --db "$d/t.db" -o . --force >"$d/o" 2>"$d/e")
+check "report -o . : refused" sh -c "[ $? -eq 2 ] && grep -q 'holds the current directory' '$d/e' && [ -s '$d/in/s.db' ]"
+mkdir "$d/real"
+ln -s real "$d/link"
+"$TWIN" report breakdown sc/gpus=8 --db "$d/t.db" -o "$d/link" --force >"$d/o" 2>"$d/e"
+check "report -o a symlink: exit 2" sh -c "[ $? -eq 2 ] && grep -q 'is a symbolic link' '$d/e' && [ -L '$d/link' ]"
+"$TWIN" report breakdown sc/gpus=8 --db "$d/t.db" -o "$d/nosuch/x" >"$d/o" 2>"$d/e"
+check "report -o in a missing directory: exit 2" sh -c "[ $? -eq 2 ] && grep -q 'parent directory does not exist' '$d/e'"
+"$TWIN" report timeline sc/gpus=8 --db "$d/t.db" --name x -o "$d/nm" >"$d/o" 2>"$d/e"
+check "report refuses an option its kind does not take" sh -c "[ $? -eq 2 ] && grep -q 'timeline does not take --name' '$d/e' && [ ! -e '$d/nm' ]"
+
+# a name with a newline in an old store never reaches a gnuplot script raw (gnuplot runs '!')
+cp "$d/t.db" "$d/inj.db"
+sqlite3 "$d/inj.db" "UPDATE runs SET name = 'x' || char(10) || '!touch $d/pwned' || char(10) WHERE name = 'sc/gpus=8'"
+"$TWIN" report compare 1 3 --db "$d/inj.db" -o "$d/inj" >/dev/null 2>"$d/e"
+check "report with a control-character name: no injection" sh -c \
+	"[ ! -e '$d/pwned' ] && ! grep -q '^!' '$d/inj'/*.gp && ! grep -q '^!' '$d/inj'/*.dat && grep -q 'x?!touch' '$d/inj/index.md'"

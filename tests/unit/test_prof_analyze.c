@@ -500,6 +500,38 @@ static void test_straggler_not_across_stages(struct test_ctx *T)
 	}
 }
 
+/* Step windows are found in O(n log n): 200,000 steps with a kernel each (a 200,000-step
+ * trace took 45 s to import when each marker searched the steps so far). */
+static void test_many_steps(struct test_ctx *T)
+{
+	enum { N = 200000 };
+	struct trace t;
+	trace_init(&t, TRACE_KIND_IMPORT, 1);
+	char name[32];
+	for (int k = N - 1; k >= 0; k--) { /* out of order: the windows are sorted by step */
+		snprintf(name, sizeof(name), "ProfilerStep#%d", k);
+		ev(&t, 0, 0, TRACE_MARKER, 10LL * k, 10LL * k + 10, name);
+		ev(&t, 0, 7, TRACE_GEMM, 10LL * k + 2, 10LL * k + 8, "gemm");
+	}
+	trace_sort(&t);
+	int64_t t0 = tw_now_ns();
+	struct prof_step *rows = NULL;
+	size_t n = 0;
+	struct tw_err err = {0};
+	CHECK_EQ_INT(T, prof_analyze_steps(&t, &rows, &n, &err), TW_OK);
+	double s = (double)(tw_now_ns() - t0) / 1e9;
+	CHECK_EQ_INT(T, n, N);
+	if (n == N) {
+		CHECK_EQ_INT(T, rows[0].step, 0);
+		CHECK_EQ_INT(T, rows[N - 1].step, N - 1);
+		CHECK_EQ_INT(T, rows[N - 1].a.compute_ns, 6 * US);
+		CHECK_EQ_INT(T, rows[N - 1].a.idle_ns, 4 * US);
+	}
+	CHECK(T, s < 3.0);
+	free(rows);
+	trace_release(&t);
+}
+
 int main(void)
 {
 	struct test_ctx T = {0};
@@ -519,5 +551,6 @@ int main(void)
 	TEST_RUN(&T, test_bad_traces);
 	TEST_RUN(&T, test_trace_basics);
 	TEST_RUN(&T, test_nccl_algo_share);
+	TEST_RUN(&T, test_many_steps);
 	return test_done(&T);
 }

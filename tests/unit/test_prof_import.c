@@ -105,6 +105,22 @@ static void test_nsys_malformed(struct test_ctx *T)
 	nsys_bad(T, "ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL DROP COLUMN demangledName",
 		 "has no column 'demangledName'");
 	nsys_bad(T, "UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET end = 1", "end 1 < start 60000");
+	/* NVTX and runtime rows are named by rowid too (row 1 deleted: the counter would say 1) */
+	nsys_bad(T, "DELETE FROM NVTX_EVENTS WHERE rowid = 1; UPDATE NVTX_EVENTS SET end = 5 WHERE rowid = 2",
+		 "NVTX_EVENTS row 2: end 5 < start 100000");
+	nsys_bad(T, "DELETE FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE rowid = 1;"
+		    " UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET start = 'x' WHERE rowid = 3",
+		 "CUPTI_ACTIVITY_KIND_RUNTIME row 3: start is text");
+	/* times in [0, 4e18] ns; names through StringIds; int32 stream ids */
+	nsys_bad(T, "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = -100 WHERE rowid = 1",
+		 "row 1: start is -100, out of range");
+	nsys_bad(T, "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = 9223372036854775807 WHERE rowid = 1",
+		 "row 1: end is 9223372036854775807, out of range");
+	nsys_bad(T, "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET demangledName = 99, shortName = 98 WHERE rowid = 2",
+		 "row 2: demangledName 99 / shortName 98: no such id in StringIds");
+	nsys_bad(T, "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET streamId = 4294967303 WHERE rowid = 1",
+		 "streamId is 4294967303, out of range");
+	nsys_bad(T, "UPDATE NVTX_EVENTS SET end = 150000 WHERE rowid = 1", "steps 1 and 2 overlap on rank 0");
 	/* not SQLite at all */
 	struct trace t;
 	trace_init(&t, TRACE_KIND_IMPORT, 0);
@@ -294,6 +310,88 @@ static void test_kineto_malformed(struct test_ctx *T)
 	kineto_bad(T, "{\"distributedInfo\": {\"rank\": \"zero\"}, \"traceEvents\": []}",
 		   "distributedInfo.rank: must be an integer");
 	kineto_bad(T, "{\"traceEvents\": [7]}", "traceEvents[0]: must be an object");
+#define KX(extra) "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k\", " extra "}"
+	/* times: >= 0, and their sums never overflow the int64 ns clock */
+	kineto_bad(T, "{\"traceEvents\": [" KX("\"ts\": -50, \"dur\": 1") "]}",
+		   "traceEvents[0].ts: must be >= 0");
+	kineto_bad(T, "{\"baseTimeNanoseconds\": 4e18, \"traceEvents\": ["
+		      KX("\"ts\": 3900000000000000.0, \"dur\": 1") "]}",
+		   "ts + baseTimeNanoseconds is beyond 4e18 ns");
+	kineto_bad(T, "{\"traceEvents\": [" KX("\"ts\": 3900000000000000.0, \"dur\": 3900000000000000.0") "]}",
+		   "traceEvents[0].dur: ts + dur is beyond 4e18 ns");
+	kineto_bad(T, "{\"baseTimeNanoseconds\": 1000, \"traceEvents\": [" KX("\"ts\": -2, \"dur\": 1") "]}",
+		   "starts before time 0");
+	/* ranges and sizes that would be stored as other values */
+	kineto_bad(T, "{\"traceEvents\": [" KX("\"ts\": 0, \"dur\": 1, \"args\": {\"Collective name\": "
+		      "\"allreduce\", \"Group size\": 1e15}") "]}",
+		   "args.Group size: must be an integer");
+	kineto_bad(T, "{\"distributedInfo\": {\"rank\": 0, \"world_size\": 1e12}, \"traceEvents\": []}",
+		   "distributedInfo.world_size: must be an integer");
+	/* steps: one range per step and stream, no two steps at once */
+#define GS(n, tid, ts, dur) "{\"ph\": \"X\", \"cat\": \"gpu_user_annotation\", \"name\": " \
+	"\"ProfilerStep#" #n "\", \"tid\": " #tid ", \"ts\": " #ts ", \"dur\": " #dur "}, "
+	kineto_bad(T, "{\"traceEvents\": [" GS(1, 7, 0, 150) GS(2, 7, 100, 150)
+		      KX("\"ts\": 0, \"dur\": 250") "]}", "steps 1 and 2 overlap on rank 0");
+	kineto_bad(T, "{\"traceEvents\": [" GS(1, 7, 0, 100) GS(1, 7, 200, 100)
+		      KX("\"ts\": 0, \"dur\": 250") "]}", "step 1 appears twice on stream 7 of rank 0");
+#undef GS
+#undef KX
+}
+
+/* Epoch-microsecond timestamps (1.7e15 us: a double resolves 0.25 us) are read to the ns, so
+ * are 3-decimal ones and an integer baseTimeNanoseconds; a step's GPU annotations on two
+ * streams make one window. */
+static void test_kineto_exact_times(struct test_ctx *T)
+{
+	const char *p = tmp("epoch.json");
+	FILE *f = fopen(p, "w");
+	fputs("{\"traceEvents\":[\n"
+	      "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"ampere_gemm\",\"pid\":0,\"tid\":7,\"ts\":1696118400000000.100,\"dur\":0.100},\n"
+	      "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"ncclDevKernel_AllReduce_Sum\",\"pid\":0,\"tid\":20,\"ts\":1696118400000000.200,\"dur\":0.100},\n"
+	      "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"ampere_gemm\",\"pid\":0,\"tid\":7,\"ts\":1696118400000000.300,\"dur\":0.100},\n"
+	      "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"ampere_gemm\",\"pid\":0,\"tid\":7,\"ts\":1696118400000001,\"dur\":0.001}\n"
+	      "]}", f);
+	fclose(f);
+	struct trace t;
+	trace_init(&t, TRACE_KIND_IMPORT, 0);
+	struct tw_err err = {0};
+	CHECK_EQ_INT(T, prof_import_kineto(p, 0, &t, &err), TW_OK);
+	trace_sort(&t);
+	CHECK_EQ_INT(T, t.nev, 4);
+	if (t.nev == 4) {
+		CHECK(T, t.ev[0].start_ns == 1696118400000000100LL && t.ev[0].end_ns == 1696118400000000200LL);
+		CHECK(T, t.ev[1].start_ns == 1696118400000000200LL);
+		CHECK(T, t.ev[2].start_ns == 1696118400000000300LL);
+		CHECK(T, t.ev[3].start_ns == 1696118400000001000LL && t.ev[3].end_ns == 1696118400000001001LL);
+	}
+	trace_release(&t);
+	p = tmp("base.json");
+	f = fopen(p, "w");
+	fputs("{\"baseTimeNanoseconds\": 1696118400000000123, \"traceEvents\": [{\"ph\": \"X\", "
+	      "\"cat\": \"kernel\", \"name\": \"k\", \"ts\": 0.001, \"dur\": 1}]}", f);
+	fclose(f);
+	trace_init(&t, TRACE_KIND_IMPORT, 0);
+	CHECK_EQ_INT(T, prof_import_kineto(p, 0, &t, &err), TW_OK);
+	CHECK(T, t.nev == 1 && t.ev[0].start_ns == 1696118400000000124LL);
+	trace_release(&t);
+	/* one step, annotated on streams 7 and 20: the window is their union, [0, 100) us */
+	p = tmp("streams.json");
+	f = fopen(p, "w");
+	fputs("{\"traceEvents\": ["
+	      "{\"ph\": \"X\", \"cat\": \"gpu_user_annotation\", \"name\": \"ProfilerStep#1\", \"tid\": 7, \"ts\": 0, \"dur\": 90},"
+	      "{\"ph\": \"X\", \"cat\": \"gpu_user_annotation\", \"name\": \"ProfilerStep#1\", \"tid\": 20, \"ts\": 95, \"dur\": 5},"
+	      "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"gemm\", \"tid\": 7, \"ts\": 0, \"dur\": 90},"
+	      "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"ncclDevKernel_AllReduce\", \"tid\": 20, \"ts\": 95, \"dur\": 5}"
+	      "]}", f);
+	fclose(f);
+	trace_init(&t, TRACE_KIND_IMPORT, 0);
+	CHECK_EQ_INT(T, prof_import_kineto(p, 0, &t, &err), TW_OK);
+	struct prof_analysis a;
+	CHECK_EQ_INT(T, prof_analyze(&t, &a, &err), TW_OK);
+	CHECK_EQ_INT(T, a.nsteps, 1);
+	CHECK_EQ_INT(T, a.step_ns, 100000);
+	CHECK_EQ_INT(T, a.idle_ns, 10000);
+	trace_release(&t);
 }
 
 int main(void)
@@ -310,6 +408,7 @@ int main(void)
 	TEST_RUN(&T, test_kineto_gpu_annotation);
 	TEST_RUN(&T, test_reduce_round_trip);
 	TEST_RUN(&T, test_kineto_malformed);
+	TEST_RUN(&T, test_kineto_exact_times);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
 	if (system(cmd) != 0)
 		printf("# could not remove %s\n", tmpdir);

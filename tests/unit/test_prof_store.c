@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <sqlite3.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -400,6 +401,159 @@ static void test_incremental(struct test_ctx *T)
 	rm_db(path);
 }
 
+/* Readers change nothing: a foreign SQLite file and an empty file stay as they were (no WAL
+ * switch), both are refused; a version-1 store is read as it is, not migrated. */
+static void test_readers_change_nothing(struct test_ctx *T)
+{
+	char path[512];
+	struct prof_db *db;
+	struct tw_err err = {0};
+	tmp_path(path, sizeof(path), "foreign.db");
+	CHECK_EQ_INT(T, sql_exec(path, "CREATE TABLE StringIds(id INTEGER, value TEXT)"), SQLITE_OK);
+	CHECK_EQ_INT(T, prof_db_open_existing(path, &db, &err), TW_ERR_INVALID);
+	CHECK_STR_CONTAINS(T, err.msg, "not a twin database");
+	tw_err_clear(&err);
+	CHECK_EQ_INT(T, prof_db_open(path, &db, &err), TW_ERR_INVALID); /* a writer neither */
+	CHECK_EQ_INT(T, sql_int(path, "SELECT COUNT(*) FROM pragma_journal_mode WHERE journal_mode = 'delete'"), 1);
+	rm_db(path);
+	tmp_path(path, sizeof(path), "empty.db");
+	FILE *f = fopen(path, "w");
+	fclose(f);
+	tw_err_clear(&err);
+	CHECK_EQ_INT(T, prof_db_open_existing(path, &db, &err), TW_ERR_INVALID);
+	CHECK_STR_CONTAINS(T, err.msg, "empty file, not a twin store");
+	struct stat st;
+	CHECK(T, stat(path, &st) == 0 && st.st_size == 0);
+	tw_err_clear(&err);
+	CHECK_EQ_INT(T, prof_db_open(path, &db, &err), TW_OK); /* a writer initialises it */
+	prof_db_close(db);
+	rm_db(path);
+	/* version 1, read by a reader: columns added later read as defaults, the file stays v1 */
+	tmp_path(path, sizeof(path), "v1r.db");
+	CHECK_EQ_INT(T, sql_exec(path,
+		"CREATE TABLE schema_version(version INTEGER NOT NULL); INSERT INTO schema_version VALUES (1);"
+		"CREATE TABLE runs(id INTEGER PRIMARY KEY, kind TEXT NOT NULL, name TEXT, backend TEXT,"
+		" job_json TEXT, tool_version TEXT, host TEXT, created_utc TEXT NOT NULL,"
+		" nranks INTEGER NOT NULL DEFAULT 0, complete INTEGER NOT NULL DEFAULT 0,"
+		" nevents INTEGER NOT NULL DEFAULT 0);"
+		"CREATE TABLE names(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);"
+		"CREATE TABLE events(run_id INTEGER NOT NULL, rank INTEGER NOT NULL,"
+		" device INTEGER NOT NULL, stream INTEGER NOT NULL, category INTEGER NOT NULL,"
+		" step INTEGER NOT NULL, op_id INTEGER NOT NULL, layer INTEGER NOT NULL,"
+		" micro INTEGER NOT NULL, stage INTEGER NOT NULL, phase INTEGER NOT NULL,"
+		" start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL, bytes INTEGER NOT NULL,"
+		" flops REAL NOT NULL, group_size INTEGER NOT NULL, name_id INTEGER NOT NULL);"
+		"CREATE TABLE mem_samples(run_id INTEGER NOT NULL, rank INTEGER NOT NULL,"
+		" device INTEGER NOT NULL, category INTEGER NOT NULL, t_ns INTEGER NOT NULL,"
+		" bytes INTEGER NOT NULL);"
+		"CREATE TABLE peak_mem(run_id INTEGER NOT NULL, rank INTEGER NOT NULL,"
+		" bytes INTEGER NOT NULL, PRIMARY KEY(run_id, rank));"
+		"INSERT INTO runs VALUES (1, 'sim', 'old', 'sim', NULL, '0.0.1', 'h', '2026-01-01', 1, 1, 1);"
+		"INSERT INTO names VALUES (1, 'gemm');"
+		"INSERT INTO events VALUES (1, 0, 0, 0, 0, 0, -1, -1, -1, -1, -1, 100, 200, 0, 0, 0, 1);"),
+		SQLITE_OK);
+	tw_err_clear(&err);
+	CHECK_EQ_INT(T, prof_db_open_existing(path, &db, &err), TW_OK);
+	if (db) {
+		struct trace u;
+		CHECK_EQ_INT(T, prof_load_trace(db, "old", &u, NULL, &err), TW_OK);
+		CHECK_EQ_INT(T, u.nev, 1);
+		trace_release(&u);
+		struct prof_run_info *runs = NULL;
+		size_t n = 0;
+		CHECK_EQ_INT(T, prof_list_runs(db, &runs, &n, &err), TW_OK);
+		CHECK_EQ_INT(T, n, 1);
+		free(runs);
+		prof_db_close(db);
+	}
+	CHECK_EQ_INT(T, sql_int(path, "SELECT version FROM schema_version"), 1);
+	rm_db(path);
+}
+
+/* Run names: no control characters, UTF-8, not a number; ids are digits only; a run's events
+ * outside its ranks are refused on load. */
+static void test_names_and_ranks(struct test_ctx *T)
+{
+	struct tw_err err = {0};
+	const char *bad[] = {"x\n!touch /tmp/p", "a\tb", "\x1b[31m", "42", " 1", "+1", "-3", "\xff\xfe", ""};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		tw_err_clear(&err);
+		CHECK_EQ_INT(T, prof_run_name_check(bad[i], "--name", &err), TW_ERR_INVALID);
+		CHECK(T, strchr(err.msg, '\n') == NULL); /* one line, even for a newline name */
+	}
+	const char *good[] = {"sweep/gpus=8", "1e5", "run 1", "\xc3\xa9t\xc3\xa9", "v1.2"};
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		tw_err_clear(&err);
+		CHECK_EQ_INT(T, prof_run_name_check(good[i], "--name", &err), TW_OK);
+	}
+	char path[512];
+	tmp_path(path, sizeof(path), "names.db");
+	struct prof_db *db;
+	tw_err_clear(&err);
+	CHECK_EQ_INT(T, prof_db_open(path, &db, &err), TW_OK);
+	if (!db)
+		return;
+	struct trace t;
+	make_trace(&t, 0, 10);
+	int64_t id = 0;
+	struct prof_run_meta meta = {.kind = TRACE_KIND_SIM, .name = "a\nb", .backend = "sim", .nranks = 1};
+	CHECK_EQ_INT(T, prof_store_trace(db, &meta, &t, &id, &err), TW_ERR_INVALID);
+	CHECK_STR_CONTAINS(T, err.msg, "control characters");
+	meta.name = "ok";
+	tw_err_clear(&err);
+	CHECK_EQ_INT(T, prof_store_trace(db, &meta, &t, &id, &err), TW_OK);
+	trace_release(&t);
+	struct prof_run_info info;
+	tw_err_clear(&err);
+	CHECK_EQ_INT(T, prof_run_info(db, "+1", &info, &err), TW_ERR_INVALID);
+	tw_err_clear(&err);
+	CHECK_EQ_INT(T, prof_run_info(db, "1", &info, &err), TW_OK);
+	prof_db_close(db);
+	/* a crafted rank far beyond the run's: refused, not allocated for */
+	CHECK_EQ_INT(T, sql_exec(path, "UPDATE events SET rank = 2000000000 WHERE rowid = 3"), SQLITE_OK);
+	tw_err_clear(&err);
+	CHECK_EQ_INT(T, prof_db_open_existing(path, &db, &err), TW_OK);
+	if (db) {
+		struct trace u;
+		CHECK_EQ_INT(T, prof_load_trace(db, "ok", &u, NULL, &err), TW_ERR_INVALID);
+		CHECK_STR_CONTAINS(T, err.msg, "out of the run's ranks");
+		prof_db_close(db);
+	}
+	rm_db(path);
+}
+
+/* prof_db_discard removes a store its open created and nothing was stored in; never one
+ * that holds a run or existed before. */
+static void test_discard(struct test_ctx *T)
+{
+	char path[512];
+	tmp_path(path, sizeof(path), "discard.db");
+	struct prof_db *db;
+	struct tw_err err = {0};
+	CHECK_EQ_INT(T, prof_db_open(path, &db, &err), TW_OK);
+	prof_db_discard(db);
+	CHECK(T, access(path, F_OK) != 0);
+	CHECK_EQ_INT(T, prof_db_open(path, &db, &err), TW_OK);
+	struct trace t;
+	make_trace(&t, 0, 5);
+	int64_t id;
+	struct prof_run_meta meta = {.kind = TRACE_KIND_SIM, .backend = "sim", .nranks = 1};
+	CHECK_EQ_INT(T, prof_store_trace(db, &meta, &t, &id, &err), TW_OK);
+	prof_db_discard(db); /* holds a run: kept */
+	CHECK(T, access(path, F_OK) == 0);
+	CHECK_EQ_INT(T, prof_db_open(path, &db, &err), TW_OK);
+	prof_db_discard(db); /* existed before this open: kept */
+	CHECK(T, access(path, F_OK) == 0);
+	trace_release(&t);
+	rm_db(path);
+	/* a directory and a missing parent are the user's errors */
+	tw_err_clear(&err);
+	CHECK_EQ_INT(T, prof_db_open("/tmp", &db, &err), TW_ERR_INVALID);
+	CHECK_STR_CONTAINS(T, err.msg, "is a directory");
+	tw_err_clear(&err);
+	CHECK_EQ_INT(T, prof_db_open("/nonexistent-dir/x.db", &db, &err), TW_ERR_INVALID);
+}
+
 int main(void)
 {
 	struct test_ctx T = {0};
@@ -410,5 +564,8 @@ int main(void)
 	TEST_RUN(&T, test_killed_writer);
 	TEST_RUN(&T, test_concurrent_writers);
 	TEST_RUN(&T, test_incremental);
+	TEST_RUN(&T, test_readers_change_nothing);
+	TEST_RUN(&T, test_names_and_ranks);
+	TEST_RUN(&T, test_discard);
 	return test_done(&T);
 }
