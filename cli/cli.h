@@ -53,7 +53,7 @@ struct cli_job_opts {
 void cli_job_opts_init(struct cli_job_opts *o, const struct cli_ctx *ctx);
 int cli_job_opt(struct cli_job_opts *o, int argc, char **argv, int *i, struct tw_err *err);
 /* The notes on --set paths no prediction reads (or reads only in part), one stderr line each;
- * cli_job_load prints them once the job has loaded */
+ * cli_job_load prints them once the job has loaded (none when o->in.quiet) */
 void cli_set_notes(const struct cli_job_opts *o);
 /* Checks -m and -c were given, then job_load. */
 enum tw_result cli_job_load(struct cli_job_opts *o, const char *cmd, struct job *out,

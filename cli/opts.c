@@ -162,6 +162,8 @@ static bool sets_path(const struct cli_job_opts *o, const char *path)
 
 void cli_set_notes(const struct cli_job_opts *o)
 {
+	if (o->in.quiet)
+		return;
 	for (int i = 0; i < o->in.nsets; i++) {
 		const char *v = o->sets[i];
 		const char *fig = cluster_descriptive(v);

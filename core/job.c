@@ -46,6 +46,7 @@ enum tw_result job_load(const struct job_inputs *in, struct job *out, struct tw_
 		.sets = ssets,
 		.nsets = ns,
 		.gpus = gpus,
+		.quiet = in->quiet,
 	};
 	TW_CHECK(strategy_resolve(&si, &out->model, &out->cluster, &out->strat, err));
 	out->seq = out->strat.seq_len ? out->strat.seq_len : out->model.seq_len;

@@ -34,6 +34,7 @@ struct job_inputs {
 	int nsets;
 	int64_t gpus;             /* --gpus, 0: all GPUs of one node */
 	const char *data_dir;     /* repository root: examples/, topologies/ */
+	bool quiet;               /* no warnings about the inputs (strat_inputs.quiet) */
 };
 
 enum tw_result job_load(const struct job_inputs *in, struct job *out, struct tw_err *err);

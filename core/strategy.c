@@ -2168,7 +2168,7 @@ enum tw_result strategy_resolve(const struct strat_inputs *in, const struct mode
 		rc = load_trees(r, in, t);
 	if (rc == TW_OK)
 		rc = resolve(r, in, t);
-	for (int i = 0; rc == TW_OK && i < r->nwarn; i++)
+	for (int i = 0; rc == TW_OK && !in->quiet && i < r->nwarn; i++)
 		tw_log(TW_LOG_WARN, "%s", r->warn[i]);
 	cJSON_Delete(t->ours);
 	cJSON_Delete(t->ds);

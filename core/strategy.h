@@ -300,6 +300,7 @@ struct strat_inputs {
 	const char *const *sets;
 	int nsets;
 	int64_t gpus;               /* --gpus */
+	bool quiet;                 /* no warnings (MPI ranks other than 0 repeat rank 0's) */
 };
 
 /* Resolve the strategy for a model on a cluster: read files, apply sets, defaults, derive

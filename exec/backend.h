@@ -69,7 +69,9 @@ struct exec_backend {
 	enum tw_result (*alloc)(void *self, const struct plan_op *op, void **ptr, struct tw_err *err);
 	/* FREE (ordered after the ops the plan makes it depend on). */
 	enum tw_result (*release)(void *self, const struct plan_op *op, void *ptr, struct tw_err *err);
-	/* COMPUTE, COLL, P2P, COPY. Synchronous backends fill span[op->id] here. */
+	/* COMPUTE, COLL, P2P, COPY. Synchronous backends fill span[op->id] here; an op left in
+	 * flight (host: a receive posted ahead) gets its end when an op that depends on it, or
+	 * step_end, waits for it. The walker traces an op once its span is whole. */
 	enum tw_result (*issue)(void *self, const struct plan_op *op, struct exec_span *span,
 				struct tw_err *err);
 	/* Wait for everything issued in the step; fill the spans not filled yet. */
@@ -138,6 +140,15 @@ typedef enum tw_result (*exec_plan_fn)(void *ctx, const struct job *j, int64_t r
 enum tw_result exec_run_plan(const struct job *j, const struct exec_options *opt,
 			     exec_plan_fn make_plan, void *ctx, struct trace *out,
 			     struct exec_result *res, struct tw_err *err);
+
+/* Whether the host backend's MPI calls can take op (TW_ERR_LIMIT with one line if not). MPI's
+ * counts are int: all-reduce, broadcast and reduce pass the op's count; all-gather,
+ * reduce-scatter and all-to-all pass it too, but their whole buffer (count x group_size) is
+ * what MPI implementations index (a reduce-scatter may run as a reduce of it), so that must
+ * fit as well; a p2p passes its bytes. The host backend checks every op when it opens, before
+ * the first step. */
+enum tw_result exec_mpi_counts_fit(const struct plan_op *op, int64_t group_size,
+				   struct tw_err *err);
 
 /* "all_reduce over dp (4 ranks), seq 3" etc. for error messages */
 void exec_op_desc(const struct plan_op *op, char *buf, size_t len);

@@ -216,6 +216,7 @@ struct run {
 	struct plan plan;
 	struct trace tr;             /* this rank's events */
 	struct exec_span *span;
+	bool *traced;                /* op's event of this step is in tr */
 	void **bufs;                 /* live buffer pointers by buffer id */
 	int64_t *buf_bytes;          /* bytes of live buffers, -1: not live */
 	int64_t live[PLAN_NUM_DEVICES][PLAN_NUM_MEM_CATS], live_dev[PLAN_NUM_DEVICES];
@@ -318,11 +319,61 @@ static enum tw_result fault(struct run *r, const struct plan_op *op, struct tw_e
 	}
 }
 
+/* Op i's event of timed step tstep, into this rank's trace (the caller holds w.mu). */
+static void trace_op(struct run *r, size_t i, int tstep)
+{
+	const struct plan_op *op = &r->plan.ops[i];
+	bool gpu = strcmp(r->be->name, "cuda") == 0;
+	struct trace_event e = {
+		.rank = (int32_t)r->env.rank, .device = gpu && op->stream != PLAN_STREAM_HOST ? 0 : -1,
+		.stream = op->stream, .cat = plan_op_trace_cat(op), .step = tstep, .op_id = (int32_t)op->id,
+		.layer = op->layer, .micro = op->micro, .stage = op->stage, .phase = op->phase,
+		.start_ns = r->span[i].start_ns, .end_ns = r->span[i].end_ns,
+		.flags = plan_trace_flags((enum plan_kind)op->kind,
+					  op->kind == PLAN_COLL ? (int)op->u.coll.coll : -1, op->flags)};
+	if (op->kind == PLAN_COMPUTE) {
+		e.flops = op->u.compute.flops;
+		e.bytes = (int64_t)op->u.compute.bytes;
+	} else if (op->kind == PLAN_COLL) {
+		e.bytes = op->u.coll.bytes;
+		e.group_size = (int32_t)job_group_size(r->job, op->u.coll.group);
+		/* the communicator (trace.h), as the simulator records it */
+		e.comm = 1 + ((int64_t)op->u.coll.group << 32) +
+			 job_group_color(r->job, op->u.coll.group, r->env.rank);
+	} else if (op->kind == PLAN_P2P) {
+		e.bytes = op->u.p2p.bytes;
+		e.group_size = 2;
+	} else if (op->kind == PLAN_COPY) {
+		e.bytes = op->u.copy.bytes;
+	}
+	e.name = trace_intern(&r->tr, op->name ? op->name : plan_kind_name(op->kind));
+	trace_add(&r->tr, &e);
+	r->traced[i] = true;
+}
+
+/* Trace op i if its span is complete and it is not traced yet: the ops of a timed step are
+ * traced as they end (and the receives posted ahead they waited for, as those end), so that a
+ * step that fails or stalls leaves its completed ops in the partial trace. Spans a backend
+ * fills only at the end of the step (cuda's GPU ops) are traced then. */
+static void trace_if_done(struct run *r, size_t i, int tstep)
+{
+	const struct plan_op *op = &r->plan.ops[i];
+	if (r->traced[i] || op->kind == PLAN_ALLOC || op->kind == PLAN_FREE ||
+	    r->span[i].start_ns < 0 || r->span[i].end_ns < r->span[i].start_ns)
+		return;
+	pthread_mutex_lock(&r->w.mu);
+	trace_op(r, i, tstep);
+	pthread_mutex_unlock(&r->w.mu);
+}
+
 static enum tw_result one_step(struct run *r, int step, bool timed, struct tw_err *err)
 {
 	const struct plan *p = &r->plan;
-	for (size_t i = 0; i < p->nops; i++)
+	for (size_t i = 0; i < p->nops; i++) {
 		r->span[i].start_ns = r->span[i].end_ns = -1;
+		r->traced[i] = false;
+	}
+	int tstep = step - r->opt->warmup;
 	/* the watchdog covers the barrier too: a rank that never arrives stalls it */
 	atomic_store(&r->w.step, step);
 	atomic_store(&r->w.waiting_op, (int64_t)-1);
@@ -367,6 +418,13 @@ static enum tw_result one_step(struct run *r, int step, bool timed, struct tw_er
 			}
 		} else {
 			rc = r->be->issue(r->self, op, r->span, err);
+			if (timed && rc == TW_OK) {
+				const uint32_t *d = plan_op_deps(p, op);
+				for (uint32_t k = 0; k < op->ndeps; k++)
+					if (d[k] < p->nops)
+						trace_if_done(r, d[k], tstep);
+				trace_if_done(r, i, tstep);
+			}
 		}
 		if (rc != TW_OK)
 			return op_failed(r, op, err);
@@ -386,7 +444,6 @@ static enum tw_result one_step(struct run *r, int step, bool timed, struct tw_er
 	atomic_store(&r->w.step_start, (int64_t)0);
 	if (!timed)
 		return TW_OK;
-	int tstep = step - r->opt->warmup;
 	r->res->step_ns_mean += (t_end - t_start) / (r->opt->steps > 0 ? r->opt->steps : 1);
 	pthread_mutex_lock(&r->w.mu);
 	char sname[32];
@@ -397,35 +454,12 @@ static enum tw_result one_step(struct run *r, int step, bool timed, struct tw_er
 				.end_ns = t_end - r->env.t0_ns};
 	m.name = trace_intern(&r->tr, sname);
 	trace_add(&r->tr, &m);
-	bool gpu = strcmp(r->be->name, "cuda") == 0;
+	/* the ops whose spans the end of the step filled */
 	for (size_t i = 0; i < p->nops; i++) {
 		const struct plan_op *op = &p->ops[i];
-		if (op->kind == PLAN_ALLOC || op->kind == PLAN_FREE || r->span[i].start_ns < 0)
+		if (r->traced[i] || op->kind == PLAN_ALLOC || op->kind == PLAN_FREE || r->span[i].start_ns < 0)
 			continue;
-		struct trace_event e = {
-			.rank = (int32_t)r->env.rank, .device = gpu && op->stream != PLAN_STREAM_HOST ? 0 : -1,
-			.stream = op->stream, .cat = plan_op_trace_cat(op), .step = tstep, .op_id = (int32_t)op->id,
-			.layer = op->layer, .micro = op->micro, .stage = op->stage, .phase = op->phase,
-			.start_ns = r->span[i].start_ns, .end_ns = r->span[i].end_ns,
-			.flags = plan_trace_flags((enum plan_kind)op->kind,
-						  op->kind == PLAN_COLL ? (int)op->u.coll.coll : -1, op->flags)};
-		if (op->kind == PLAN_COMPUTE) {
-			e.flops = op->u.compute.flops;
-			e.bytes = (int64_t)op->u.compute.bytes;
-		} else if (op->kind == PLAN_COLL) {
-			e.bytes = op->u.coll.bytes;
-			e.group_size = (int32_t)job_group_size(r->job, op->u.coll.group);
-			/* the communicator (trace.h), as the simulator records it */
-			e.comm = 1 + ((int64_t)op->u.coll.group << 32) +
-				 job_group_color(r->job, op->u.coll.group, r->env.rank);
-		} else if (op->kind == PLAN_P2P) {
-			e.bytes = op->u.p2p.bytes;
-			e.group_size = 2;
-		} else if (op->kind == PLAN_COPY) {
-			e.bytes = op->u.copy.bytes;
-		}
-		e.name = trace_intern(&r->tr, op->name ? op->name : plan_kind_name(op->kind));
-		trace_add(&r->tr, &e);
+		trace_op(r, i, tstep);
 	}
 	pthread_mutex_unlock(&r->w.mu);
 	return TW_OK;
@@ -650,6 +684,7 @@ static void run_release(struct run *r)
 	free(r->bufs);
 	free(r->buf_bytes);
 	free(r->span);
+	free(r->traced);
 	trace_release(&r->tr);
 	plan_release(&r->plan);
 	pthread_mutex_destroy(&r->w.mu);
@@ -710,6 +745,7 @@ enum tw_result exec_run_plan(const struct job *j, const struct exec_options *opt
 	TW_CHECK_GOTO(agree(r, rc, err), rc, out_early);
 
 	r->span = TW_NEW_ARRAY(struct exec_span, r->plan.nops ? r->plan.nops : 1);
+	r->traced = TW_NEW_ARRAY(bool, r->plan.nops ? r->plan.nops : 1);
 	r->bufs = TW_NEW_ARRAY(void *, r->plan.nbufs > 0 ? (size_t)r->plan.nbufs : 1);
 	r->buf_bytes = TW_NEW_ARRAY(int64_t, r->plan.nbufs > 0 ? (size_t)r->plan.nbufs : 1);
 	for (int32_t b = 0; b < r->plan.nbufs; b++)

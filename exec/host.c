@@ -5,7 +5,10 @@
  * (touched, so the pages are real). Ops run one after another in plan order; each is timed
  * with CLOCK_MONOTONIC. Collective and p2p data are the known pattern of backend.h, reduced as
  * unsigned integers of the dtype's width (the same bytes on the wire, exact sums), and checked
- * after every call. */
+ * after every call. A receive the plan posts ahead (no PLAN_F_BLOCKING: Megatron's
+ * overlap_p2p_comm irecvs, ring attention's KV blocks) is an MPI_Irecv when reached, waited for
+ * by the first op that depends on it, as the simulator and Megatron do: run in plan order as a
+ * blocking MPI_Recv it would wait for data its peer sends only after a later op of this rank. */
 #include "backend.h"
 
 #include <errno.h>
@@ -30,6 +33,18 @@ struct pending_send {
 	uint32_t op;
 };
 
+/* A receive posted ahead: in flight until an op that depends on it (or the end of the step)
+ * waits for it; its data are checked then. */
+struct pending_recv {
+#ifdef TWIN_HAVE_MPI
+	MPI_Request req;
+#endif
+	unsigned char *buf;          /* its own buffer: several may be in flight at once */
+	uint32_t op;
+	bool done;                   /* MPI_Test saw it complete (at done_ns) */
+	int64_t done_ns;             /* CLOCK_MONOTONIC ns */
+};
+
 struct host {
 	const struct exec_env *env;
 	float *ga, *gb, *gc;             /* GEMM operands */
@@ -43,16 +58,65 @@ struct host {
 	int nvme_fd;
 	struct pending_send *sends;
 	size_t nsends, sends_cap;
+	struct pending_recv *recvs;
+	size_t nrecvs, recvs_cap;
 };
 
-static void *scratch(struct host *h, int64_t bytes)
+/* An operand buffer, touched; NULL for none. Running out of host memory is an error of the run
+ * (one line naming the buffer), not an abort: *ok turns false and later calls do nothing. */
+static void *scratch(struct host *h, int64_t bytes, const char *what, bool *ok, struct tw_err *err)
 {
-	if (bytes <= 0)
+	if (bytes <= 0 || !*ok)
 		return NULL;
+	void *p = malloc((size_t)bytes);
+	if (!p) {
+		*ok = false;
+		tw_errf(err, TW_ERR_SYSTEM,
+			"rank %lld: the host backend's scratch for %s: malloc(%lld): out of host memory",
+			(long long)h->env->rank, what, (long long)bytes);
+		return NULL;
+	}
 	h->scratch += bytes;
-	void *p = tw_malloc((size_t)bytes);
 	memset(p, 0, (size_t)bytes);
 	return p;
+}
+
+enum tw_result exec_mpi_counts_fit(const struct plan_op *op, int64_t group_size,
+				   struct tw_err *err)
+{
+	const int64_t lim = 2147483647LL;
+	if (op->kind == PLAN_P2P) {
+		if (op->u.p2p.bytes < 0 || op->u.p2p.bytes > lim)
+			return tw_errf(err, TW_ERR_LIMIT,
+				       "p2p of %lld bytes is beyond MPI's int counts (2^31-1); the host backend cannot run it",
+				       (long long)op->u.p2p.bytes);
+		return TW_OK;
+	}
+	if (op->kind != PLAN_COLL)
+		return TW_OK;
+	int64_t c = op->u.coll.count, n = group_size;
+	int kind = op->u.coll.coll;
+	bool whole = kind == PLAN_ALL_GATHER || kind == PLAN_REDUCE_SCATTER || kind == PLAN_ALL_TO_ALL;
+	if (c < 0)
+		return tw_errf(err, TW_ERR_INTERNAL, "negative count %lld", (long long)c);
+	if (c > lim)
+		return tw_errf(err, TW_ERR_LIMIT,
+			       "count %lld is beyond MPI's int counts (2^31-1); the host backend cannot run this collective",
+			       (long long)c);
+	if (whole && n > 1 && c > lim / n)
+		return tw_errf(err, TW_ERR_LIMIT,
+			       "count %lld x %lld ranks is beyond MPI's int counts (2^31-1); the host backend cannot run this collective",
+			       (long long)c, (long long)n);
+	return TW_OK;
+}
+
+static enum tw_result mpi_counts_fit(const struct exec_env *env, const struct plan_op *op,
+				     struct tw_err *err)
+{
+	int64_t n = op->kind == PLAN_COLL ? env->group_size[op->u.coll.group] : 2;
+	if (n <= 1 && op->u.coll.count >= 0)
+		return TW_OK; /* a group of one is a copy, no MPI call */
+	return exec_mpi_counts_fit(op, n, err);
 }
 
 static enum tw_result host_probe(const struct exec_env *env, struct tw_err *err)
@@ -62,29 +126,48 @@ static enum tw_result host_probe(const struct exec_env *env, struct tw_err *err)
 	return TW_OK;
 }
 
+static void host_close(void *self);
+
 static enum tw_result host_open(const struct exec_env *env, void **self, struct tw_err *err)
 {
-	(void)err;
+	*self = NULL;
+	/* an op MPI cannot take stops the run before it starts, not in the middle of a step */
+	const struct plan *p = env->plan;
+	for (size_t i = 0; p && i < p->nops; i++)
+		if (mpi_counts_fit(env, &p->ops[i], err) != TW_OK) {
+			char desc[192], msg[sizeof(err->msg)];
+			enum tw_result code = err->code;
+			exec_op_desc(&p->ops[i], desc, sizeof(desc));
+			snprintf(msg, sizeof(msg), "%s", err->msg);
+			tw_err_clear(err);
+			return tw_errf(err, code, "rank %lld: op %u '%s' (%s): %s", (long long)env->rank,
+				       p->ops[i].id, p->ops[i].name ? p->ops[i].name : "?", desc, msg);
+		}
 	struct host *h = TW_NEW(struct host);
 	const struct exec_scratch *s = &env->scratch;
 	h->env = env;
 	h->nvme_fd = -1;
-	h->ga = scratch(h, s->gemm_a * 4);
-	h->gb = scratch(h, s->gemm_b * 4);
-	h->gc = scratch(h, s->gemm_c * 4);
-	h->q = scratch(h, s->attn_qkv * 4);
-	h->k = scratch(h, s->attn_qkv * 4);
-	h->v = scratch(h, s->attn_qkv * 4);
-	h->s = scratch(h, s->attn_scores * 4);
-	h->ein = scratch(h, s->elem_bytes / 2 + 4);
-	h->eout = scratch(h, s->elem_bytes / 2 + 4);
-	h->hin = scratch(h, s->host_bytes / 2 + 4);
-	h->hout = scratch(h, s->host_bytes / 2 + 4);
-	h->cin = scratch(h, s->coll_in);
-	h->cout = scratch(h, s->coll_out);
-	h->copy_a = scratch(h, s->copy_bytes);
-	h->copy_b = scratch(h, s->copy_bytes);
-	h->recv = scratch(h, s->p2p_bytes);
+	bool ok = true;
+	h->ga = scratch(h, s->gemm_a * 4, "GEMM operand A", &ok, err);
+	h->gb = scratch(h, s->gemm_b * 4, "GEMM operand B", &ok, err);
+	h->gc = scratch(h, s->gemm_c * 4, "GEMM output", &ok, err);
+	h->q = scratch(h, s->attn_qkv * 4, "attention Q", &ok, err);
+	h->k = scratch(h, s->attn_qkv * 4, "attention K", &ok, err);
+	h->v = scratch(h, s->attn_qkv * 4, "attention V", &ok, err);
+	h->s = scratch(h, s->attn_scores * 4, "attention scores", &ok, err);
+	h->ein = scratch(h, s->elem_bytes / 2 + 4, "memory-bound kernels", &ok, err);
+	h->eout = scratch(h, s->elem_bytes / 2 + 4, "memory-bound kernels", &ok, err);
+	h->hin = scratch(h, s->host_bytes / 2 + 4, "host-stream ops", &ok, err);
+	h->hout = scratch(h, s->host_bytes / 2 + 4, "host-stream ops", &ok, err);
+	h->cin = scratch(h, s->coll_in, "collective input", &ok, err);
+	h->cout = scratch(h, s->coll_out, "collective output", &ok, err);
+	h->copy_a = scratch(h, s->copy_bytes, "copies", &ok, err);
+	h->copy_b = scratch(h, s->copy_bytes, "copies", &ok, err);
+	h->recv = scratch(h, s->p2p_bytes, "p2p receives", &ok, err);
+	if (!ok) {
+		host_close(h);
+		return err->code;
+	}
 	*self = h;
 	return TW_OK;
 }
@@ -99,6 +182,12 @@ static void host_close(void *self)
 	for (size_t i = 0; i < h->nsends; i++)
 		free(h->sends[i].buf);
 	free(h->sends);
+	/* a receive still in flight is left after a failure, when MPI_Abort ends the process:
+	 * its buffer is kept, since MPI may still write it */
+	for (size_t i = 0; i < h->nrecvs; i++)
+		if (h->recvs[i].done)
+			free(h->recvs[i].buf);
+	free(h->recvs);
 	if (h->nvme_fd >= 0)
 		close(h->nvme_fd);
 	free(h);
@@ -328,9 +417,7 @@ static enum tw_result coll(struct host *h, const struct plan_op *op, struct exec
 		in_n = c * n;
 	else if (kind == PLAN_ALL_TO_ALL)
 		in_n = out_n = c * n;
-	if (c < 0 || c * n > 2147483647LL)
-		return tw_errf(err, TW_ERR_LIMIT, "count %lld x %lld ranks is beyond MPI's int counts",
-			       (long long)c, (long long)n);
+	TW_CHECK(mpi_counts_fit(env, op, err)); /* host_open checked the plan: a guard */
 	/* known input */
 	for (int64_t i = 0; i < in_n; i++) {
 		uint64_t v = kind == PLAN_ALL_TO_ALL || kind == PLAN_REDUCE_SCATTER
@@ -400,14 +487,120 @@ static enum tw_result coll(struct host *h, const struct plan_op *op, struct exec
 	return TW_OK;
 }
 
+#ifdef TWIN_HAVE_MPI
+/* Check a receive's data against its sender's pattern (and alter it first when the fault
+ * injection says so). */
+static enum tw_result recv_check(struct host *h, const struct plan_op *op, unsigned char *buf,
+				 struct tw_err *err)
+{
+	const struct exec_env *env = h->env;
+	int64_t bytes = op->u.p2p.bytes, peer = op->u.p2p.peer, seq = op->u.p2p.seq;
+	if (env->corrupt_op == (int64_t)op->id && bytes > 0)
+		buf[0]++;
+	if (!env->verify)
+		return TW_OK;
+	for (int64_t i = 0; i < bytes; i++)
+		if (buf[i] != (unsigned char)exec_pattern(peer, i, seq))
+			return tw_errf(err, TW_ERR_INTERNAL,
+				       "wrong data received at byte %lld: got %u, expected %u",
+				       (long long)i, buf[i], exec_pattern(peer, i, seq));
+	(*env->verified)++;
+	return TW_OK;
+}
+
+/* Take posted receive k off the list: wait for it unless MPI_Test saw it done, end its span,
+ * check its data. A failure names the receive (the caller's error names the op that
+ * needed it). */
+static enum tw_result recv_finish(struct host *h, size_t k, struct exec_span *span,
+				  struct tw_err *err)
+{
+	const struct exec_env *env = h->env;
+	struct pending_recv pr = h->recvs[k];
+	h->recvs[k] = h->recvs[--h->nrecvs];
+	const struct plan_op *op = &env->plan->ops[pr.op];
+	enum tw_result rc = TW_OK;
+	if (!pr.done) {
+		int64_t was = atomic_load(env->waiting_op);
+		atomic_store(env->waiting_op, (int64_t)pr.op);
+		int mrc = MPI_Wait(&pr.req, MPI_STATUS_IGNORE);
+		atomic_store(env->waiting_op, was);
+		if (mrc != MPI_SUCCESS)
+			rc = mpi_failed(mrc, "MPI_Wait (posted receive)", err);
+		pr.done_ns = tw_now_ns();
+	}
+	if (rc == TW_OK) {
+		span[pr.op].end_ns = pr.done_ns - env->t0_ns;
+		rc = recv_check(h, op, pr.buf, err);
+	}
+	free(pr.buf);
+	if (rc != TW_OK) {
+		char desc[192], msg[sizeof(err->msg)];
+		exec_op_desc(op, desc, sizeof(desc));
+		snprintf(msg, sizeof(msg), "%s", err->msg);
+		enum tw_result code = err->code;
+		tw_err_clear(err);
+		return tw_errf(err, code, "the receive posted ahead, op %u '%s' (%s): %s", op->id,
+			       op->name ? op->name : "?", desc, msg);
+	}
+	return TW_OK;
+}
+#endif
+
+#ifdef TWIN_HAVE_MPI
+/* Finish the posted receives op depends on, looking through ALLOC/FREE (which run at once and
+ * are not waited on) to their own dependencies, as the cuda backend's wait_deps does. */
+static enum tw_result finish_deps(struct host *h, const struct plan_op *op, int depth,
+				  struct exec_span *span, struct tw_err *err)
+{
+	const struct plan *p = h->env->plan;
+	const uint32_t *d = plan_op_deps(p, op);
+	for (uint32_t i = 0; i < op->ndeps && h->nrecvs > 0; i++) {
+		const struct plan_op *dep = &p->ops[d[i]];
+		if (dep->kind == PLAN_P2P) {
+			for (size_t k = 0; k < h->nrecvs; k++)
+				if (h->recvs[k].op == d[i]) {
+					TW_CHECK(recv_finish(h, k, span, err));
+					break;
+				}
+		} else if (depth < 8 && (dep->kind == PLAN_ALLOC || dep->kind == PLAN_FREE)) {
+			TW_CHECK(finish_deps(h, dep, depth + 1, span, err));
+		}
+	}
+	return TW_OK;
+}
+#endif
+
+/* Before op runs: the receives posted ahead that it depends on must have arrived (the plan's
+ * order is a topological one and every op waits for its own, so its direct dependencies
+ * suffice). Those still in flight are polled, so that their spans end near their arrival. */
+static enum tw_result wait_posted(struct host *h, const struct plan_op *op, struct exec_span *span,
+				  struct tw_err *err)
+{
+#ifdef TWIN_HAVE_MPI
+	if (h->nrecvs == 0)
+		return TW_OK;
+	for (size_t k = 0; k < h->nrecvs; k++) {
+		struct pending_recv *pr = &h->recvs[k];
+		int flag = 0;
+		if (!pr->done && MPI_Test(&pr->req, &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS && flag) {
+			pr->done = true;
+			pr->done_ns = tw_now_ns();
+		}
+	}
+	return finish_deps(h, op, 0, span, err);
+#else
+	(void)h, (void)op, (void)span, (void)err;
+	return TW_OK;
+#endif
+}
+
 static enum tw_result p2p(struct host *h, const struct plan_op *op, struct exec_span *span,
 			  struct tw_err *err)
 {
 	const struct exec_env *env = h->env;
 	int64_t bytes = op->u.p2p.bytes, peer = op->u.p2p.peer, seq = op->u.p2p.seq;
 	bool send = op->flags & PLAN_F_SEND;
-	if (bytes < 0 || bytes > 2147483647LL)
-		return tw_errf(err, TW_ERR_LIMIT, "p2p of %lld bytes is beyond MPI's int counts", (long long)bytes);
+	TW_CHECK(mpi_counts_fit(env, op, err)); /* host_open checked the plan: a guard */
 	if (peer < 0 || peer >= env->nranks || peer == env->rank)
 		return tw_errf(err, TW_ERR_INTERNAL, "p2p peer %lld is not another rank of %lld",
 			       (long long)peer, (long long)env->nranks);
@@ -418,7 +611,10 @@ static enum tw_result p2p(struct host *h, const struct plan_op *op, struct exec_
 	if (send) {
 		/* non-blocking, from its own copy: the pipeline schedule relies on sends not waiting
 		 * for the receiver (as NCCL's and Megatron's batched isend do) */
-		unsigned char *buf = tw_malloc((size_t)bytes + 1);
+		unsigned char *buf = malloc((size_t)bytes + 1);
+		if (!buf)
+			return tw_errf(err, TW_ERR_SYSTEM, "malloc(%lld): out of host memory",
+				       (long long)bytes + 1);
 		for (int64_t i = 0; i < bytes; i++)
 			buf[i] = (unsigned char)exec_pattern(env->rank, i, seq);
 		TW_GROW(h->sends, h->sends_cap, h->nsends + 1);
@@ -430,6 +626,27 @@ static enum tw_result p2p(struct host *h, const struct plan_op *op, struct exec_
 		t1 = tw_now_ns();
 		if (rc != MPI_SUCCESS)
 			return mpi_failed(rc, "MPI_Isend", err);
+	} else if (!(op->flags & PLAN_F_BLOCKING)) {
+		/* posted ahead: the op that uses it waits (wait_posted), its span ends then */
+		unsigned char *buf = malloc((size_t)bytes + 1);
+		if (!buf)
+			return tw_errf(err, TW_ERR_SYSTEM, "malloc(%lld): out of host memory",
+				       (long long)bytes + 1);
+		memset(buf, 0xA5, (size_t)bytes);
+		TW_GROW(h->recvs, h->recvs_cap, h->nrecvs + 1);
+		struct pending_recv *pr = &h->recvs[h->nrecvs];
+		memset(pr, 0, sizeof(*pr));
+		pr->buf = buf;
+		pr->op = op->id;
+		t0 = tw_now_ns();
+		int rc = MPI_Irecv(buf, (int)bytes, MPI_BYTE, (int)peer, tag, world, &pr->req);
+		if (rc != MPI_SUCCESS) {
+			free(buf);
+			return mpi_failed(rc, "MPI_Irecv", err);
+		}
+		h->nrecvs++;
+		span[op->id].start_ns = t0 - env->t0_ns;
+		return TW_OK;
 	} else {
 		memset(h->recv, 0xA5, (size_t)bytes);
 		t0 = tw_now_ns();
@@ -437,16 +654,7 @@ static enum tw_result p2p(struct host *h, const struct plan_op *op, struct exec_
 		t1 = tw_now_ns();
 		if (rc != MPI_SUCCESS)
 			return mpi_failed(rc, "MPI_Recv", err);
-		if (env->corrupt_op == (int64_t)op->id && bytes > 0)
-			h->recv[0]++;
-		if (env->verify) {
-			for (int64_t i = 0; i < bytes; i++)
-				if (h->recv[i] != (unsigned char)exec_pattern(peer, i, seq))
-					return tw_errf(err, TW_ERR_INTERNAL,
-						       "wrong data received at byte %lld: got %u, expected %u",
-						       (long long)i, h->recv[i], exec_pattern(peer, i, seq));
-			(*env->verified)++;
-		}
+		TW_CHECK(recv_check(h, op, h->recv, err));
 	}
 	span[op->id].start_ns = t0 - env->t0_ns;
 	span[op->id].end_ns = t1 - env->t0_ns;
@@ -504,6 +712,7 @@ static enum tw_result host_issue(void *self, const struct plan_op *op, struct ex
 				 struct tw_err *err)
 {
 	struct host *h = self;
+	TW_CHECK(wait_posted(h, op, span, err));
 	switch (op->kind) {
 	case PLAN_COMPUTE: {
 		int64_t t0 = tw_now_ns();
@@ -526,9 +735,17 @@ static enum tw_result host_issue(void *self, const struct plan_op *op, struct ex
 
 static enum tw_result host_step_end(void *self, struct exec_span *span, struct tw_err *err)
 {
-	(void)span;
 	struct host *h = self;
 #ifdef TWIN_HAVE_MPI
+	/* receives posted ahead that no op waited for (every one is posted by now, so the sends
+	 * below complete too) */
+	while (h->nrecvs > 0) {
+		enum tw_result rc = recv_finish(h, h->nrecvs - 1, span, err);
+		if (rc != TW_OK) {
+			atomic_store(h->env->waiting_op, (int64_t)-1);
+			return rc;
+		}
+	}
 	for (size_t i = 0; i < h->nsends; i++) {
 		atomic_store(h->env->waiting_op, (int64_t)h->sends[i].op);
 		int rc = MPI_Wait(&h->sends[i].req, MPI_STATUS_IGNORE);
@@ -542,7 +759,7 @@ static enum tw_result host_step_end(void *self, struct exec_span *span, struct t
 		}
 	}
 #else
-	(void)err;
+	(void)span, (void)err;
 #endif
 	h->nsends = 0;
 	atomic_store(h->env->waiting_op, (int64_t)-1);

@@ -76,6 +76,34 @@ for s in z0 z1 z2 z3 tp2 pp2 pp2-vp3-split ds-tp2-pp2 z2-offload z3-offload drop
 	check_run "run host, 4 ranks, $s" "$tmp/$s.json" $? "$db" 1
 done
 
+# Megatron's interleaved schedule with as many micro-batches as stages: with overlap_p2p_comm
+# (its default there) a stage-boundary receive is posted ahead, so rank 0's plan receives
+# micro-batch 0's grad before it sends micro-batch 1's activation. The receive is an MPI_Irecv
+# that the op using it waits for (a blocking MPI_Recv in plan order deadlocked): TP 2 x PP 2
+# (vp 2), PP 2 x CP 2 (vp 2), and MoE's combined 1F1B over ep 2 x PP 2 (vp 2)
+for v in tp2pp2:-m@tiny@-s@tiny-host@--set@vp=2@--set@grad_accum=2 \
+	cp2:-m@tiny@-s@$FIX/pp2.json@--set@vp=2@--set@grad_accum=2@--set@cp=2 \
+	moe:-m@tiny-moe@-s@$FIX/pp2.json@--set@vp=2@--set@grad_accum=2@--set@ep=2@--set@recompute=none@--set@overlap_moe_expert_parallel_comm=true; do
+	name=${v%%:*} opt=$(echo "${v#*:}" | tr @ ' ')
+	db=$tmp/mbpp-$name.db
+	timeout 120 $MPIRUN "$TWIN" run $opt -c host-cpu --gpus 4 --backend host --steps 1 --warmup 0 \
+		--timeout 60 --db "$db" --json >"$tmp/mbpp-$name.json" 2>"$tmp/mbpp-$name.json.err"
+	check_run "run host, 4 ranks, interleaved with micro-batches == pp, $name" "$tmp/mbpp-$name.json" $? "$db" 1
+done
+if [ "$have_sqlite" = 1 ]; then
+	# every send has its receive in the trace, the posted ones included, each ending after it
+	# starts
+	db=$tmp/mbpp-tp2pp2.db
+	sends=$(named_ops "$db" "'send_act', 'send_grad'")
+	recvs=$(named_ops "$db" "'recv_act', 'recv_grad'")
+	bad=$(sqlite3 "$db" "SELECT count(*) FROM events e JOIN names n ON n.id = e.name_id WHERE n.name LIKE 'recv_%' AND e.end_ns < e.start_ns")
+	if [ "${sends:-0}" -gt 0 ] && [ "$sends" = "$recvs" ] && [ "$bad" = 0 ]; then
+		ok "run host, interleaved: $recvs receives traced for $sends sends"
+	else
+		nok "run host, interleaved receives" "sends '$sends', receives '$recvs', reversed spans '$bad'"
+	fi
+fi
+
 # the pipeline's split tensors as older code ran them: DeepSpeed 0.5.5's PartitionedTensor
 # (list gather, meta read back to the host) and Megatron-LM's scatter-gather (2021-22)
 db=$tmp/ds055.db
@@ -300,6 +328,85 @@ if [ "$st" -ne 0 ] && [ "$st" -ne 124 ] &&
 	ok "run host, a wrong collective result is caught and named (status $st)"
 else
 	nok "run host, wrong collective result" "status $st: $(tail -n 5 "$tmp/bad.out" | tr '\n' ' ')"
+fi
+
+# a plan whose GPU share fits but whose host share does not (ZeRO-3 NVMe offload with large
+# buckets on 0.85 GiB of host memory): the verdict twin memory gives, refused before anything
+# is allocated, once, exit 2
+timeout 60 $MPIRUN "$TWIN" run -m tiny -c host-cpu --gpus 4 --ds-config examples/ds_configs/zero3-nvme.json \
+	--set zero_optimization.reduce_bucket_size=200000 --set zero_optimization.stage3_prefetch_bucket_size=100000 \
+	--set gpu.memory_gib=0.1 --set node.host_memory_gib=0.85 --backend host --steps 1 --warmup 0 \
+	--db "$tmp/hfit.db" >"$tmp/hfit.out" 2>"$tmp/hfit.err"
+st=$?
+n=$(grep -c "^twin:" "$tmp/hfit.err")
+if [ "$st" -eq 2 ] && [ "$n" -eq 1 ] && grep -q "does not fit in host memory, nothing was allocated" "$tmp/hfit.err" &&
+	[ ! -s "$tmp/hfit.out" ] && [ ! -e "$tmp/hfit.db" ]; then
+	ok "run host, a plan whose host memory does not fit is refused once under mpirun"
+else
+	nok "run host, host memory does not fit" "status $st, $n messages: $(head -c 300 "$tmp/hfit.err")"
+fi
+
+# a collective MPI's int counts cannot carry (Llama-2-7B's fp32 grads all-reduced in one call
+# over dp 2): refused when the plan is loaded, naming the op, before anything is allocated
+timeout 120 mpirun -np 2 --oversubscribe --allow-run-as-root "$TWIN" run -m llama2-7b -c host-cpu --gpus 2 \
+	-s "$FIX/tp2.json" --set tp=1 --set sequence_parallel=false --set seq_len=128 \
+	--set gpu.memory_gib=1000 --set node.host_memory_gib=10000 --backend host --steps 1 --warmup 0 \
+	--db "$tmp/mpilim.db" >"$tmp/mpilim.out" 2>"$tmp/mpilim.err"
+st=$?
+n=$(grep -c "^twin:" "$tmp/mpilim.err")
+if [ "$st" -eq 2 ] && [ "$n" -eq 1 ] && [ ! -e "$tmp/mpilim.db" ] &&
+	grep -q "twin: rank 0: op [0-9]* '[a-z_]*' (all_reduce over dp.*beyond MPI's int counts" "$tmp/mpilim.err"; then
+	ok "run host, a collective beyond MPI's int counts is refused before the first step"
+else
+	nok "run host, MPI count limit" "status $st, $n messages: $(head -c 300 "$tmp/mpilim.err")"
+fi
+
+# input warnings and notes come once, from rank 0, not once per rank
+printf '%s\n' '{"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1,' \
+	'"bf16": {"enabled": true}, "zero_optimization": {"stage": 1}, "foo_unknown": 1}' >"$tmp/unk.json"
+timeout 120 $MPIRUN "$TWIN" run -m tiny -c host-cpu --gpus 4 --ds-config "$tmp/unk.json" --set node.gpus=2 \
+	--set net.max_nodes=2 --set net.fabric=ethernet --set net.nic_gbps=100 --set net.nics_per_node=1 \
+	--backend host --steps 1 --warmup 0 --db "$tmp/once.db" >"$tmp/once.out" 2>"$tmp/once.err"
+st=$?
+w=$(grep -c "foo_unknown: unknown top-level key" "$tmp/once.err")
+n=$(grep -c "note: --set net.fabric" "$tmp/once.err")
+if [ "$st" -eq 0 ] && [ "$w" -eq 1 ] && [ "$n" -eq 1 ]; then
+	ok "run host, input warnings and notes printed once under mpirun"
+else
+	nok "run host, warnings once" "status $st, warning $w times, note $n times: $(head -c 300 "$tmp/once.err")"
+fi
+
+# a stall in the only timed step: the ops that ended before it are stored
+db=$tmp/stall1.db
+timeout 90 mpirun -np 2 --oversubscribe --allow-run-as-root "$TWIN" run -m tiny -c host-cpu --gpus 2 \
+	-s "$FIX/tp2.json" --backend host --steps 1 --warmup 0 --timeout 5 --db "$db" --fault stall:1:20 \
+	>"$tmp/stall1.out" 2>&1
+st=$?
+if [ "$have_sqlite" = 1 ]; then
+	e=$(sqlite3 "$db" "select count(*) from events" 2>/dev/null)
+	if [ "$st" -ne 0 ] && [ "$st" -ne 124 ] && [ "${e:-0}" -gt 0 ]; then
+		ok "run host, a stall in the only timed step stores the $e events that ended"
+	else
+		nok "run host, partial step" "status $st, events '$e': $(tail -n 4 "$tmp/stall1.out" | tr '\n' ' ')"
+	fi
+fi
+
+# the host backend's scratch beyond the address space (8 GiB of attention scores under a 4 GiB
+# limit): one line, exit 1, no abort. AddressSanitizer cannot start under such a limit
+if grep -q __asan_init "$TWIN" 2>/dev/null; then
+	echo "ok - run host, scratch out of memory # SKIP AddressSanitizer build"
+else
+	(ulimit -v 4194304; OPENBLAS_NUM_THREADS=1 timeout 60 "$TWIN" run -m tiny -c host-cpu --gpus 1 \
+		--set seq_len=16384 --set flash_attention=false --set gpu.memory_gib=100 \
+		--set node.host_memory_gib=1000 --backend host --steps 1 --warmup 0 --db "$tmp/oom.db" \
+		>"$tmp/oom.out" 2>"$tmp/oom.err")
+	st=$?
+	n=$(wc -l <"$tmp/oom.err")
+	if [ "$st" -eq 1 ] && [ "$n" -eq 1 ] && grep -q "rank 0: the host backend's scratch for .*out of host memory" "$tmp/oom.err"; then
+		ok "run host, scratch beyond host memory fails with one line"
+	else
+		nok "run host, scratch out of memory" "status $st, $n lines: $(head -c 300 "$tmp/oom.err")"
+	fi
 fi
 
 # a plan that does not fit: refused before anything is allocated, once, exit 2

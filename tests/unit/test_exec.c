@@ -1,7 +1,8 @@
 /* The executor's walker and host backend on hand-built plans (one process): every op kind runs,
  * the trace holds one event per op per timed step with the plan's tags, the measured memory is
  * exactly what the plan allocates, persistent buffers live across steps, failures name the
- * rank, the op and the call, and a plan that does not fit allocates nothing. */
+ * rank, the op and the call (and keep the failing step's completed ops), a plan that does not
+ * fit or that MPI's int counts cannot carry allocates nothing. */
 #include "../../exec/backend.h"
 #include "test.h"
 
@@ -208,6 +209,7 @@ static void test_does_not_fit(struct test_ctx *T)
 struct partial_seen {
 	int64_t run_id;
 	size_t nev;
+	size_t failed_step_ops;  /* events of the step that failed (timed step 1) */
 	int calls;
 };
 static int64_t begin_hook(void *ctx, int64_t nranks, struct tw_err *err)
@@ -220,6 +222,9 @@ static void partial_hook(void *ctx, int64_t run_id, const struct trace *t)
 	struct partial_seen *s = ctx;
 	s->run_id = run_id;
 	s->nev = t->nev;
+	for (size_t i = 0; i < t->nev; i++)
+		if (t->ev[i].step == 1 && t->ev[i].cat != TRACE_MARKER)
+			s->failed_step_ops++;
 	s->calls++;
 }
 
@@ -242,7 +247,10 @@ static void test_error_names_rank_op(struct test_ctx *T)
 	CHECK_STR_CONTAINS(T, err.msg, "fault injected");
 	CHECK_EQ_INT(T, seen.calls, 1);
 	CHECK_EQ_INT(T, seen.run_id, 42);
-	CHECK_EQ_INT(T, seen.nev, 9); /* the first timed step: 8 ops and its marker */
+	/* the first timed step (8 ops and its marker) and the ops of the failing step that ended
+	 * before op 6: fc1, attn, gelu */
+	CHECK_EQ_INT(T, seen.nev, 12);
+	CHECK_EQ_INT(T, seen.failed_step_ops, 3);
 	trace_release(&t);
 	exec_result_release(&res);
 }
@@ -276,6 +284,77 @@ static void test_unknown_backend(struct test_ctx *T)
 	CHECK_EQ_INT(T, exec_run_plan(&j, &opt, small_plan, &f, &t, &res, &err), TW_ERR_UNSUPPORTED);
 	CHECK_STR_CONTAINS(T, err.msg, "backend 'tpu' is not in this build");
 	trace_release(&t);
+}
+
+/* MPI's int counts, per collective: all-reduce, broadcast and reduce pass count; all-gather,
+ * reduce-scatter and all-to-all index count x members; a p2p passes its bytes. */
+static void test_mpi_counts(struct test_ctx *T)
+{
+	struct plan_op op;
+	memset(&op, 0, sizeof(op));
+	struct tw_err err = {0};
+	const int64_t lim = 2147483647LL;
+	op.kind = PLAN_COLL;
+	int kinds[] = {PLAN_ALL_REDUCE, PLAN_BROADCAST, PLAN_REDUCE};
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+		op.u.coll.coll = (uint8_t)kinds[i];
+		op.u.coll.count = lim;
+		CHECK_EQ_INT(T, exec_mpi_counts_fit(&op, 64, &err), TW_OK);
+		op.u.coll.count = lim + 1;
+		tw_err_clear(&err);
+		CHECK_EQ_INT(T, exec_mpi_counts_fit(&op, 64, &err), TW_ERR_LIMIT);
+		CHECK_STR_CONTAINS(T, err.msg, "beyond MPI's int counts");
+		tw_err_clear(&err);
+	}
+	int whole[] = {PLAN_ALL_GATHER, PLAN_REDUCE_SCATTER, PLAN_ALL_TO_ALL};
+	for (size_t i = 0; i < sizeof(whole) / sizeof(whole[0]); i++) {
+		op.u.coll.coll = (uint8_t)whole[i];
+		op.u.coll.count = lim / 8;
+		CHECK_EQ_INT(T, exec_mpi_counts_fit(&op, 8, &err), TW_OK);
+		op.u.coll.count = lim / 8 + 1;
+		CHECK_EQ_INT(T, exec_mpi_counts_fit(&op, 8, &err), TW_ERR_LIMIT);
+		CHECK_STR_CONTAINS(T, err.msg, "x 8 ranks is beyond MPI's int counts");
+		tw_err_clear(&err);
+	}
+	op.kind = PLAN_P2P;
+	op.u.p2p.bytes = lim;
+	CHECK_EQ_INT(T, exec_mpi_counts_fit(&op, 2, &err), TW_OK);
+	op.u.p2p.bytes = lim + 1;
+	CHECK_EQ_INT(T, exec_mpi_counts_fit(&op, 2, &err), TW_ERR_LIMIT);
+}
+
+/* A plan with an op MPI cannot take is refused when the backend opens, before the first step
+ * allocates anything, naming the op. */
+static enum tw_result big_p2p_plan(void *ctx, const struct job *j, int64_t rank, struct plan *p,
+				   struct plan_mem *pred, struct tw_err *err)
+{
+	(void)ctx, (void)j, (void)rank, (void)err;
+	memset(p, 0, sizeof(*p));
+	memset(pred, 0, sizeof(*pred));
+	mem_op(p, PLAN_ALLOC, 0, PLAN_MEM_PARAMS, PLAN_DEV_GPU, TW_MIB);
+	struct plan_op *s = push(p, PLAN_P2P, PLAN_STREAM_P2P, "send_act");
+	s->flags = PLAN_F_SEND;
+	s->u.p2p.peer = 1;
+	s->u.p2p.bytes = 2147483648LL;
+	pred->peak[PLAN_DEV_GPU] = TW_MIB;
+	return TW_OK;
+}
+
+static void test_mpi_limit_before_step(struct test_ctx *T)
+{
+	struct job j;
+	one_rank_job(&j);
+	struct exec_options opt = {.backend = "host", .steps = 1};
+	struct trace t;
+	struct exec_result res;
+	struct tw_err err = {0};
+	CHECK_EQ_INT(T, exec_run_plan(&j, &opt, big_p2p_plan, NULL, &t, &res, &err), TW_ERR_LIMIT);
+	CHECK_STR_CONTAINS(T, err.msg, "rank 0: op 1 'send_act' (send to rank 1, 2147483648 bytes");
+	CHECK_STR_CONTAINS(T, err.msg, "beyond MPI's int counts");
+	CHECK_EQ_INT(T, res.peak[PLAN_DEV_GPU], 0); /* nothing allocated */
+	CHECK_EQ_INT(T, t.nev, 0);
+	trace_release(&t);
+	exec_result_release(&res);
 }
 
 static void test_scratch_and_cats(struct test_ctx *T)
@@ -338,6 +417,8 @@ int main(void)
 	TEST_RUN(&T, test_error_names_rank_op);
 	TEST_RUN(&T, test_verify_catches_corruption);
 	TEST_RUN(&T, test_unknown_backend);
+	TEST_RUN(&T, test_mpi_counts);
+	TEST_RUN(&T, test_mpi_limit_before_step);
 #ifdef TWIN_HAVE_MPI
 	MPI_Finalize();
 #endif
