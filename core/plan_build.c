@@ -454,19 +454,27 @@ static uint32_t p2p(struct pb *b, bool send, int64_t peer, int kind, int64_t byt
 	return id;
 }
 
-static uint32_t copy(struct pb *b, enum plan_copy dir, const char *name, int64_t bytes,
-		     uint32_t dep)
+/* A copy on stream st (copy() picks the copy stream of its direction) */
+static uint32_t copy_on(struct pb *b, enum plan_copy dir, enum plan_stream st, const char *name,
+			int64_t bytes, uint32_t dep)
 {
 	if (bytes <= 0)
 		return PLAN_NONE;
-	enum plan_stream st = dir == PLAN_H2D || dir == PLAN_NVME_READ ? PLAN_STREAM_COPY_IN
-								       : PLAN_STREAM_COPY_OUT;
 	if (dep == PLAN_NONE) /* issued where the compute stream has got to, not ahead of it */
 		dep = b->last_compute;
 	uint32_t id = emit(b, PLAN_COPY, st, name, &dep, dep == PLAN_NONE ? 0 : 1, false);
 	b->p->ops[id].u.copy.dir = (uint8_t)dir;
 	b->p->ops[id].u.copy.bytes = bytes;
 	return id;
+}
+
+static uint32_t copy(struct pb *b, enum plan_copy dir, const char *name, int64_t bytes,
+		     uint32_t dep)
+{
+	return copy_on(b, dir,
+		       dir == PLAN_H2D || dir == PLAN_NVME_READ ? PLAN_STREAM_COPY_IN
+								  : PLAN_STREAM_COPY_OUT,
+		       name, bytes, dep);
 }
 
 static int32_t mem_alloc(struct pb *b, enum plan_mem_cat cat, enum plan_device dev, int64_t bytes,
@@ -1582,9 +1590,14 @@ static void reduce_scatter_pending(struct pb *b, struct red *r)
 	if (b->ds && b->s->offload_optimizer != STRAT_OFFLOAD_NONE) {
 		int64_t part = r->pending / r->n * b->gbytes;
 		uint32_t d = b->last_red;
+		/* partition_grads runs on reduce_and_partition_stream: the compute stream without
+		 * overlap_comm, else a stream of its own, in order with the reduction and not
+		 * behind the parameter fetches' H2D (they are on the all-gather stream) */
+		enum plan_stream gs = red_stream(b) == PLAN_STREAM_COMPUTE ? PLAN_STREAM_COMPUTE
+									   : PLAN_STREAM_COPY_OUT;
 		if (b->micro > 0) /* accumulate on the GPU: H2D, add, D2H (§3.3) */
-			d = copy(b, PLAN_H2D, "grad_h2d", part, d);
-		uint32_t c = copy(b, PLAN_D2H, "grad_d2h", part, d);
+			d = copy_on(b, PLAN_H2D, gs, "grad_h2d", part, d);
+		uint32_t c = copy_on(b, PLAN_D2H, gs, "grad_d2h", part, d);
 		if (c != PLAN_NONE)
 			b->last_d2h = c;
 	}

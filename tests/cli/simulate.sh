@@ -638,3 +638,14 @@ assert a['sim']['step_ns'] == af['sim']['step_ns'] and b['sim']['step_ns'] == bf
 check "simulate: the summary names the GPU pace" \
 	sh -c "'$TWIN' simulate -m llama2-7b -c dgx-h100 --gpus 16 -s megatron-175b --set tp=2 --set pp=2 --set global_batch=16 | grep -q 'GPU pace             x1.0262 on compute: the slowest of 16 GPUs'"
 check "simulate: Transformer Engine's KV all-gather runs the windows" "grep -q '^step time' '$out'"
+
+# ZeRO-3 offload with gradient accumulation: partition_grads' copies run on
+# reduce_and_partition_stream, not behind the parameter fetches' H2D, so overlap_comm (a
+# stream of its own) is not slower than the compute stream
+for oc in true false; do
+	"$TWIN" simulate -m mixtral-8x7b -c cloud-eth --gpus 4 --ds-config examples/ds_configs/zero3-offload.json \
+		--set train_micro_batch_size_per_gpu=1 --set gradient_accumulation_steps=4 \
+		--set zero_optimization.overlap_comm=$oc --json >"$tmp/oc_$oc.json" 2>"$err"
+done
+check "simulate: ZeRO-3 offload, overlap_comm on is faster than off" \
+	"[ \"\$(python3 -c \"import json; a=json.load(open('$tmp/oc_true.json')); b=json.load(open('$tmp/oc_false.json')); print(a['step_time_s'] < b['step_time_s'])\")\" = True ]"
