@@ -2103,27 +2103,24 @@ static enum tw_result resolve(struct strat_rd *r, const struct strat_inputs *in,
 			       strat_label(r, STRAT_TREE_DS, k), k);
 	}
 	/* fp16 (bf16) on a GPU without it runs emulated on CUDA cores, if at all: not modelled */
-	if (s->param_dtype == TW_FP16 && r->c && r->c->gpu.name[0] &&
-	    r->c->gpu.peak_tflops[TW_FP16] <= 0)
-		return s->framework == STRAT_DEEPSPEED && r->ds_file && !u.precision.given &&
-				       !r->fp16_auto
-			       ? tw_errf(r->err, TW_ERR_INVALID, "%s: fp16.enabled: GPU %s has no fp16 "
-					 "tensor cores (gpu.peak_tflops.fp16 is 0)",
-					 strat_label(r, STRAT_TREE_DS, "fp16.enabled"), r->c->gpu.name)
-			       : sfail(r, "precision", "%s: GPU %s has no fp16 tensor cores "
-				       "(gpu.peak_tflops.fp16 is 0)",
-				       r->fp16_auto ? "hf_trainer.fp16 (fp16.enabled: auto)" : "precision",
-				       r->c->gpu.name);
-	if (s->param_dtype == TW_BF16 && r->c && r->c->gpu.name[0] &&
-	    r->c->gpu.peak_tflops[TW_BF16] <= 0)
-		return s->framework == STRAT_DEEPSPEED && r->ds_file && !u.precision.given &&
-				       !r->bf16_auto
-			       ? tw_errf(r->err, TW_ERR_INVALID, "%s: bf16.enabled: GPU %s has no bf16 "
-					 "tensor cores (use fp16)",
-					 strat_label(r, STRAT_TREE_DS, "bf16.enabled"), r->c->gpu.name)
-			       : sfail(r, "precision", "%s: GPU %s has no bf16 tensor cores (use fp16)",
-				       r->bf16_auto ? "hf_trainer.bf16 (bf16.enabled: auto)" : "precision",
-				       r->c->gpu.name);
+	enum tw_dtype half = s->param_dtype;
+	if ((half == TW_FP16 || half == TW_BF16) && r->c && r->c->gpu.name[0] &&
+	    r->c->gpu.peak_tflops[half] <= 0) {
+		bool f16 = half == TW_FP16, hf_auto = f16 ? r->fp16_auto : r->bf16_auto;
+		const char *dn = f16 ? "fp16" : "bf16";
+		const char *hint = f16 ? "gpu.peak_tflops.fp16 is 0" : "use fp16";
+		char key[32];
+		snprintf(key, sizeof(key), "%s.enabled", dn);
+		if (s->framework == STRAT_DEEPSPEED && r->ds_file && !u.precision.given && !hf_auto)
+			return tw_errf(r->err, TW_ERR_INVALID,
+				       "%s: %s: GPU %s has no %s tensor cores (%s)",
+				       strat_label(r, STRAT_TREE_DS, key), key, r->c->gpu.name, dn, hint);
+		return sfail(r, "precision", "%s: GPU %s has no %s tensor cores (%s)",
+			     !hf_auto ? "precision"
+			     : f16    ? "hf_trainer.fp16 (fp16.enabled: auto)"
+				      : "hf_trainer.bf16 (bf16.enabled: auto)",
+			     r->c->gpu.name, dn, hint);
+	}
 	if (s->lora_rank > 0) {
 		oprov(s, "lora.rank", &u.lora_rank, "", "%" PRId64, s->lora_rank);
 		char tg[64] = "";

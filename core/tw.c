@@ -291,3 +291,20 @@ enum tw_result tw_out_close(struct tw_out *o, const char *path, bool ok, struct 
 		unlink(o->tmp);
 	return rc;
 }
+
+size_t tw_utf8_len(const char *p)
+{
+	const unsigned char *s = (const unsigned char *)p;
+	if (s[0] < 0x80)
+		return 1;
+	size_t n = s[0] >= 0xc2 && s[0] <= 0xdf ? 2 : s[0] >= 0xe0 && s[0] <= 0xef ? 3
+		 : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : 0;
+	for (size_t k = 1; k < n; k++)
+		if ((s[k] & 0xc0) != 0x80)
+			return 0;
+	/* overlong forms, UTF-16 surrogates, beyond U+10FFFF */
+	if ((n == 3 && s[0] == 0xe0 && s[1] < 0xa0) || (n == 3 && s[0] == 0xed && s[1] >= 0xa0) ||
+	    (n == 4 && s[0] == 0xf0 && s[1] < 0x90) || (n == 4 && s[0] == 0xf4 && s[1] >= 0x90))
+		return 0;
+	return n;
+}

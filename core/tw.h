@@ -107,6 +107,10 @@ int64_t tw_now_ns(void);
 bool tw_mul64(int64_t a, int64_t b, int64_t *out);
 bool tw_add64(int64_t a, int64_t b, int64_t *out);
 
+/* Length of the valid UTF-8 sequence at s (1 for ASCII), 0 when the bytes are not UTF-8
+ * (overlong, a surrogate, beyond U+10FFFF, truncated). */
+size_t tw_utf8_len(const char *s);
+
 /* "6,738,415,616" into buf (>= 32 bytes); returns buf. */
 char *tw_fmt_thousands(int64_t v, char *buf, size_t len);
 

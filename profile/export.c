@@ -8,22 +8,6 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Length of the valid UTF-8 sequence at s (1 for ASCII), 0 when the bytes are not UTF-8. */
-static size_t utf8_seq(const unsigned char *s)
-{
-	if (s[0] < 0x80)
-		return 1;
-	size_t n = s[0] >= 0xc2 && s[0] <= 0xdf ? 2 : s[0] >= 0xe0 && s[0] <= 0xef ? 3
-		 : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : 0;
-	for (size_t k = 1; k < n; k++)
-		if ((s[k] & 0xc0) != 0x80)
-			return 0;
-	if ((n == 3 && s[0] == 0xe0 && s[1] < 0xa0) || (n == 3 && s[0] == 0xed && s[1] >= 0xa0) ||
-	    (n == 4 && s[0] == 0xf0 && s[1] < 0x90) || (n == 4 && s[0] == 0xf4 && s[1] >= 0x90))
-		return 0;
-	return n;
-}
-
 /* A JSON string; bytes that are not UTF-8 (names from traces are not checked) become U+FFFD,
  * so the file stays valid JSON. */
 static void put_str(FILE *f, const char *s)
@@ -32,7 +16,7 @@ static void put_str(FILE *f, const char *s)
 	const unsigned char *p = (const unsigned char *)s;
 	while (*p) {
 		unsigned char c = *p;
-		size_t n = utf8_seq(p);
+		size_t n = tw_utf8_len((const char *)p);
 		if (c == '"' || c == '\\')
 			fprintf(f, "\\%c", c);
 		else if (c < 0x20 || c == 0x7f)

@@ -541,23 +541,6 @@ void prof_name_display(char *dst, size_t len, const char *src)
 		dst[i] = '\0';
 }
 
-/* Length of the UTF-8 sequence at s, 0 when it is not valid (overlong, surrogate, > U+10FFFF,
- * truncated). */
-static size_t utf8_len(const unsigned char *s)
-{
-	if (s[0] < 0x80)
-		return 1;
-	size_t n = s[0] >= 0xc2 && s[0] <= 0xdf ? 2 : s[0] >= 0xe0 && s[0] <= 0xef ? 3
-		 : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : 0;
-	for (size_t k = 1; k < n; k++)
-		if ((s[k] & 0xc0) != 0x80)
-			return 0;
-	if ((n == 3 && s[0] == 0xe0 && s[1] < 0xa0) || (n == 3 && s[0] == 0xed && s[1] >= 0xa0) ||
-	    (n == 4 && s[0] == 0xf0 && s[1] < 0x90) || (n == 4 && s[0] == 0xf4 && s[1] >= 0x90))
-		return 0;
-	return n;
-}
-
 enum tw_result prof_run_name_check(const char *name, const char *what, struct tw_err *err)
 {
 	char shown[160];
@@ -569,7 +552,7 @@ enum tw_result prof_run_name_check(const char *name, const char *what, struct tw
 			return tw_errf(err, TW_ERR_INVALID,
 				       "%s '%s': a run name may not contain control characters "
 				       "(newline, tab, escape...)", what, shown);
-		size_t n = utf8_len(p);
+		size_t n = tw_utf8_len((const char *)p);
 		if (!n)
 			return tw_errf(err, TW_ERR_INVALID, "%s '%s': a run name must be UTF-8 text",
 				       what, shown);
