@@ -22,7 +22,7 @@ static const char profile_help[] =
 	"export   Chrome / Perfetto trace JSON with Kineto's fields; --rank R writes one rank\n"
 	"         (HTA reads one file per rank)\n"
 	"merge    combines the runs of per-rank databases (e.g. written by libtwinprof.so with\n"
-	"         TWIN_DB=rank%%r.db) into one run of the database given by --db\n\n"
+	"         TWIN_DB=rank%r.db) into one run of the database given by --db\n\n"
 	"RUN is a run id or name (see 'twin runs'). The default database is twin.db.\n";
 
 /* the options given, so that each action refuses those it does not take */
