@@ -191,6 +191,61 @@ J
 check "kernels overlapping on one stream: imported with a note" sh -c "[ $? -eq 0 ] && grep -q 'note: 1 GPU event starts over 1 us before' '$d/e'"
 check "... and counted once" sh -c "'$TWIN' profile analyze 1 --db '$d/ovk.db' --json | grep -Eq '\"compute_ns\":[[:space:]]*150000,'"
 
+# --- large traces are read an element at a time (a whole-file cJSON tree is ~7x the text):
+# the same events pretty-printed and compact analyse alike, peak memory stays near the file
+# size, and a cut file is refused naming the element
+python3 - "$d" <<'PY'
+import json, sys
+d = sys.argv[1]
+ev, t = [], 0.0
+for s in range(1, 4):
+    t0 = t
+    for k in range(5000):
+        c = s * 100000 + k
+        ev.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": round(t, 3), "dur": 5.0,
+                   "args": {"External id": c, "Input Dims": [[8, 1024], [1024, 1024]], "Concrete Inputs": ["", "\"cuda:0\"", "[1]"]}})
+        ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": round(t + 1, 3),
+                   "dur": 3.0, "args": {"correlation": c}})
+        if k % 50 == 0:
+            ev.append({"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_bf16_RING_LL", "pid": 0, "tid": 20,
+                       "ts": round(t + 8, 3), "dur": 6.5, "args": {"device": 0, "stream": 20, "correlation": c,
+                       "Collective name": "allreduce", "dtype": "BFloat16", "In msg nelems": 1048576,
+                       "Out msg nelems": 1048576, "Group size": 8, "Process Group Name": "0"}})
+        else:
+            ev.append({"ph": "X", "cat": "kernel", "name": "ampere_bf16_s16816gemm {[\"tn\"]}", "pid": 0, "tid": 7,
+                       "ts": round(t + 8, 3), "dur": 6.5, "args": {"device": 0, "stream": 7, "correlation": c,
+                       "grid": [132, 1, 1], "block": [256, 1, 1]}})
+        ev.append({"ph": "f", "id": c, "pid": 0, "tid": 7, "ts": round(t + 8, 3), "cat": "ac2g", "name": "ac2g", "bp": "e"})
+        t += 10
+    ev.append({"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#%d" % s, "pid": 1, "tid": 1, "ts": round(t0, 3),
+               "dur": round(t - t0 - 1, 3)})
+doc = {"schemaVersion": 1, "distributedInfo": {"rank": 0, "world_size": 1}, "traceEvents": ev,
+       "baseTimeNanoseconds": 1696118400000000000}
+json.dump(doc, open(d + "/large.json", "w"), indent=1)
+json.dump(doc, open(d + "/large_compact.json", "w"), separators=(",", ":"))
+PY
+# the child's exit status and peak RSS (KiB)
+peak() { python3 -c "
+import resource, subprocess, sys
+r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)" "$@"; }
+set -- $(peak "$TWIN" profile import --kineto "$d/large.json" --name big --db "$d/lg.db")
+lg_st=${1:-1} lg_kib=${2:-0}
+"$TWIN" profile import --kineto "$d/large_compact.json" --name big --db "$d/lgc.db" >/dev/null 2>"$d/e"
+"$TWIN" profile analyze big --db "$d/lg.db" --json >"$d/lg.json" 2>>"$d/e"
+"$TWIN" profile analyze big --db "$d/lgc.db" --json >"$d/lgc.json" 2>>"$d/e"
+check "large trace: 3 steps, pretty-printed and compact analyse alike" sh -c \
+	"[ $lg_st -eq 0 ] && cmp -s '$d/lg.json' '$d/lgc.json' && grep -Eq '\"nsteps\":[[:space:]]*3,' '$d/lg.json' && grep -q all_reduce '$d/lg.json'"
+# (a plain binary only: valgrind and ASan have their own memory)
+if [ "$(head -c 4 "$TWIN" | od -An -c | tr -d ' ')" = 177ELF ] && ! grep -q __asan_init "$TWIN"; then
+	size=$(wc -c <"$d/large.json")
+	check "large trace: peak memory under 2x the file + 40 MB" [ $((lg_kib * 1024)) -lt $((2 * size + 40000000)) ]
+fi
+head -c 6000000 "$d/large.json" >"$d/cut.json"
+"$TWIN" profile import --kineto "$d/cut.json" --db "$d/cut.db" >"$d/o" 2>"$d/e"
+check "a cut trace: one line naming the file, line, column and element" sh -c \
+	"[ $? -eq 2 ] && [ \$(wc -l <'$d/e') -eq 1 ] && grep -Eq 'cut.json:[0-9]+:[0-9]+: malformed JSON \(in traceEvents\[[0-9]+\]\)' '$d/e' && [ ! -e '$d/cut.db' ]"
+
 # --- the same file twice is one rank, not two; merge never writes into an input
 cp $K/rank0.json "$d/k0.json"
 ln -s k0.json "$d/k0link.json"

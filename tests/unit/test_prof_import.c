@@ -394,6 +394,120 @@ static void test_kineto_exact_times(struct test_ctx *T)
 	trace_release(&t);
 }
 
+/* a file's text, imported: the number of events (-1: refused, message in err) */
+static long kineto_text(const char *text, size_t len, struct tw_err *err)
+{
+	const char *p = tmp("scan.json");
+	FILE *f = fopen(p, "wb");
+	fwrite(text, 1, len, f);
+	fclose(f);
+	struct trace t;
+	trace_init(&t, TRACE_KIND_IMPORT, 0);
+	tw_err_clear(err);
+	long n = prof_import_kineto(p, 0, &t, err) == TW_OK ? (long)t.nev : -1;
+	if (n < 0 && t.nev != 0)
+		n = -2; /* a refused file must leave the trace as it was */
+	trace_release(&t);
+	return n;
+}
+
+static void kineto_ok(struct test_ctx *T, const char *text, long want)
+{
+	struct tw_err err = {0};
+	long n = kineto_text(text, strlen(text), &err);
+	if (n != want)
+		printf("#   %s\n#   -> %s\n", text, err.msg);
+	CHECK_EQ_INT(T, n, want);
+}
+
+/* The events are read an element at a time (the file is not parsed whole): the scanner that
+ * finds each element's end knows strings, escapes and nesting; the top-level traceEvents is
+ * the only one taken; every malformed file is refused as a whole-file parse would refuse it,
+ * at the same line and column, naming the element. */
+static void test_kineto_scanner(struct test_ctx *T)
+{
+#define KX "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k\", \"ts\": 1, \"dur\": 1}"
+	/* brackets, braces, escaped quotes and backslashes inside strings; nested args */
+	kineto_ok(T, "{\"traceEvents\": [{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k[\\\"]{}\\\\\", "
+		     "\"ts\": 1, \"dur\": 1, \"args\": {\"a\": {\"b\": [1, {\"c\": \"]\"}]}, \"s\": \"\\\\\\\"}\"}}, "
+		     KX "]}", 2);
+	/* "traceEvents" in a string, in a nested object, after the array, escaped */
+	kineto_ok(T, "{\"note\": \"\\\"traceEvents\\\": [\", \"meta\": {\"traceEvents\": [" KX "]}, "
+		     "\"traceEvents\": [" KX "], \"tail\": \"]}\"}", 1);
+	kineto_ok(T, "{\"trace\\u0045vents\": [" KX ", " KX "]}", 2); /* the same key to cJSON */
+	kineto_ok(T, "{\"traceEvents\": [{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k\", \"ts\": 1, "
+		     "\"dur\": 1, \"args\": {\"traceEvents\": [" KX "]}}]}", 1);
+	kineto_bad(T, "{\"meta\": {\"traceEvents\": [" KX "]}, \"x\": \"traceEvents\"}", "traceEvents: missing");
+	/* empty arrays, whitespace as cJSON reads it (every byte up to the space), a BOM */
+	kineto_ok(T, "{\"traceEvents\": []}", 0);
+	kineto_ok(T, "\n{ \"traceEvents\" :\t[\n \r]\n}\n", 0);
+	kineto_ok(T, "{\"traceEvents\":[" KX "," KX "]}", 2);
+	kineto_ok(T, "{\"traceEvents\":\x01[\x02" KX "\x1f,\x0b" KX "\n]}", 2);
+	kineto_ok(T, "\xEF\xBB\xBF{\"traceEvents\": [" KX "]}", 1);
+	/* truncated, unbalanced, trailing garbage: line and column of the whole file */
+	kineto_bad(T, "{\"traceEvents\": [" KX ", {\"ph\": \"X, \"cat\": \"kernel\"}]}",
+		   "bad.json:1:92: malformed JSON (in traceEvents[1])");
+	kineto_bad(T, "{\"traceEvents\": [" KX ", {\"ph\": \"X", "bad.json:1:88: malformed JSON (in traceEvents[1])");
+	kineto_bad(T, "{\"traceEvents\": [" KX ", {\"ph\": \"X\\", "malformed JSON (in traceEvents[1])");
+	kineto_bad(T, "{\"traceEvents\": [" KX "}]}", "bad.json:1:78: malformed JSON");
+	kineto_bad(T, "{\"traceEvents\": [" KX "]]}", "bad.json:1:79: malformed JSON");
+	kineto_bad(T, "{\"traceEvents\": [{\"a\": [}]}", "bad.json:1:25: malformed JSON (in traceEvents[0])");
+	kineto_bad(T, "{\"traceEvents\": [" KX ",]}", "bad.json:1:79: malformed JSON (in traceEvents[1])");
+	kineto_bad(T, "{\"traceEvents\": [7x]}", "bad.json:1:19: malformed JSON (in traceEvents[0])");
+	kineto_bad(T, "{\"traceEvents\": [" KX "]} x", "bad.json:1:81: malformed JSON");
+	kineto_bad(T, "{\"traceEvents\": [" KX "]}\n{}", "bad.json:2:1: malformed JSON");
+	kineto_bad(T, "{\"traceEvents\" [" KX "]}", "bad.json:1:16: malformed JSON");
+	kineto_bad(T, "{\"traceEvents\": [" KX "] \"b\": 1}", "bad.json:1:80: malformed JSON");
+	kineto_bad(T, "", "empty file");
+	kineto_bad(T, "{\"traceEvents\": []}\x01", "bad.json:1:20: malformed JSON");
+	/* malformed JSON comes before any field's error, and the first in the text wins */
+	kineto_bad(T, "{\"traceEvents\": [{\"ph\": \"X\", \"cat\": \"kernel\", \"ts\": 1, \"dur\": 1}, "
+		      "{\"ph\": nul}]}", "bad.json:1:74: malformed JSON (in traceEvents[1])");
+	kineto_bad(T, "{\"distributedInfo\": {\"rank\": \"zero\"}, \"traceEvents\": [{]}",
+		   "bad.json:1:57: malformed JSON (in traceEvents[0])");
+	kineto_bad(T, "{\"traceEvents\": [{\"a\": x}], \"b\": }", "bad.json:1:24: malformed JSON");
+	kineto_bad(T, "{\"traceEvents\": [" KX "], \"b\": }", "bad.json:1:86: malformed JSON");
+	kineto_bad(T, "{\"a\": x, \"traceEvents\": [{]}", "bad.json:1:7: malformed JSON");
+	/* the top level: an object with one traceEvents array */
+	kineto_bad(T, "[" KX "]", "top level is not an object");
+	kineto_bad(T, "[" KX ", ", "bad.json:1:63: malformed JSON");
+	kineto_bad(T, "\"traceEvents\"", "top level is not an object");
+	kineto_bad(T, "{\"traceEvents\": \"x\"}", "traceEvents: must be an array");
+	kineto_bad(T, "{\"traceEvents\": [], \"traceEvents\": [" KX "]}",
+		   "traceEvents: appears twice at the top level");
+	kineto_bad(T, "{\"traceEvents\": 1, \"traceEvents\": []}", "traceEvents: appears twice");
+	struct tw_err err = {0};
+	CHECK_EQ_INT(T, kineto_text("{\"traceEvents\": [{\"ph\": \"X\0\"}]}", 30, &err), -1);
+	CHECK_STR_CONTAINS(T, err.msg, "contains a NUL byte");
+	/* cJSON nests 1000 deep; an element sits in two containers, as in the whole file */
+	char deep[2200];
+	for (int m = 997; m <= 998; m++) {
+		int w = snprintf(deep, sizeof(deep), "{\"traceEvents\": [{\"ph\": \"M\", \"args\": ");
+		memset(deep + w, '[', (size_t)m);
+		memset(deep + w + m, ']', (size_t)m);
+		snprintf(deep + w + 2 * m, sizeof(deep) - (size_t)(w + 2 * m), "}]}");
+		if (m == 997)
+			kineto_ok(T, deep, 0);
+		else
+			kineto_bad(T, deep, "bad.json:1:1035: malformed JSON (in traceEvents[0])");
+	}
+	/* every cut of a trace is refused as malformed (never imported in part) */
+	const char *full = "{\"distributedInfo\": {\"rank\": 0}, \"traceEvents\": [\n  " KX ",\n  "
+			   "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"n[\\\"x\\\"]\", \"ts\": 2, \"dur\": 1, "
+			   "\"args\": {\"s\": [1, {\"t\": \"}\"}]}}\n], \"baseTimeNanoseconds\": 1000}";
+	size_t flen = strlen(full), refused = 0;
+	CHECK_EQ_INT(T, kineto_text(full, flen, &err), 2);
+	for (size_t cut = 0; cut < flen; cut++) {
+		long n = kineto_text(full, cut, &err);
+		refused += n == -1 && (strstr(err.msg, "malformed JSON") || strstr(err.msg, "empty file")) &&
+			   strstr(err.msg, "scan.json");
+		if (n != -1)
+			printf("#   cut at %zu: %ld events\n", cut, n);
+	}
+	CHECK_EQ_INT(T, refused, flen);
+#undef KX
+}
+
 int main(void)
 {
 	snprintf(tmpdir, sizeof(tmpdir), "/tmp/twin_test_import_%d", (int)getpid());
@@ -409,6 +523,7 @@ int main(void)
 	TEST_RUN(&T, test_reduce_round_trip);
 	TEST_RUN(&T, test_kineto_malformed);
 	TEST_RUN(&T, test_kineto_exact_times);
+	TEST_RUN(&T, test_kineto_scanner);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
 	if (system(cmd) != 0)
 		printf("# could not remove %s\n", tmpdir);
