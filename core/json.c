@@ -58,6 +58,8 @@ enum tw_result json_read_file(const char *path, int64_t max_bytes, char **out, s
 enum tw_result json_parse(const char *name, const char *text, size_t len, cJSON **out,
 			  struct tw_err *err)
 {
+	if (len >= 2 && (unsigned char)text[0] == 0x1f && (unsigned char)text[1] == 0x8b)
+		return tw_errf(err, TW_ERR_INVALID, "%s: gzip-compressed; gunzip it first", name);
 	if (memchr(text, '\0', len))
 		return tw_errf(err, TW_ERR_INVALID, "%s: not a JSON text (contains a NUL byte)", name);
 	const char *end = NULL;

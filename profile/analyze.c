@@ -257,6 +257,16 @@ static size_t rank_windows(const struct trace *t, const size_t *idx, size_t n, s
 		}
 	}
 	free(p);
+	/* steps run one after the other: a step's window that reaches into the next one's (an
+	 * asynchronous collective or a prefetch copy still running on another stream, Kineto's
+	 * 1 ns widening) ends where the next begins, so no work counts twice */
+	for (size_t k = 0; k + 1 < nw; k++) {
+		struct window *x = &w[k], *y = &w[k + 1];
+		if (y->ma <= y->mb && x->ma <= x->mb && y->ma > x->ma && y->ma < x->mb)
+			x->mb = y->ma;
+		if (y->a > x->a && y->a < x->b)
+			x->b = y->a;
+	}
 	if (nw == 0) { /* no step information: the whole trace of the rank is one step */
 		int64_t a = INT64_MAX, b = INT64_MIN;
 		for (size_t i = 0; i < n; i++) {

@@ -666,6 +666,9 @@ static enum tw_result import_event(struct kineto_import *k, const cJSON *e, size
 		const cJSON *tid = cJSON_GetObjectItemCaseSensitive(e, "tid");
 		m.cat = TRACE_MARKER;
 		m.stream = cJSON_IsNumber(tid) ? to_i32(tid->valuedouble) : 0;
+		/* Kineto's GPU rows: pid is the device */
+		const cJSON *pid = cJSON_GetObjectItemCaseSensitive(e, "pid");
+		m.device = cJSON_IsNumber(pid) ? to_i32(pid->valuedouble) : 0;
 		m.start_ns = start;
 		m.end_ns = end;
 		m.name = trace_intern(t, name->valuestring);
@@ -678,7 +681,7 @@ static enum tw_result import_event(struct kineto_import *k, const cJSON *e, size
 		int64_t s;
 		if (prof_step_marker(name->valuestring, &s)) {
 			TW_GROW(k->steps, k->scap, k->ns + 1);
-			k->steps[k->ns++] = (struct prof_host_step){s, start, end, erank, -1};
+			k->steps[k->ns++] = (struct prof_host_step){s, start, end, erank, -1, -1};
 		}
 	} else if (!strcmp(c, "kernel") || !strcmp(c, "gpu_memcpy") || !strcmp(c, "gpu_memset") ||
 		   (!strcmp(c, "cpu_op") && cJSON_IsString(arg(args, "twin category")))) {
@@ -796,7 +799,7 @@ static enum tw_result finish_import(struct kineto_import *k, struct tw_err *err)
 			const struct trace_event *m = &t->ev[q];
 			if (m->cat == TRACE_MARKER && prof_step_marker(trace_name(t, m), &sn))
 				g[ng++] = (struct prof_host_step){sn, m->start_ns, m->end_ns, m->rank,
-								  m->stream};
+								  m->device, m->stream};
 		}
 		rc = prof_check_steps(g, ng, true, k->path, err);
 		free(g);
@@ -894,6 +897,10 @@ enum tw_result prof_import_kineto(const char *path, int64_t rank, struct trace *
 	char *text;
 	size_t len;
 	TW_CHECK(json_read_file(path, KINETO_MAX_FILE_BYTES, &text, &len, err));
+	if (len >= 2 && (unsigned char)text[0] == 0x1f && (unsigned char)text[1] == 0x8b) {
+		free(text); /* tensorboard_trace_handler(use_gzip=True) writes .json.gz */
+		return tw_errf(err, TW_ERR_INVALID, "%s: gzip-compressed; gunzip it first", path);
+	}
 	if (memchr(text, '\0', len)) {
 		free(text);
 		return tw_errf(err, TW_ERR_INVALID, "%s: not a JSON text (contains a NUL byte)", path);

@@ -244,7 +244,7 @@ static enum tw_result read_steps(struct ctx *c, size_t first)
 			break;
 		}
 		TW_GROW(steps, cap, ns + 1);
-		steps[ns++] = (struct prof_host_step){step, a, b, c->rank, -1};
+		steps[ns++] = (struct prof_host_step){step, a, b, c->rank, -1, -1};
 	}
 	if (rc == TW_OK && s != SQLITE_DONE)
 		rc = nsys_fail(n, "NVTX_EVENTS");

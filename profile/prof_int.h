@@ -9,14 +9,16 @@
 struct prof_host_step {
 	int64_t step, start_ns, end_ns;
 	int32_t rank;
-	int32_t stream; /* GPU-side: the stream (tid); host ranges: -1 */
+	int32_t device; /* GPU-side: the GPU; host ranges: -1 */
+	int32_t stream; /* GPU-side: the stream (tid; 0 when it was not a number); host: -1 */
 };
 
 /* Check one file's step ranges (sorts s): on one rank, ranges of one step must overlap or
- * touch — on one stream (per_stream: GPU-side ranges, one per stream and step) a step may
- * appear once, across streams its ranges join whatever the gaps —, and the steps' spans must
- * not overlap each other (a rank runs one step at a time; overlapping windows would count
- * their shared work twice). Errors name path, the rank, the steps and their times. */
+ * touch — on one stream of one GPU (per_stream: GPU-side ranges, one per stream and step) a
+ * step may appear once, across streams its ranges join whatever the gaps. Steps whose spans
+ * overlap are allowed (an asynchronous collective or a prefetch copy of step N still runs when
+ * step N+1 starts on another stream; Kineto widens each range by 1 ns): the analysis ends a
+ * window where the next begins. Errors name path, the rank, the step and its times. */
 enum tw_result prof_check_steps(struct prof_host_step *s, size_t n, bool per_stream,
 				const char *path, struct tw_err *err);
 

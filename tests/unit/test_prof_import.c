@@ -120,7 +120,6 @@ static void test_nsys_malformed(struct test_ctx *T)
 		 "row 2: demangledName 99 / shortName 98: no such id in StringIds");
 	nsys_bad(T, "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET streamId = 4294967303 WHERE rowid = 1",
 		 "streamId is 4294967303, out of range");
-	nsys_bad(T, "UPDATE NVTX_EVENTS SET end = 150000 WHERE rowid = 1", "steps 1 and 2 overlap on rank 0");
 	/* not SQLite at all */
 	struct trace t;
 	trace_init(&t, TRACE_KIND_IMPORT, 0);
@@ -327,13 +326,47 @@ static void test_kineto_malformed(struct test_ctx *T)
 		   "args.Group size: must be an integer");
 	kineto_bad(T, "{\"distributedInfo\": {\"rank\": 0, \"world_size\": 1e12}, \"traceEvents\": []}",
 		   "distributedInfo.world_size: must be an integer");
-	/* steps: one range per step and stream, no two steps at once */
+	/* steps: one range per step and stream of a GPU */
 #define GS(n, tid, ts, dur) "{\"ph\": \"X\", \"cat\": \"gpu_user_annotation\", \"name\": " \
 	"\"ProfilerStep#" #n "\", \"tid\": " #tid ", \"ts\": " #ts ", \"dur\": " #dur "}, "
-	kineto_bad(T, "{\"traceEvents\": [" GS(1, 7, 0, 150) GS(2, 7, 100, 150)
-		      KX("\"ts\": 0, \"dur\": 250") "]}", "steps 1 and 2 overlap on rank 0");
 	kineto_bad(T, "{\"traceEvents\": [" GS(1, 7, 0, 100) GS(1, 7, 200, 100)
-		      KX("\"ts\": 0, \"dur\": 250") "]}", "step 1 appears twice on stream 7 of rank 0");
+		      KX("\"ts\": 0, \"dur\": 250") "]}",
+		   "step 1 appears twice on stream 7 of GPU 0 of rank 0");
+	/* steps whose windows overlap (a collective of step 1 still running when step 2
+	 * starts): step 1 ends where step 2 begins, the kernel counts once */
+	{
+		const char *p = tmp("overlap.json");
+		FILE *f = fopen(p, "w");
+		fputs("{\"traceEvents\": [" GS(1, 7, 0, 150) GS(2, 7, 100, 150)
+		      KX("\"ts\": 0, \"dur\": 250") "]}", f);
+		fclose(f);
+		struct trace t;
+		trace_init(&t, TRACE_KIND_IMPORT, 0);
+		struct tw_err err = {0};
+		CHECK_EQ_INT(T, prof_import_kineto(p, 0, &t, &err), TW_OK);
+		struct prof_analysis a;
+		CHECK_EQ_INT(T, prof_analyze(&t, &a, &err), TW_OK);
+		CHECK_EQ_INT(T, a.nsteps, 2);
+		CHECK_EQ_INT(T, a.step_ns, 125000);    /* 100 and 150 us */
+		CHECK_EQ_INT(T, a.compute_ns, 125000); /* 250 us of kernel, once */
+		trace_release(&t);
+	}
+	/* one step on stream 7 of two GPUs (one process drives both) */
+	{
+		const char *p = tmp("twogpus.json");
+		FILE *f = fopen(p, "w");
+		fputs("{\"traceEvents\": [{\"ph\": \"X\", \"cat\": \"gpu_user_annotation\", \"name\": "
+		      "\"ProfilerStep#1\", \"pid\": 0, \"tid\": 7, \"ts\": 0, \"dur\": 100}, "
+		      "{\"ph\": \"X\", \"cat\": \"gpu_user_annotation\", \"name\": \"ProfilerStep#1\", "
+		      "\"pid\": 1, \"tid\": 7, \"ts\": 0, \"dur\": 100}, "
+		      KX("\"ts\": 0, \"dur\": 50") "]}", f);
+		fclose(f);
+		struct trace t;
+		trace_init(&t, TRACE_KIND_IMPORT, 0);
+		struct tw_err err = {0};
+		CHECK_EQ_INT(T, prof_import_kineto(p, 0, &t, &err), TW_OK);
+		trace_release(&t);
+	}
 #undef GS
 #undef KX
 }
