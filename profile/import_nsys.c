@@ -46,6 +46,27 @@ static bool has_table(struct nsys *n, const char *table, enum tw_result *rc)
 	return s == SQLITE_ROW;
 }
 
+/* A report of a whole launcher (nsys profile torchrun ...) holds every rank's kernels: one
+ * file is one rank here, so several processes (globalPid, where the export has it) are
+ * refused rather than merged into one rank. */
+static enum tw_result one_process(struct nsys *n)
+{
+	sqlite3_stmt *st;
+	if (sqlite3_prepare_v2(n->h, "SELECT COUNT(DISTINCT globalPid) FROM CUPTI_ACTIVITY_KIND_KERNEL"
+				     " WHERE globalPid IS NOT NULL",
+			       -1, &st, NULL) != SQLITE_OK)
+		return TW_OK; /* an export without the column */
+	int64_t np = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+	sqlite3_finalize(st);
+	if (np > 1)
+		return tw_errf(n->err, TW_ERR_INVALID,
+			       "%s: kernels of %lld processes (globalPid) in one report: twin reads "
+			       "one rank per file; profile each rank into its own report (e.g. nsys "
+			       "profile -o rank%%q{RANK} inside the launcher) and import them together",
+			       n->path, (long long)np);
+	return TW_OK;
+}
+
 /* every name in cols (NULL-terminated) must be a column of table */
 static enum tw_result need_columns(struct nsys *n, const char *table, const char *const *cols)
 {
@@ -323,6 +344,8 @@ enum tw_result prof_import_nsys(const char *path, int64_t rank, struct trace *t,
 			rc = need_columns(&n, "StringIds", strings);
 		if (rc == TW_OK)
 			rc = need_columns(&n, "CUPTI_ACTIVITY_KIND_KERNEL", cols);
+		if (rc == TW_OK)
+			rc = one_process(&n);
 		if (rc == TW_OK)
 			rc = read_activity(&c, "CUPTI_ACTIVITY_KIND_KERNEL",
 					   "SELECT k.start, k.end, k.deviceId, k.streamId, k.correlationId,"

@@ -136,6 +136,7 @@ bad_nsys "nsys time beyond the int64 ns bound" "UPDATE CUPTI_ACTIVITY_KIND_KERNE
 bad_nsys "nsys negative time" "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = -100 WHERE rowid = 1" "row 1: start is -100, out of range"
 bad_nsys "nsys kernel name id not in StringIds" "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET demangledName = 999, shortName = 998 WHERE rowid = 1" "demangledName 999 / shortName 998: no such id in StringIds"
 bad_nsys "nsys stream id beyond int32" "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET streamId = 1099511627776 WHERE rowid = 1" "streamId is 1099511627776, out of range"
+bad_nsys "nsys report of several processes (a whole launcher)" "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET globalPid = 1000 + rowid" "processes (globalPid) in one report"
 bad_nsys "nsys one step in two ranges" "INSERT INTO NVTX_EVENTS(start, end, eventType, text) VALUES (300000, 400000, 59, 'step 1')" "step 1 appears twice on rank 0"
 "$TWIN" runs --db "$d/t.db" >"$d/o" 2>&1
 check "failed nsys imports leave no runs behind" [ "$(grep -c complete "$d/o")" -eq 4 ]
