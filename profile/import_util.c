@@ -18,6 +18,14 @@ static int step_cmp(const void *pa, const void *pb)
 	return (a->start_ns > b->start_ns) - (a->start_ns < b->start_ns);
 }
 
+static int step_then_start(const void *pa, const void *pb)
+{
+	const struct prof_host_step *a = pa, *b = pb;
+	if (a->step != b->step)
+		return a->step < b->step ? -1 : 1;
+	return (a->start_ns > b->start_ns) - (a->start_ns < b->start_ns);
+}
+
 void prof_steps_to_gpu(struct trace *t, int32_t rank, size_t first, size_t count,
 		       const int64_t *launch_ns, const struct prof_host_step *steps, size_t nsteps)
 {
@@ -26,7 +34,18 @@ void prof_steps_to_gpu(struct trace *t, int32_t rank, size_t first, size_t count
 	for (size_t i = 0; i < nsteps; i++)
 		if (steps[i].rank == rank)
 			s[mine++] = steps[i];
-	nsteps = mine;
+	/* a step's ranges on several threads (an NVTX "step N" inside the loop's own) are one
+	 * span: the launch search below takes the last range starting before a launch */
+	qsort(s, mine, sizeof(*s), step_then_start);
+	nsteps = 0;
+	for (size_t i = 0; i < mine; i++) {
+		if (nsteps > 0 && s[nsteps - 1].step == s[i].step) {
+			if (s[i].end_ns > s[nsteps - 1].end_ns)
+				s[nsteps - 1].end_ns = s[i].end_ns;
+			continue;
+		}
+		s[nsteps++] = s[i];
+	}
 	qsort(s, nsteps, sizeof(*s), step_cmp);
 	int64_t *lo = TW_NEW_ARRAY(int64_t, nsteps), *hi = TW_NEW_ARRAY(int64_t, nsteps);
 	for (size_t k = 0; k < nsteps; k++) {

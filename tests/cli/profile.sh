@@ -33,6 +33,13 @@ check "nsys step 85 us" num "$d/n.json" step_ns 85000
 check "nsys compute 52.5 us" num "$d/n.json" compute_ns 52500
 check "nsys exposed comm 10 us" num "$d/n.json" exposed_comm_ns 10000
 check "nsys host gaps 17.5 us" num "$d/n.json" stall_host_ns 17500
+# the same step named again by a short range on another thread: one span, the same figures
+cp "$d/rank0.sqlite" "$d/dup.sqlite"
+sqlite3 "$d/dup.sqlite" "INSERT INTO NVTX_EVENTS(start, end, eventType, text, globalTid, domainId) VALUES (0, 10, 59, 'step 1', 72057611548332179, 0)"
+"$TWIN" profile import --nsys "$d/dup.sqlite" --db "$d/dup.db" >"$d/o" 2>"$d/e"
+"$TWIN" profile analyze 1 --db "$d/dup.db" --json >"$d/nd.json" 2>>"$d/e"
+check "nsys: a step's ranges on two threads are one span (step)" num "$d/nd.json" step_ns 85000
+check "nsys: a step's ranges on two threads are one span (compute)" num "$d/nd.json" compute_ns 52500
 
 # --- export: Chrome JSON that imports back to the same answers
 "$TWIN" profile export kin --chrome "$d/x.json" --db "$d/t.db" >"$d/o" 2>"$d/e"
