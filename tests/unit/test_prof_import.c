@@ -251,6 +251,19 @@ static void test_reduce_round_trip(struct test_ctx *T)
 	trace_release(&t);
 }
 
+/* text written to a file of the test's folder and imported into *t (initialised here) */
+static void kineto_import_text(struct test_ctx *T, const char *name, const char *text,
+			       struct trace *t)
+{
+	const char *p = tmp(name);
+	FILE *f = fopen(p, "w");
+	fputs(text, f);
+	fclose(f);
+	trace_init(t, TRACE_KIND_IMPORT, 0);
+	struct tw_err err = {0};
+	CHECK_EQ_INT(T, prof_import_kineto(p, 0, t, &err), TW_OK);
+}
+
 /* GPU-side ProfilerStep annotations are the step windows as they are: step [20,120) us holds
  * a 60 us GEMM -> step 100, compute 60, idle 40 (the CPU range [0,50) is not used). */
 static void test_kineto_gpu_annotation(struct test_ctx *T)
@@ -335,15 +348,11 @@ static void test_kineto_malformed(struct test_ctx *T)
 	/* steps whose windows overlap (a collective of step 1 still running when step 2
 	 * starts): step 1 ends where step 2 begins, the kernel counts once */
 	{
-		const char *p = tmp("overlap.json");
-		FILE *f = fopen(p, "w");
-		fputs("{\"traceEvents\": [" GS(1, 7, 0, 150) GS(2, 7, 100, 150)
-		      KX("\"ts\": 0, \"dur\": 250") "]}", f);
-		fclose(f);
 		struct trace t;
-		trace_init(&t, TRACE_KIND_IMPORT, 0);
+		kineto_import_text(T, "overlap.json",
+			    "{\"traceEvents\": [" GS(1, 7, 0, 150) GS(2, 7, 100, 150)
+			    KX("\"ts\": 0, \"dur\": 250") "]}", &t);
 		struct tw_err err = {0};
-		CHECK_EQ_INT(T, prof_import_kineto(p, 0, &t, &err), TW_OK);
 		struct prof_analysis a;
 		CHECK_EQ_INT(T, prof_analyze(&t, &a, &err), TW_OK);
 		CHECK_EQ_INT(T, a.nsteps, 2);
@@ -353,18 +362,13 @@ static void test_kineto_malformed(struct test_ctx *T)
 	}
 	/* one step on stream 7 of two GPUs (one process drives both) */
 	{
-		const char *p = tmp("twogpus.json");
-		FILE *f = fopen(p, "w");
-		fputs("{\"traceEvents\": [{\"ph\": \"X\", \"cat\": \"gpu_user_annotation\", \"name\": "
-		      "\"ProfilerStep#1\", \"pid\": 0, \"tid\": 7, \"ts\": 0, \"dur\": 100}, "
-		      "{\"ph\": \"X\", \"cat\": \"gpu_user_annotation\", \"name\": \"ProfilerStep#1\", "
-		      "\"pid\": 1, \"tid\": 7, \"ts\": 0, \"dur\": 100}, "
-		      KX("\"ts\": 0, \"dur\": 50") "]}", f);
-		fclose(f);
 		struct trace t;
-		trace_init(&t, TRACE_KIND_IMPORT, 0);
-		struct tw_err err = {0};
-		CHECK_EQ_INT(T, prof_import_kineto(p, 0, &t, &err), TW_OK);
+		kineto_import_text(T, "twogpus.json",
+			    "{\"traceEvents\": [{\"ph\": \"X\", \"cat\": \"gpu_user_annotation\", "
+			    "\"name\": \"ProfilerStep#1\", \"pid\": 0, \"tid\": 7, \"ts\": 0, \"dur\": 100}, "
+			    "{\"ph\": \"X\", \"cat\": \"gpu_user_annotation\", \"name\": \"ProfilerStep#1\", "
+			    "\"pid\": 1, \"tid\": 7, \"ts\": 0, \"dur\": 100}, "
+			    KX("\"ts\": 0, \"dur\": 50") "]}", &t);
 		trace_release(&t);
 	}
 #undef GS
