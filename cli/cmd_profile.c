@@ -270,16 +270,31 @@ static int do_import(struct popts *o)
 		trace_release(&t);
 		return cli_fail(&err);
 	}
+	/* the job's ranks (world_size) and those the files hold (as twin runs shows them) */
+	int64_t traced = 0;
+	bool *seen = t.nranks > 0 ? TW_NEW_ARRAY(bool, (size_t)t.nranks) : NULL;
+	for (size_t i = 0; seen && i < t.nev; i++) {
+		int32_t r = t.ev[i].rank;
+		if (r >= 0 && r < t.nranks && !seen[r]) {
+			seen[r] = true;
+			traced++;
+		}
+	}
+	free(seen);
 	if (o->json) {
 		cJSON *j = cJSON_CreateObject();
 		cJSON_AddNumberToObject(j, "run", (double)id);
 		cJSON_AddNumberToObject(j, "events", (double)t.nev);
 		cJSON_AddNumberToObject(j, "nranks", (double)t.nranks);
+		cJSON_AddNumberToObject(j, "traced_ranks", (double)traced);
 		cli_print_json(j);
 	} else {
-		printf("run %" PRId64 ": %zu events, %" PRId64 " rank%s from %d file%s into %s\n", id,
-		       t.nev, t.nranks, t.nranks == 1 ? "" : "s", o->nfiles, o->nfiles == 1 ? "" : "s",
-		       o->db);
+		char tr[48] = "";
+		if (traced != t.nranks)
+			snprintf(tr, sizeof(tr), " (%" PRId64 " traced)", traced);
+		printf("run %" PRId64 ": %zu events, %" PRId64 " rank%s%s from %d file%s into %s\n", id,
+		       t.nev, t.nranks, t.nranks == 1 ? "" : "s", tr, o->nfiles,
+		       o->nfiles == 1 ? "" : "s", o->db);
 	}
 	trace_release(&t);
 	return 0;

@@ -12,6 +12,8 @@ sqlite3 "$d/rank0.sqlite" <tests/fixtures/nsys/rank0.sql
 "$TWIN" profile import --kineto $K/rank0.json --kineto $K/rank1.json --name kin --db "$d/t.db" >"$d/o" 2>"$d/e"
 check "import kineto exits 0" [ $? -eq 0 ]
 check "import kineto reports the run" has "$d/o" '^run 1: 16 events, 2 ranks from 2 files'
+"$TWIN" profile import --kineto $K/rank1.json --db "$d/one.db" >"$d/o1" 2>&1
+check "import of one rank's file says how many of the job's ranks it holds" has "$d/o1" '^run 1: 8 events, 2 ranks \(1 traced\) from 1 file'
 "$TWIN" profile analyze kin --db "$d/t.db" --json >"$d/a.json" 2>"$d/e"
 check "analyze kineto --json exits 0" [ $? -eq 0 ]
 check "kineto step 95 us" num "$d/a.json" step_ns 95000
