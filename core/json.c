@@ -55,13 +55,39 @@ enum tw_result json_read_file(const char *path, int64_t max_bytes, char **out, s
 	return TW_OK;
 }
 
-enum tw_result json_parse(const char *name, const char *text, size_t len, cJSON **out,
-			  struct tw_err *err)
+enum tw_result json_check_text(const char *name, const char *text, size_t len, struct tw_err *err)
 {
+	/* tensorboard_trace_handler(use_gzip=True) writes .json.gz */
 	if (len >= 2 && (unsigned char)text[0] == 0x1f && (unsigned char)text[1] == 0x8b)
 		return tw_errf(err, TW_ERR_INVALID, "%s: gzip-compressed; gunzip it first", name);
 	if (memchr(text, '\0', len))
 		return tw_errf(err, TW_ERR_INVALID, "%s: not a JSON text (contains a NUL byte)", name);
+	return TW_OK;
+}
+
+enum tw_result json_malformed(const char *name, const char *text, size_t len, size_t off,
+			      const char *where, struct tw_err *err)
+{
+	if (len == 0)
+		return tw_errf(err, TW_ERR_INVALID, "%s: empty file, expected a JSON object", name);
+	size_t line = 1, col = 1;
+	if (off > len)
+		off = len;
+	for (size_t i = 0; i < off; i++) {
+		if (text[i] == '\n') {
+			line++;
+			col = 1;
+		} else {
+			col++;
+		}
+	}
+	return tw_errf(err, TW_ERR_INVALID, "%s:%zu:%zu: malformed JSON%s", name, line, col, where);
+}
+
+enum tw_result json_parse(const char *name, const char *text, size_t len, cJSON **out,
+			  struct tw_err *err)
+{
+	TW_CHECK(json_check_text(name, text, len, err));
 	const char *end = NULL;
 	/* cJSON's require_null_terminated needs the NUL inside the length; check the tail here */
 	cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
@@ -73,22 +99,8 @@ enum tw_result json_parse(const char *name, const char *text, size_t len, cJSON 
 			root = NULL;
 		}
 	}
-	if (!root) {
-		size_t off = end ? (size_t)(end - text) : 0, line = 1, col = 1;
-		if (off > len)
-			off = len;
-		for (size_t i = 0; i < off; i++) {
-			if (text[i] == '\n') {
-				line++;
-				col = 1;
-			} else {
-				col++;
-			}
-		}
-		if (len == 0)
-			return tw_errf(err, TW_ERR_INVALID, "%s: empty file, expected a JSON object", name);
-		return tw_errf(err, TW_ERR_INVALID, "%s:%zu:%zu: malformed JSON", name, line, col);
-	}
+	if (!root)
+		return json_malformed(name, text, len, end ? (size_t)(end - text) : 0, "", err);
 	*out = root;
 	return TW_OK;
 }

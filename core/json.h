@@ -18,6 +18,12 @@
 enum tw_result json_read_file(const char *path, int64_t max_bytes, char **out, size_t *len,
 			      struct tw_err *err);
 
+/* Text a JSON parser can take: not gzip-compressed, no NUL byte (the message says which). */
+enum tw_result json_check_text(const char *name, const char *text, size_t len, struct tw_err *err);
+/* The error for text that does not parse at byte off (cJSON's error position): "f.json:3:17:
+ * malformed JSON" followed by where (e.g. " (in traceEvents[2])", or ""); an empty text says so. */
+enum tw_result json_malformed(const char *name, const char *text, size_t len, size_t off,
+			      const char *where, struct tw_err *err);
 /* Parse text; on failure the message has the line and column: "f.json:3:17: malformed JSON". */
 enum tw_result json_parse(const char *name, const char *text, size_t len, cJSON **out,
 			  struct tw_err *err);

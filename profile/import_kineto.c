@@ -421,23 +421,10 @@ static void locate_events(const char *s, size_t n, struct kineto_layout *L)
 static enum tw_result malformed(struct tw_err *err, const char *path, const char *s, size_t n,
 				size_t off, size_t index)
 {
-	if (n == 0)
-		return tw_errf(err, TW_ERR_INVALID, "%s: empty file, expected a JSON object", path);
-	size_t line = 1, col = 1;
-	if (off > n)
-		off = n;
-	for (size_t i = 0; i < off; i++) {
-		if (s[i] == '\n') {
-			line++;
-			col = 1;
-		} else {
-			col++;
-		}
-	}
-	if (index == SIZE_MAX)
-		return tw_errf(err, TW_ERR_INVALID, "%s:%zu:%zu: malformed JSON", path, line, col);
-	return tw_errf(err, TW_ERR_INVALID, "%s:%zu:%zu: malformed JSON (in traceEvents[%zu])", path,
-		       line, col, index);
+	char where[48] = "";
+	if (index != SIZE_MAX)
+		snprintf(where, sizeof(where), " (in traceEvents[%zu])", index);
+	return json_malformed(path, s, n, off, where, err);
 }
 
 /* The elements of the array, one at a time. */
@@ -897,13 +884,10 @@ enum tw_result prof_import_kineto(const char *path, int64_t rank, struct trace *
 	char *text;
 	size_t len;
 	TW_CHECK(json_read_file(path, KINETO_MAX_FILE_BYTES, &text, &len, err));
-	if (len >= 2 && (unsigned char)text[0] == 0x1f && (unsigned char)text[1] == 0x8b) {
-		free(text); /* tensorboard_trace_handler(use_gzip=True) writes .json.gz */
-		return tw_errf(err, TW_ERR_INVALID, "%s: gzip-compressed; gunzip it first", path);
-	}
-	if (memchr(text, '\0', len)) {
+	enum tw_result ck = json_check_text(path, text, len, err);
+	if (ck != TW_OK) {
 		free(text);
-		return tw_errf(err, TW_ERR_INVALID, "%s: not a JSON text (contains a NUL byte)", path);
+		return ck;
 	}
 	int64_t exact_base_ns;
 	bool have_exact_base;
