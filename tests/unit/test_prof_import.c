@@ -268,19 +268,14 @@ static void kineto_import_text(struct test_ctx *T, const char *name, const char 
  * a 60 us GEMM -> step 100, compute 60, idle 40 (the CPU range [0,50) is not used). */
 static void test_kineto_gpu_annotation(struct test_ctx *T)
 {
-	const char *p = tmp("gua.json");
-	FILE *f = fopen(p, "w");
-	fputs("{\"traceEvents\": ["
+	struct trace t;
+	kineto_import_text(T, "gua.json", "{\"traceEvents\": ["
 	      "{\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": \"ProfilerStep#4\", \"pid\": 1, \"tid\": 1, \"ts\": 0, \"dur\": 50},"
 	      "{\"ph\": \"X\", \"cat\": \"gpu_user_annotation\", \"name\": \"ProfilerStep#4\", \"pid\": 0, \"tid\": 7, \"ts\": 20, \"dur\": 100},"
 	      "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"ampere_sgemm\", \"pid\": 0, \"tid\": 7, \"ts\": 30, \"dur\": 60, \"args\": {\"correlation\": 5}},"
 	      "{\"ph\": \"X\", \"cat\": \"cuda_runtime\", \"name\": \"cudaLaunchKernel\", \"pid\": 1, \"tid\": 1, \"ts\": 5, \"dur\": 3, \"args\": {\"correlation\": 5}}"
-	      "]}", f);
-	fclose(f);
-	struct trace t;
-	trace_init(&t, TRACE_KIND_IMPORT, 0);
+	      "]}", &t);
 	struct tw_err err = {0};
-	CHECK_EQ_INT(T, prof_import_kineto(p, 0, &t, &err), TW_OK);
 	struct prof_analysis a;
 	CHECK_EQ_INT(T, prof_analyze(&t, &a, &err), TW_OK);
 	CHECK_EQ_INT(T, a.nsteps, 1);
@@ -380,19 +375,13 @@ static void test_kineto_malformed(struct test_ctx *T)
  * streams make one window. */
 static void test_kineto_exact_times(struct test_ctx *T)
 {
-	const char *p = tmp("epoch.json");
-	FILE *f = fopen(p, "w");
-	fputs("{\"traceEvents\":[\n"
+	struct trace t;
+	kineto_import_text(T, "epoch.json", "{\"traceEvents\":[\n"
 	      "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"ampere_gemm\",\"pid\":0,\"tid\":7,\"ts\":1696118400000000.100,\"dur\":0.100},\n"
 	      "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"ncclDevKernel_AllReduce_Sum\",\"pid\":0,\"tid\":20,\"ts\":1696118400000000.200,\"dur\":0.100},\n"
 	      "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"ampere_gemm\",\"pid\":0,\"tid\":7,\"ts\":1696118400000000.300,\"dur\":0.100},\n"
 	      "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"ampere_gemm\",\"pid\":0,\"tid\":7,\"ts\":1696118400000001,\"dur\":0.001}\n"
-	      "]}", f);
-	fclose(f);
-	struct trace t;
-	trace_init(&t, TRACE_KIND_IMPORT, 0);
-	struct tw_err err = {0};
-	CHECK_EQ_INT(T, prof_import_kineto(p, 0, &t, &err), TW_OK);
+	      "]}", &t);
 	trace_sort(&t);
 	CHECK_EQ_INT(T, t.nev, 4);
 	if (t.nev == 4) {
@@ -402,27 +391,20 @@ static void test_kineto_exact_times(struct test_ctx *T)
 		CHECK(T, t.ev[3].start_ns == 1696118400000001000LL && t.ev[3].end_ns == 1696118400000001001LL);
 	}
 	trace_release(&t);
-	p = tmp("base.json");
-	f = fopen(p, "w");
-	fputs("{\"baseTimeNanoseconds\": 1696118400000000123, \"traceEvents\": [{\"ph\": \"X\", "
-	      "\"cat\": \"kernel\", \"name\": \"k\", \"ts\": 0.001, \"dur\": 1}]}", f);
-	fclose(f);
-	trace_init(&t, TRACE_KIND_IMPORT, 0);
-	CHECK_EQ_INT(T, prof_import_kineto(p, 0, &t, &err), TW_OK);
+	kineto_import_text(T, "base.json",
+			   "{\"baseTimeNanoseconds\": 1696118400000000123, \"traceEvents\": [{\"ph\": "
+			   "\"X\", \"cat\": \"kernel\", \"name\": \"k\", \"ts\": 0.001, \"dur\": 1}]}",
+			   &t);
 	CHECK(T, t.nev == 1 && t.ev[0].start_ns == 1696118400000000124LL);
 	trace_release(&t);
 	/* one step, annotated on streams 7 and 20: the window is their union, [0, 100) us */
-	p = tmp("streams.json");
-	f = fopen(p, "w");
-	fputs("{\"traceEvents\": ["
+	kineto_import_text(T, "streams.json", "{\"traceEvents\": ["
 	      "{\"ph\": \"X\", \"cat\": \"gpu_user_annotation\", \"name\": \"ProfilerStep#1\", \"tid\": 7, \"ts\": 0, \"dur\": 90},"
 	      "{\"ph\": \"X\", \"cat\": \"gpu_user_annotation\", \"name\": \"ProfilerStep#1\", \"tid\": 20, \"ts\": 95, \"dur\": 5},"
 	      "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"gemm\", \"tid\": 7, \"ts\": 0, \"dur\": 90},"
 	      "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"ncclDevKernel_AllReduce\", \"tid\": 20, \"ts\": 95, \"dur\": 5}"
-	      "]}", f);
-	fclose(f);
-	trace_init(&t, TRACE_KIND_IMPORT, 0);
-	CHECK_EQ_INT(T, prof_import_kineto(p, 0, &t, &err), TW_OK);
+	      "]}", &t);
+	struct tw_err err = {0};
 	struct prof_analysis a;
 	CHECK_EQ_INT(T, prof_analyze(&t, &a, &err), TW_OK);
 	CHECK_EQ_INT(T, a.nsteps, 1);
