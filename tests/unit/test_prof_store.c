@@ -158,12 +158,9 @@ static void test_newer_schema(struct test_ctx *T)
 	rm_db(path);
 }
 
-/* A version-1 database (no runs.dropped / runs.source / events.flags / steps) is migrated. */
-static void test_migrate_v1(struct test_ctx *T)
-{
-	char path[512];
-	tmp_path(path, sizeof(path), "v1.db");
-	const char *v1 =
+/* A store of schema version 1 (no runs.dropped / runs.source / events.flags / steps): one run
+ * of one gemm event. */
+static const char v1_store[] =
 		"CREATE TABLE schema_version(version INTEGER NOT NULL);"
 		"INSERT INTO schema_version VALUES (1);"
 		"CREATE TABLE runs(id INTEGER PRIMARY KEY, kind TEXT NOT NULL, name TEXT,"
@@ -186,7 +183,13 @@ static void test_migrate_v1(struct test_ctx *T)
 		"INSERT INTO runs VALUES (1, 'sim', 'old', 'sim', NULL, '0.0.1', 'h', '2026-01-01', 1, 1, 1);"
 		"INSERT INTO names VALUES (1, 'gemm');"
 		"INSERT INTO events VALUES (1, 0, 0, 0, 0, 0, -1, -1, -1, -1, -1, 100, 200, 0, 0, 0, 1);";
-	CHECK_EQ_INT(T, sql_exec(path, v1), SQLITE_OK);
+
+/* A version-1 database (no runs.dropped / runs.source / events.flags / steps) is migrated. */
+static void test_migrate_v1(struct test_ctx *T)
+{
+	char path[512];
+	tmp_path(path, sizeof(path), "v1.db");
+	CHECK_EQ_INT(T, sql_exec(path, v1_store), SQLITE_OK);
 	struct prof_db *db;
 	struct tw_err err = {0};
 	CHECK_EQ_INT(T, prof_db_open(path, &db, &err), TW_OK);
@@ -430,28 +433,7 @@ static void test_readers_change_nothing(struct test_ctx *T)
 	rm_db(path);
 	/* version 1, read by a reader: columns added later read as defaults, the file stays v1 */
 	tmp_path(path, sizeof(path), "v1r.db");
-	CHECK_EQ_INT(T, sql_exec(path,
-		"CREATE TABLE schema_version(version INTEGER NOT NULL); INSERT INTO schema_version VALUES (1);"
-		"CREATE TABLE runs(id INTEGER PRIMARY KEY, kind TEXT NOT NULL, name TEXT, backend TEXT,"
-		" job_json TEXT, tool_version TEXT, host TEXT, created_utc TEXT NOT NULL,"
-		" nranks INTEGER NOT NULL DEFAULT 0, complete INTEGER NOT NULL DEFAULT 0,"
-		" nevents INTEGER NOT NULL DEFAULT 0);"
-		"CREATE TABLE names(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);"
-		"CREATE TABLE events(run_id INTEGER NOT NULL, rank INTEGER NOT NULL,"
-		" device INTEGER NOT NULL, stream INTEGER NOT NULL, category INTEGER NOT NULL,"
-		" step INTEGER NOT NULL, op_id INTEGER NOT NULL, layer INTEGER NOT NULL,"
-		" micro INTEGER NOT NULL, stage INTEGER NOT NULL, phase INTEGER NOT NULL,"
-		" start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL, bytes INTEGER NOT NULL,"
-		" flops REAL NOT NULL, group_size INTEGER NOT NULL, name_id INTEGER NOT NULL);"
-		"CREATE TABLE mem_samples(run_id INTEGER NOT NULL, rank INTEGER NOT NULL,"
-		" device INTEGER NOT NULL, category INTEGER NOT NULL, t_ns INTEGER NOT NULL,"
-		" bytes INTEGER NOT NULL);"
-		"CREATE TABLE peak_mem(run_id INTEGER NOT NULL, rank INTEGER NOT NULL,"
-		" bytes INTEGER NOT NULL, PRIMARY KEY(run_id, rank));"
-		"INSERT INTO runs VALUES (1, 'sim', 'old', 'sim', NULL, '0.0.1', 'h', '2026-01-01', 1, 1, 1);"
-		"INSERT INTO names VALUES (1, 'gemm');"
-		"INSERT INTO events VALUES (1, 0, 0, 0, 0, 0, -1, -1, -1, -1, -1, 100, 200, 0, 0, 0, 1);"),
-		SQLITE_OK);
+	CHECK_EQ_INT(T, sql_exec(path, v1_store), SQLITE_OK);
 	tw_err_clear(&err);
 	CHECK_EQ_INT(T, prof_db_open_existing(path, &db, &err), TW_OK);
 	if (db) {
