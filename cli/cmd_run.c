@@ -7,12 +7,9 @@
  * events and marks the run complete. */
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "../exec/exec.h"
 #include "../profile/profile.h"
@@ -80,46 +77,6 @@ static enum tw_result job_load_quiet(struct cli_job_opts *jo, bool quiet, struct
 	return cli_job_load(jo, "run", job, err);
 }
 
-/* The store is the user's path: one that cannot hold a database (a missing or unwritable
- * directory, a directory, a device, a path the system refuses) is bad input (exit 2), said
- * before the store is opened, whatever the store's own checks return. A path too long to
- * print is shortened in the message so that the reason survives. */
-static enum tw_result db_path_ok(const char *path, struct tw_err *err)
-{
-	char shown[160];
-	size_t n = strlen(path);
-	if (n < sizeof(shown))
-		snprintf(shown, sizeof(shown), "%s", path);
-	else
-		snprintf(shown, sizeof(shown), "%.60s...%s (%zu characters)", path, path + n - 40, n);
-	struct stat st;
-	if (stat(path, &st) == 0) {
-		if (S_ISDIR(st.st_mode))
-			return tw_errf(err, TW_ERR_INVALID, "--db %s: is a directory, not a database file", shown);
-		if (!S_ISREG(st.st_mode))
-			return tw_errf(err, TW_ERR_INVALID,
-				       "--db %s: not a regular file (a twin store is an SQLite file)", shown);
-		if (access(path, R_OK | W_OK) != 0)
-			return tw_errf(err, tw_out_errcode(errno), "--db %s: cannot write the database: %s",
-				       shown, strerror(errno));
-		return TW_OK;
-	}
-	if (errno != ENOENT)
-		return tw_errf(err, tw_out_errcode(errno), "--db %s: cannot open the database: %s", shown,
-			       strerror(errno));
-	/* a new store: create the file to learn that it can be (root passes access() checks on
-	 * read-only places such as /proc), then leave its creation to the store */
-	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0666);
-	if (fd < 0)
-		return errno == EEXIST ? TW_OK
-				       : tw_errf(err, tw_out_errcode(errno),
-						 "--db %s: cannot create the database: %s", shown,
-						 strerror(errno));
-	close(fd);
-	unlink(path);
-	return TW_OK;
-}
-
 struct store_ctx {
 	const char *db_path, *name, *backend;
 	char *job_json;
@@ -130,7 +87,9 @@ struct store_ctx {
 static int64_t store_begin(void *ctx, int64_t nranks, struct tw_err *err)
 {
 	struct store_ctx *s = ctx;
-	if (db_path_ok(s->db_path, err) != TW_OK || prof_db_open(s->db_path, &s->db, err) != TW_OK)
+	/* the store refuses a path that cannot hold one (a directory, a device, a missing
+	 * folder) as bad input */
+	if (prof_db_open(s->db_path, &s->db, err) != TW_OK)
 		return -1;
 	struct prof_run_meta meta = {.kind = TRACE_KIND_EXEC, .name = s->name,
 				     .job_json = s->job_json, .backend = s->backend,
